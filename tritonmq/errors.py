@@ -1,0 +1,138 @@
+"""One error tree for the whole project.
+
+Every failure a caller may want to handle is a subclass of :class:`TritonError`.
+Errors that cross the wire carry a stable string ``code`` and a ``retriable``
+flag; the wire never carries tracebacks.
+
+::
+
+    TritonError
+    ├── ConfigError                 bad settings or CLI input (exit status 2)
+    ├── ProtocolError               a frame that cannot be trusted
+    │   ├── FrameTooLarge           code TOO_LARGE
+    │   ├── MalformedFrame          code BAD_FRAME   (garbage, wrong types)
+    │   └── UnknownOp               code UNKNOWN_OP
+    ├── BrokerError                 an ``error`` frame from a broker
+    │   ├── RetriableError          retriable=True
+    │   │   ├── NotPrimary          code NOT_PRIMARY (carries where the primary is, if known)
+    │   │   ├── NotEnoughReplicas   code NOT_ENOUGH_REPLICAS (ISR below min_insync)
+    │   │   └── Unavailable         code UNAVAILABLE (fenced, no ZooKeeper session)
+    │   └── RequestRejected         retriable=False (BAD_REQUEST and the protocol codes)
+    ├── ReplicationError            broker-to-broker
+    │   ├── StaleEpoch              a frame from an older epoch
+    │   └── LogGap                  an append that is not ``last + 1``
+    ├── CoordinationError           ZooKeeper failures seen by the coord layer
+    └── ClientError                 raised by the Python client
+        ├── PublishTimeout          no acknowledgement within the client's deadline
+        └── ClientClosed            the client was closed while a call was pending
+"""
+
+from __future__ import annotations
+
+
+class TritonError(Exception):
+    """Root of every TritonMQ error."""
+
+    code: str = "INTERNAL"
+    retriable: bool = False
+
+    def __init__(self, message: str = "", *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class ConfigError(TritonError):
+    code = "CONFIG"
+
+
+class ProtocolError(TritonError):
+    code = "BAD_FRAME"
+
+
+class FrameTooLarge(ProtocolError):
+    code = "TOO_LARGE"
+
+
+class MalformedFrame(ProtocolError):
+    code = "BAD_FRAME"
+
+
+class UnknownOp(ProtocolError):
+    code = "UNKNOWN_OP"
+
+
+class BrokerError(TritonError):
+    """An error frame received from a broker."""
+
+    code = "INTERNAL"
+
+
+class RetriableError(BrokerError):
+    retriable = True
+    code = "UNAVAILABLE"
+
+
+class NotPrimary(RetriableError):
+    code = "NOT_PRIMARY"
+
+    def __init__(self, message: str = "", *, primary_url: str | None = None) -> None:
+        super().__init__(message)
+        self.primary_url = primary_url
+
+
+class NotEnoughReplicas(RetriableError):
+    code = "NOT_ENOUGH_REPLICAS"
+
+
+class Unavailable(RetriableError):
+    code = "UNAVAILABLE"
+
+
+class RequestRejected(BrokerError):
+    code = "BAD_REQUEST"
+
+
+class ReplicationError(TritonError):
+    code = "REPLICATION"
+
+
+class StaleEpoch(ReplicationError):
+    code = "STALE_EPOCH"
+
+
+class LogGap(ReplicationError):
+    code = "LOG_GAP"
+
+
+class CoordinationError(TritonError):
+    code = "COORDINATION"
+
+
+class ClientError(TritonError):
+    code = "CLIENT"
+
+
+class PublishTimeout(ClientError):
+    code = "TIMEOUT"
+    retriable = True
+
+
+class ClientClosed(ClientError):
+    code = "CLOSED"
+
+
+_RETRIABLE = {c.code: c for c in (NotPrimary, NotEnoughReplicas, Unavailable)}
+
+
+def error_from_wire(code: str, message: str, retriable: bool, primary: str | None = None) -> BrokerError:
+    """Build the typed exception for an ``error`` frame received from a broker."""
+    if code == "NOT_PRIMARY":
+        return NotPrimary(message, primary_url=primary)
+    cls = _RETRIABLE.get(code)
+    if cls is not None:
+        return cls(message)
+    if retriable:
+        return RetriableError(message, code=code)
+    return RequestRejected(message, code=code)
