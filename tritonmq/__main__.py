@@ -1,0 +1,3 @@
+from tritonmq.cli import main
+
+main()

@@ -1,0 +1,55 @@
+"""Run one broker process: uvloop, logging, and a clean ZooKeeper close on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from tritonmq.broker.node import Broker
+from tritonmq.config import BrokerConfig
+
+
+def setup_logging(level: str, name: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("websockets").setLevel(logging.WARNING)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where it is installed, plain asyncio otherwise."""
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.new_event_loop()
+
+
+async def serve(cfg: BrokerConfig, ready: asyncio.Event | None = None) -> None:
+    broker = Broker(cfg)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, broker.request_stop)
+    await broker.start()
+    print(f"broker {cfg.id} {broker.url}", flush=True)
+    try:
+        await broker.serve_forever()
+    finally:
+        logging.getLogger("tritonmq.broker").info("stopping")
+        await broker.stop()
+
+
+def run_broker(cfg: BrokerConfig) -> int:
+    setup_logging(cfg.log_level, f"{cfg.group}/{cfg.id}")
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(serve(cfg))
+    finally:
+        loop.close()
+    return 0

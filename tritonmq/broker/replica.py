@@ -1,0 +1,146 @@
+"""Replication links (``tritonmq.repl.v1``): the backup's follow loop and the primary's side.
+
+A backup connects to the primary, says where its log ends and which epochs it
+holds, truncates to where the primary says they agree, then appends and
+acknowledges batches. Entries for several caught-up backups are encoded once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import websockets
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from tritonmq.core.actions import Replicate
+from tritonmq.core.group import Member
+from tritonmq.core.replication import PrimaryCore, Rejected
+from tritonmq.errors import ProtocolError, ReplicationError
+from tritonmq.wire import codec
+from tritonmq.wire.frames import REPL_SUBPROTOCOL, Append, ErrorCode, Follow, Leader, ReplAck
+
+if TYPE_CHECKING:
+    from tritonmq.broker.node import Broker
+
+log = logging.getLogger("tritonmq.replica")
+REPL_MAX_FRAME = 256 * 1024 * 1024
+
+
+# --- primary side -------------------------------------------------------------------
+
+
+async def serve_follower(broker: Broker, ws: ServerConnection) -> None:
+    fid = ""
+    p: PrimaryCore | None = None
+    try:
+        hello = codec.decode_repl(await ws.recv())
+        p = broker.primary
+        if not isinstance(hello, Follow):
+            await ws.send(codec.enc_error(ErrorCode.BAD_REQUEST, "a replication link starts with follow"))
+            return
+        if p is None or hello.group != broker.cfg.group:
+            await ws.send(codec.enc_error(ErrorCode.NOT_PRIMARY, "not the primary of this group"))
+            return
+        res = p.attach(hello.id, hello.boot, hello.epoch, hello.epochs, hello.last_ts, time.monotonic())
+        if isinstance(res, Rejected):
+            await ws.send(codec.enc_error(res.code, res.message))
+            return
+        fid = hello.id
+        old = broker.repl_links.pop(fid, None)
+        if old is not None:
+            asyncio.ensure_future(old.close(1000, "replaced by a newer link"))
+        broker.repl_links[fid] = ws
+        await ws.send(codec.enc_leader(res))
+        log.info("%s follows from ts %d (epoch %d)", fid, res.truncate_to, res.epoch)
+        broker.perform(p.pump(fid))
+        async for data in ws:
+            frame = codec.decode_repl(data)
+            if isinstance(frame, ReplAck) and broker.primary is p:
+                broker.perform(p.acked(fid, frame.epoch, frame.ts, time.monotonic()))
+    except (ConnectionClosed, ProtocolError) as e:
+        log.debug("replication link from %s ended: %s", fid or "?", e)
+    finally:
+        if fid and broker.repl_links.get(fid) is ws:
+            del broker.repl_links[fid]
+            if p is not None and broker.primary is p:
+                p.detach(fid, time.monotonic())
+                log.info("%s stopped following", fid)
+
+
+def send_entries(broker: Broker, p: PrimaryCore, a: Replicate) -> None:
+    links = [broker.repl_links[f] for f in a.followers if f in broker.repl_links]
+    if not links:
+        return
+    epoch, commit, entries = p.entries_for(a.start, a.end)
+    websockets.broadcast(links, codec.enc_append(epoch, commit, entries))
+
+
+_last_beat: dict[int, int] = {}
+
+
+def heartbeat(broker: Broker, p: PrimaryCore) -> None:
+    """Tell caught-up backups the commit point when no new entries would carry it."""
+    if _last_beat.get(id(p)) == p.commit_ts:
+        return
+    _last_beat.clear()
+    _last_beat[id(p)] = p.commit_ts
+    last = p.log.last_ts
+    links = [broker.repl_links[f.id] for f in p.followers.values() if f.sent == last and f.id in broker.repl_links]
+    if links:
+        websockets.broadcast(links, codec.enc_append(p.epoch, p.commit_ts, []))
+
+
+# --- backup side --------------------------------------------------------------------
+
+
+async def follow(broker: Broker, primary: Member, epoch: int) -> None:
+    """Follow ``primary`` at ``epoch`` until cancelled, reconnecting as needed."""
+    backoff = 0.05
+    core = broker.backup
+    assert core is not None and broker.me is not None
+    while True:
+        try:
+            async with websockets.connect(
+                primary.url,
+                subprotocols=[REPL_SUBPROTOCOL],  # type: ignore[list-item]
+                max_size=REPL_MAX_FRAME,
+                compression=None,
+                open_timeout=5,
+                ping_interval=5,
+                ping_timeout=10,
+            ) as ws:
+                log_ = broker.log
+                await ws.send(
+                    codec.enc_follow(
+                        Follow(broker.cfg.group, broker.me.id, broker.me.boot, epoch, log_.last_ts, list(log_.epochs))
+                    )
+                )
+                reply = await ws.recv()
+                try:
+                    lead = codec.decode_repl(reply)
+                except ProtocolError:
+                    err = codec.decode_broker(reply)
+                    raise ReplicationError(f"{err.get('code')}: {err.get('message')}") from None
+                if not isinstance(lead, Leader):
+                    raise ReplicationError("expected a leader frame")
+                cut = core.on_leader(lead)
+                if cut:
+                    log.warning("truncated %d entries not in the history of epoch %d", cut, epoch)
+                log.info("caught up from ts %d of %s, epoch %d", lead.truncate_to, primary.id, epoch)
+                backoff = 0.05
+                async for data in ws:
+                    frame = codec.decode_repl(data)
+                    if isinstance(frame, Append):
+                        ts = core.on_append(frame)
+                        broker.commit_ts = core.commit_ts
+                        await ws.send(codec.enc_rack(epoch, ts))
+        except asyncio.CancelledError:
+            raise
+        except (OSError, ConnectionClosed, ReplicationError, ProtocolError, TimeoutError) as e:
+            log.debug("following %s: %s; retrying", primary.id, e)
+        await asyncio.sleep(backoff)
+        backoff = min(backoff * 2, 0.5)

@@ -1,0 +1,233 @@
+"""The broker's view of its group in ZooKeeper: members, state, session.
+
+It translates only: watches become a wake-up of the broker's reconcile loop,
+and the broker asks it to create or compare-and-set the state znode. Every
+decision is made in :mod:`tritonmq.core.group`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from tritonmq.coord.bridge import to_future
+from tritonmq.core.group import GroupState, Member
+from tritonmq.errors import CoordinationError
+
+log = logging.getLogger("tritonmq.coord")
+
+
+class Session(enum.Enum):
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+
+
+def group_paths(chroot: str, group: str) -> tuple[str, str]:
+    base = f"{chroot.rstrip('/')}/groups/{group}"
+    return f"{base}/members", f"{base}/state"
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        hosts: str,
+        chroot: str,
+        group: str,
+        me: Member,
+        *,
+        session_timeout: float,
+        on_change: Callable[[], None],
+    ) -> None:
+        self.me = me
+        self.members_path, self.state_path = group_paths(chroot, group)
+        self.zk = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout,
+            connection_retry={"max_tries": -1, "max_delay": 0.5},
+        )
+        self.session = Session.LOST
+        self.session_epoch = 0  # bumps every time a new session is established
+        self.state: GroupState | None = None
+        self.members: dict[str, Member] = {}
+        self.registered = False
+        self._on_change = on_change
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._refreshing = False
+        self._again = False
+        self._closing = False
+        self._started = False
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    async def start(self, timeout: float = 15.0) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.zk.add_listener(self._session_listener)
+        try:
+            await asyncio.to_thread(self.zk.start, timeout)
+        except Exception as e:
+            raise CoordinationError(f"cannot reach ZooKeeper at {self.zk.hosts}: {e}") from e
+        self.session = Session.CONNECTED
+        self.session_epoch += 1
+        await self._call(self.zk.ensure_path_async(self.members_path))
+        await self.register()
+        self._started = True
+        await self.refresh()
+
+    async def stop(self) -> None:
+        """Close the session cleanly: our ephemeral member znode vanishes at once."""
+        self._closing = True
+        try:
+            await asyncio.to_thread(self.zk.stop)
+            await asyncio.to_thread(self.zk.close)
+        except Exception as e:  # shutting down anyway
+            log.warning("closing ZooKeeper session: %s", e)
+
+    def _session_listener(self, state: str) -> None:
+        # Runs on kazoo's thread: hand over to the loop and return at once.
+        if self._loop is not None and not self._closing:
+            self._loop.call_soon_threadsafe(self._on_session, state)
+
+    def _on_session(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self.session = Session.LOST
+            self.registered = False
+        elif state == KazooState.SUSPENDED:
+            self.session = Session.SUSPENDED
+        else:
+            if self.session == Session.LOST:
+                self.session_epoch += 1
+            self.session = Session.CONNECTED
+            if self._started:
+                asyncio.ensure_future(self._resume())
+        log.info("zookeeper session %s", self.session.value)
+        self._on_change()
+
+    async def _resume(self) -> None:
+        try:
+            if not self.registered:
+                await self.register()
+            await self.refresh()
+        except Exception as e:
+            log.warning("re-registering after reconnect failed: %s", e)
+
+    # --- registration ------------------------------------------------------------
+
+    async def register(self) -> None:
+        """Create our ephemeral member znode, waiting out a previous incarnation's session."""
+        path = f"{self.members_path}/{self.me.id}"
+        data = json.dumps({"url": self.me.url, "boot": self.me.boot}).encode()
+        warned = False
+        while not self._closing:
+            try:
+                await self._call(self.zk.create_async(path, data, ephemeral=True))
+                self.registered = True
+                return
+            except NodeExistsError:
+                try:
+                    raw, _ = await self._call(self.zk.get_async(path))
+                except NoNodeError:
+                    continue
+                if json.loads(raw).get("boot") == self.me.boot:
+                    self.registered = True
+                    return
+                if not warned:
+                    log.info(
+                        "member %s is still registered by an earlier run; waiting for its session to expire",
+                        self.me.id,
+                    )
+                    warned = True
+                gone = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                exists = await self._call(
+                    self.zk.exists_async(path, watch=lambda _e: loop.call_soon_threadsafe(gone.set))
+                )
+                if exists is not None:
+                    try:
+                        await asyncio.wait_for(gone.wait(), timeout=30)
+                    except TimeoutError:
+                        pass
+
+    # --- reads and watches -------------------------------------------------------
+
+    def _watch(self, _event: Any) -> None:
+        if self._loop is not None and not self._closing:
+            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.refresh()))
+
+    async def refresh(self) -> None:
+        """Re-read members and state, re-arming one-shot watches; coalesces concurrent calls."""
+        if self._refreshing:
+            self._again = True
+            return
+        self._refreshing = True
+        try:
+            while True:
+                self._again = False
+                await self._read()
+                if not self._again:
+                    break
+        except Exception as e:
+            log.debug("refresh failed (%s); will retry on reconnect", e)
+        finally:
+            self._refreshing = False
+        self._on_change()
+
+    async def _read(self) -> None:
+        children = await self._call(
+            self.zk.get_children_async(self.members_path, watch=self._watch)
+        )
+        members: dict[str, Member] = {}
+        for child in children:
+            try:
+                raw, _ = await self._call(
+                    self.zk.get_async(f"{self.members_path}/{child}", watch=self._watch)
+                )
+            except NoNodeError:
+                continue
+            d = json.loads(raw)
+            members[child] = Member(child, d["url"], d["boot"])
+        self.members = members
+        try:
+            raw, stat = await self._call(self.zk.get_async(self.state_path, watch=self._watch))
+            self.state = GroupState.from_json(raw, stat.version)
+        except NoNodeError:
+            await self._call(self.zk.exists_async(self.state_path, watch=self._watch))
+            self.state = None
+
+    # --- writes ------------------------------------------------------------------
+
+    async def create_state(self, state: GroupState) -> GroupState | None:
+        try:
+            await self._call(self.zk.create_async(self.state_path, state.to_json(), makepath=True))
+        except NodeExistsError:
+            return None
+        new = GroupState(state.epoch, state.primary, state.isr, state.boots, state.start_ts, 0)
+        if self.state is None:
+            self.state = new
+        return new
+
+    async def cas_state(self, state: GroupState) -> GroupState | None:
+        """Write ``state`` if the znode is still at ``state.version``; the written state, or None."""
+        try:
+            stat = await self._call(
+                self.zk.set_async(self.state_path, state.to_json(), version=state.version)
+            )
+        except (BadVersionError, NoNodeError):
+            return None
+        new = GroupState(
+            state.epoch, state.primary, state.isr, state.boots, state.start_ts, stat.version
+        )
+        if self.state is None or self.state.version < new.version:
+            self.state = new
+        return new
+
+    async def _call(self, async_result: Any) -> Any:
+        assert self._loop is not None
+        return await to_future(self._loop, async_result)

@@ -1,0 +1,58 @@
+"""Read-only views of a cluster in ZooKeeper, for `tritonmq status`, clients and tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from tritonmq.errors import CoordinationError
+
+
+def read_cluster(zk: KazooClient, chroot: str = "/tritonmq") -> dict[str, Any]:
+    """``{"groups": {G: {"epoch", "primary", "isr", "members": {id: url}, "primary_url"}}}``."""
+    root = f"{chroot.rstrip('/')}/groups"
+    out: dict[str, Any] = {}
+    try:
+        groups = sorted(zk.get_children(root))
+    except NoNodeError:
+        groups = []
+    for g in groups:
+        members: dict[str, str] = {}
+        try:
+            for m in sorted(zk.get_children(f"{root}/{g}/members")):
+                try:
+                    raw, _ = zk.get(f"{root}/{g}/members/{m}")
+                except NoNodeError:
+                    continue
+                members[m] = json.loads(raw)["url"]
+        except NoNodeError:
+            pass
+        try:
+            raw, _ = zk.get(f"{root}/{g}/state")
+            st = json.loads(raw)
+        except NoNodeError:
+            st = {"epoch": 0, "primary": None, "isr": []}
+        out[g] = {
+            "epoch": st["epoch"],
+            "primary": st["primary"],
+            "isr": st["isr"],
+            "members": members,
+            "primary_url": members.get(st["primary"]) if st["primary"] else None,
+        }
+    return {"groups": out}
+
+
+def fetch_cluster(hosts: str, chroot: str = "/tritonmq", timeout: float = 10.0) -> dict[str, Any]:
+    zk = KazooClient(hosts=hosts, timeout=2.0)
+    try:
+        zk.start(timeout=timeout)
+    except Exception as e:
+        raise CoordinationError(f"cannot reach ZooKeeper at {hosts}: {e}") from e
+    try:
+        return read_cluster(zk, chroot)
+    finally:
+        zk.stop()
+        zk.close()

@@ -1,0 +1,193 @@
+"""The group log: every accepted record of a broker group, in ``ts`` order.
+
+``ts`` is dense within one log (entry ``i`` has ``ts == base_ts + i``), which is
+what makes "logs are prefixes" checkable with one comparison. Each topic keeps
+its own list of the same record tuples for delivery, and a uuid table makes
+producer retries idempotent. ``epochs`` records at which ``ts`` each epoch's
+primary started writing; two logs agree up to the point their epoch histories
+say they do (see :func:`divergence`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Any
+
+from tritonmq.errors import LogGap
+from tritonmq.wire.frames import Entry, Record
+
+
+def _ts_of(rec: Record) -> int:
+    return rec[0]
+
+
+class TopicLog:
+    """Records of one topic, ascending by ``ts`` (not dense: other topics interleave)."""
+
+    __slots__ = ("records", "bytes")
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.bytes = 0
+
+    def index_of(self, ts: int) -> int:
+        """Position of the first record with ``ts >= ts``."""
+        return bisect_left(self.records, ts, key=_ts_of)
+
+    def between(self, start: int, end: int, limit: int) -> list[Record]:
+        """Records with ``start <= ts <= end``, at most ``limit`` of them."""
+        recs = self.records
+        i = bisect_left(recs, start, key=_ts_of)
+        j = min(i + limit, len(recs))
+        if j > i and recs[j - 1][0] > end:
+            j = bisect_left(recs, end + 1, i, j, key=_ts_of)
+        return recs[i:j]
+
+    def first_ts(self) -> int | None:
+        return self.records[0][0] if self.records else None
+
+
+class GroupLog:
+    __slots__ = ("base_ts", "entries", "topics", "uuids", "epochs")
+
+    def __init__(self, base_ts: int = 1) -> None:
+        self.base_ts = base_ts
+        self.entries: list[Entry] = []
+        self.topics: dict[str, TopicLog] = {}
+        self.uuids: dict[bytes, int] = {}
+        self.epochs: list[tuple[int, int]] = []
+
+    @property
+    def last_ts(self) -> int:
+        return self.base_ts + len(self.entries) - 1
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def topic(self, name: str) -> TopicLog:
+        t = self.topics.get(name)
+        if t is None:
+            t = self.topics[name] = TopicLog()
+        return t
+
+    def begin_epoch(self, epoch: int, start_ts: int) -> None:
+        """A primary starts writing ``epoch`` at ``start_ts`` (== last_ts + 1)."""
+        if self.epochs and self.epochs[-1][0] >= epoch:
+            raise ValueError(f"epoch {epoch} does not follow {self.epochs[-1][0]}")
+        if start_ts != self.last_ts + 1:
+            raise ValueError(f"epoch start {start_ts} is not log end + 1 ({self.last_ts + 1})")
+        self.epochs.append((epoch, start_ts))
+
+    def lookup(self, uuid: bytes) -> int | None:
+        return self.uuids.get(uuid)
+
+    def append_new(
+        self,
+        topic: str,
+        uuid: bytes,
+        key: bytes | None,
+        value: bytes,
+        headers: dict[str, Any] | None,
+    ) -> int:
+        """Stamp and append a record the primary accepted; returns its ``ts``."""
+        ts = self.base_ts + len(self.entries)
+        rec: Record = (ts, uuid, key, value, headers)
+        self.entries.append((topic, rec))
+        t = self.topics.get(topic)
+        if t is None:
+            t = self.topics[topic] = TopicLog()
+        t.records.append(rec)
+        t.bytes += len(value)
+        self.uuids[uuid] = ts
+        return ts
+
+    def append_replicated(self, entries: Sequence[Entry]) -> None:
+        """Append entries streamed by the primary; the first must be ``last_ts + 1``."""
+        if not entries:
+            return
+        expect = self.base_ts + len(self.entries)
+        first = entries[0][1][0]
+        if first != expect:
+            raise LogGap(f"append at ts {first}, expected {expect}")
+        if entries[-1][1][0] != first + len(entries) - 1:
+            raise LogGap("replicated entries are not dense")
+        self.entries.extend(entries)
+        topics = self.topics
+        uuids = self.uuids
+        for topic, rec in entries:
+            t = topics.get(topic)
+            if t is None:
+                t = topics[topic] = TopicLog()
+            t.records.append(rec)
+            t.bytes += len(rec[3])
+            uuids[rec[1]] = rec[0]
+
+    def entries_between(self, start: int, end: int) -> list[Entry]:
+        """Entries with ``start <= ts <= end`` (clamped to what the log holds)."""
+        i = max(0, start - self.base_ts)
+        j = max(i, min(len(self.entries), end - self.base_ts + 1))
+        return self.entries[i:j]
+
+    def truncate_after(self, ts: int) -> int:
+        """Drop every entry with ``ts`` greater than ``ts``; returns how many were dropped."""
+        keep = max(0, ts - self.base_ts + 1)
+        if keep >= len(self.entries):
+            return 0
+        dropped = self.entries[keep:]
+        del self.entries[keep:]
+        for topic, rec in reversed(dropped):
+            t = self.topics[topic]
+            t.records.pop()
+            t.bytes -= len(rec[3])
+            if self.uuids.get(rec[1]) == rec[0]:
+                del self.uuids[rec[1]]
+        self.epochs = [e for e in self.epochs if e[1] <= ts]
+        return len(dropped)
+
+    def adopt_epochs(self, after_ts: int, primary_epochs: Sequence[tuple[int, int]]) -> None:
+        """Keep our history up to ``after_ts`` (where we agree), take the primary's after it."""
+        mine = [e for e in self.epochs if e[1] <= after_ts]
+        covering = [e for e in primary_epochs if e[1] <= after_ts + 1]
+        if covering and covering[-1][1] <= after_ts and (not mine or mine[-1][0] < covering[-1][0]):
+            mine.append(covering[-1])
+        newest = mine[-1][0] if mine else -1
+        self.epochs = mine + [e for e in primary_epochs if e[1] > after_ts and e[0] > newest]
+
+    def stored_bytes(self) -> int:
+        return sum(t.bytes for t in self.topics.values())
+
+
+def epoch_ends(epochs: Sequence[tuple[int, int]], last_ts: int) -> dict[int, tuple[int, int]]:
+    """Map epoch -> (start_ts, end_ts) for a log whose history is ``epochs`` and end ``last_ts``."""
+    out: dict[int, tuple[int, int]] = {}
+    for i, (epoch, start) in enumerate(epochs):
+        end = epochs[i + 1][1] - 1 if i + 1 < len(epochs) else last_ts
+        out[epoch] = (start, end)
+    return out
+
+
+def divergence(
+    follower_epochs: Sequence[tuple[int, int]],
+    follower_last: int,
+    leader_epochs: Sequence[tuple[int, int]],
+    leader_last: int,
+) -> int:
+    """The last ``ts`` on which two logs agree.
+
+    An epoch has one primary and one start ``ts``, so two logs hold the same
+    entries wherever they hold the same epoch; and a follower only ever appended
+    after agreeing on the prefix. The logs therefore agree up to the furthest
+    point that both cover with a common epoch.
+    """
+    fol = epoch_ends(follower_epochs, follower_last)
+    lead = epoch_ends(leader_epochs, leader_last)
+    best = 0
+    for epoch, (fstart, fend) in fol.items():
+        got = lead.get(epoch)
+        if got is None or got[0] != fstart:
+            continue
+        common = min(fend, got[1])
+        if common >= fstart - 1:
+            best = max(best, common)
+    return max(0, min(best, follower_last, leader_last))

@@ -1,0 +1,299 @@
+"""Replication decisions of one broker: the primary's commit and ISR rules, the backup's append rules.
+
+Safety rests on four rules (docs/replication.md says why each holds):
+
+* A batch commits when every member of ``isr ∪ joining`` has acknowledged it and
+  that set is at least ``min_insync`` strong. Only committed records are
+  acknowledged to producers or delivered.
+* The in-memory ISR shrinks only after ZooKeeper's does (the CAS succeeded) and
+  grows before ZooKeeper's does (``joining``), so it is always a superset of the
+  ZooKeeper ISR, from which the next primary is elected.
+* A backup acknowledges only frames of the epoch it follows, and a backup that
+  claims primacy has already left the old epoch: an old primary can never again
+  gather a full set of acknowledgements.
+* A backup appends only ``ts == last + 1`` after truncating to where its history
+  and the primary's agree.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tritonmq.core.actions import Action, ProposeIsr, Replicate, SendError, SendPubAck
+from tritonmq.core.group import GroupState
+from tritonmq.core.log import GroupLog, divergence
+from tritonmq.errors import LogGap, StaleEpoch
+from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord
+
+MAX_INFLIGHT_ENTRIES = 20_000
+CATCHUP_CHUNK = 5_000
+
+
+class FollowerProgress:
+    __slots__ = ("id", "boot", "sent", "acked", "last_progress")
+
+    def __init__(self, id: str, boot: str, position: int, now: float) -> None:
+        self.id = id
+        self.boot = boot
+        self.sent = position
+        self.acked = position
+        self.last_progress = now
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    code: ErrorCode
+    message: str
+
+
+class PrimaryCore:
+    """The primary's side of one epoch."""
+
+    def __init__(
+        self,
+        me: str,
+        log: GroupLog,
+        state: GroupState,
+        *,
+        min_insync: int,
+        lag_timeout: float,
+        commit_ts: int,
+        now: float,
+    ) -> None:
+        if state.start_ts != log.last_ts + 1:
+            raise ValueError("the epoch must start right after the primary's log end")
+        self.me = me
+        self.log = log
+        self.epoch = state.epoch
+        self.isr: set[str] = set(state.isr)
+        self.boots: dict[str, str] = dict(state.boots)
+        self.joining: set[str] = set()
+        self.min_insync = min_insync
+        self.lag_timeout = lag_timeout
+        self.commit_ts = min(commit_ts, log.last_ts)
+        self.followers: dict[str, FollowerProgress] = {}
+        self.absent_since: dict[str, float] = {m: now for m in self.isr if m != me}
+        self.members: dict[str, str] = {}
+        self.accepting = True
+        self.proposal: ProposeIsr | None = None
+        self._pending: list[tuple[int, int, Any, int, tuple[int, ...]]] = []
+        self._seq = 0
+        log.begin_epoch(state.epoch, state.start_ts)
+
+    # --- producers -----------------------------------------------------------
+
+    def publish(self, conn: Any, pub_id: int, topic: str, records: Sequence[PubRecord]) -> list[Action]:
+        if not self.accepting:
+            return [SendError(conn, ErrorCode.UNAVAILABLE, "primary lost its ZooKeeper session", pub_id)]
+        if len(self.isr) < self.min_insync:
+            return [
+                SendError(
+                    conn,
+                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    f"{len(self.isr)} in-sync replica(s), {self.min_insync} required",
+                    pub_id,
+                )
+            ]
+        log = self.log
+        lookup = log.uuids.get
+        append = log.append_new
+        first_new = log.last_ts + 1
+        stamps = []
+        for uuid, key, value, headers in records:
+            ts = lookup(uuid)
+            if ts is None:
+                ts = append(topic, uuid, key, value, headers)
+            stamps.append(ts)
+        need = max(stamps)
+        actions: list[Action] = []
+        if need <= self.commit_ts:
+            actions.append(SendPubAck(conn, pub_id, tuple(stamps)))
+        else:
+            self._seq += 1
+            heapq.heappush(self._pending, (need, self._seq, conn, pub_id, tuple(stamps)))
+        if log.last_ts >= first_new:
+            actions.extend(self._replicate_new(first_new))
+            if not self._voters():
+                actions.extend(self._advance_commit())
+        return actions
+
+    def _replicate_new(self, first_new: int) -> list[Action]:
+        """Send fresh entries to every follower that was caught up; others are pumped on ack."""
+        last = self.log.last_ts
+        ready = tuple(
+            f.id
+            for f in self.followers.values()
+            if f.sent == first_new - 1 and last - f.acked <= MAX_INFLIGHT_ENTRIES
+        )
+        for fid in ready:
+            self.followers[fid].sent = last
+        return [Replicate(ready, first_new, last)] if ready else []
+
+    def _voters(self) -> set[str]:
+        return (self.isr | self.joining) - {self.me}
+
+    def _advance_commit(self) -> list[Action]:
+        if len(self.isr | self.joining) < self.min_insync:
+            return []
+        c = self.log.last_ts
+        for v in self._voters():
+            f = self.followers.get(v)
+            if f is None:
+                return []
+            if f.acked < c:
+                c = f.acked
+        if c <= self.commit_ts:
+            return []
+        self.commit_ts = c
+        out: list[Action] = []
+        pending = self._pending
+        while pending and pending[0][0] <= c:
+            _, _, conn, pub_id, stamps = heapq.heappop(pending)
+            out.append(SendPubAck(conn, pub_id, stamps))
+        return out
+
+    def drop_conn(self, conn: Any) -> None:
+        """A producer went away: forget its waiting acks (the records stay)."""
+        self._pending = [p for p in self._pending if p[2] is not conn]
+        heapq.heapify(self._pending)
+
+    # --- followers -----------------------------------------------------------
+
+    def attach(
+        self, fid: str, boot: str, epoch: int, epochs: Sequence[tuple[int, int]], last_ts: int, now: float
+    ) -> Leader | Rejected:
+        """A backup asks to follow; answer where it must truncate to."""
+        if epoch != self.epoch:
+            return Rejected(ErrorCode.STALE_EPOCH, f"follower at epoch {epoch}, primary at {self.epoch}")
+        if self.members.get(fid) not in (None, boot):
+            return Rejected(ErrorCode.BAD_REQUEST, f"{fid} is registered with another boot id")
+        agree = divergence(epochs, last_ts, self.log.epochs, self.log.last_ts)
+        self.followers[fid] = FollowerProgress(fid, boot, agree, now)
+        self.absent_since.pop(fid, None)
+        return Leader(self.epoch, agree, list(self.log.epochs))
+
+    def detach(self, fid: str, now: float) -> None:
+        if self.followers.pop(fid, None) is not None:
+            self.absent_since[fid] = now
+
+    def pump(self, fid: str) -> list[Action]:
+        """Send a lagging follower its next chunk, within its in-flight allowance."""
+        f = self.followers.get(fid)
+        last = self.log.last_ts
+        if f is None or f.sent >= last or f.sent - f.acked >= MAX_INFLIGHT_ENTRIES:
+            return []
+        end = min(last, f.sent + CATCHUP_CHUNK)
+        start = f.sent + 1
+        f.sent = end
+        return [Replicate((fid,), start, end)]
+
+    def acked(self, fid: str, epoch: int, ts: int, now: float) -> list[Action]:
+        f = self.followers.get(fid)
+        if f is None or epoch != self.epoch:
+            return []
+        if ts > f.acked:
+            f.acked = min(ts, f.sent)
+            f.last_progress = now
+        out = self._advance_commit()
+        out.extend(self.pump(fid))
+        if self.proposal is None:
+            p = self._maybe_admit(f)
+            if p is not None:
+                out.append(p)
+        return out
+
+    def _maybe_admit(self, f: FollowerProgress) -> ProposeIsr | None:
+        """A follower that holds everything committed joins the ISR (counted at once)."""
+        if f.id in self.isr or f.acked < self.commit_ts or self.members.get(f.id) != f.boot:
+            return None
+        self.joining.add(f.id)
+        isr = tuple(sorted(self.isr | {f.id}))
+        boots = {**{m: self.boots[m] for m in self.isr}, f.id: f.boot}
+        self.proposal = ProposeIsr(isr, boots, f"{f.id} caught up")
+        return self.proposal
+
+    # --- membership, time, ZooKeeper ----------------------------------------
+
+    def members_changed(self, members: Mapping[str, str], now: float) -> list[Action]:
+        self.members = dict(members)
+        return self.tick(now)
+
+    def tick(self, now: float) -> list[Action]:
+        """Drop laggards and vanished members from the ISR; admit caught-up followers."""
+        if self.proposal is not None:
+            return []
+        out: list[Action] = []
+        last = self.log.last_ts
+        for m in sorted(self.isr - {self.me}):
+            reason = ""
+            if self.members.get(m) != self.boots.get(m):
+                reason = f"{m} left the group" if m not in self.members else f"{m} restarted"
+            else:
+                f = self.followers.get(m)
+                if f is None:
+                    since = self.absent_since.setdefault(m, now)
+                    if now - since > self.lag_timeout:
+                        reason = f"{m} has not followed for {now - since:.1f}s"
+                elif f.acked >= last:
+                    f.last_progress = now
+                elif now - f.last_progress > self.lag_timeout:
+                    reason = f"{m} lags {last - f.acked} entries for {now - f.last_progress:.1f}s"
+            if reason:
+                isr = tuple(sorted(self.isr - {m}))
+                self.proposal = ProposeIsr(isr, {x: self.boots[x] for x in isr}, reason)
+                return [self.proposal]
+        for f in self.followers.values():
+            p = self._maybe_admit(f)
+            if p is not None:
+                return [p]
+        return out
+
+    def isr_changed(self, state: GroupState) -> list[Action]:
+        """Our CAS (or a re-read) gave a new state of the same epoch."""
+        self.proposal = None
+        self.isr = set(state.isr)
+        self.boots = dict(state.boots)
+        self.joining -= self.isr
+        return self._advance_commit()
+
+    def proposal_failed(self) -> None:
+        """The CAS lost; roll back the optimistic join so the next tick decides afresh."""
+        if self.proposal is not None:
+            self.joining -= set(self.proposal.isr) - self.isr
+        self.proposal = None
+
+    def entries_for(self, start: int, end: int) -> tuple[int, int, list[Any]]:
+        return self.epoch, self.commit_ts, self.log.entries_between(start, end)
+
+
+class BackupCore:
+    """A backup's side: truncate to agreement, then append what the primary sends."""
+
+    def __init__(self, log: GroupLog, epoch: int) -> None:
+        self.log = log
+        self.epoch = epoch
+        self.commit_ts = 0
+        self.synced = False
+
+    def on_leader(self, lead: Leader) -> int:
+        """Apply the primary's answer to our ``follow``; returns how many entries were cut."""
+        if lead.epoch != self.epoch:
+            raise StaleEpoch(f"leader answered for epoch {lead.epoch}, we follow {self.epoch}")
+        cut = self.log.truncate_after(lead.truncate_to)
+        self.log.adopt_epochs(lead.truncate_to, lead.epochs)
+        self.synced = True
+        return cut
+
+    def on_append(self, ap: Append) -> int:
+        """Append a batch; returns the ts to acknowledge."""
+        if ap.epoch != self.epoch:
+            raise StaleEpoch(f"append from epoch {ap.epoch}, we follow {self.epoch}")
+        if not self.synced:
+            raise LogGap("append before the follow handshake")
+        self.log.append_replicated(ap.entries)
+        if ap.commit > self.commit_ts:
+            self.commit_ts = min(ap.commit, self.log.last_ts)
+        return self.log.last_ts

@@ -1,0 +1,321 @@
+"""msgpack codec for ``tritonmq.v1`` and ``tritonmq.repl.v1``.
+
+Decoders check size, shape and types before anything else trusts a frame and
+raise a :class:`~tritonmq.errors.ProtocolError` subclass; they never raise
+anything else. Encoders build plain maps: the hot ones (``deliver``,
+``append``, ``puback``) take already-stamped record tuples so nothing is
+converted record by record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+
+from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError, UnknownOp
+from tritonmq.wire.frames import (
+    Ack,
+    Append,
+    ClientFrame,
+    Entry,
+    ErrorCode,
+    Fetch,
+    Follow,
+    From,
+    Hello,
+    Leader,
+    Meta,
+    Nack,
+    Pub,
+    PubRecord,
+    Record,
+    ReplAck,
+    ReplFrame,
+    Sub,
+    Unsub,
+)
+
+DEFAULT_MAX_FRAME = 8 * 1024 * 1024
+MAX_TOPIC_LEN = 249
+MAX_NAME_LEN = 249
+MAX_UUID_LEN = 64
+
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def packb(obj: Any) -> bytes:
+    """Encode one frame (maps, lists, tuples, str, bytes, ints, None)."""
+    return _packb(obj)
+
+
+def _unpack(data: bytes | str, max_frame: int) -> dict[str, Any]:
+    if isinstance(data, str):
+        raise MalformedFrame("text frame on a binary subprotocol; send msgpack in binary frames")
+    if len(data) > max_frame:
+        raise FrameTooLarge(f"frame of {len(data)} bytes exceeds the limit of {max_frame}")
+    try:
+        obj = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+        raise MalformedFrame(f"not a msgpack frame: {type(e).__name__}") from None
+    except Exception as e:  # msgpack may raise others on hostile input; never let them escape
+        raise MalformedFrame(f"not a msgpack frame: {type(e).__name__}") from None
+    if not isinstance(obj, dict):
+        raise MalformedFrame("a frame must be a map")
+    op = obj.get("op")
+    if not isinstance(op, str):
+        raise MalformedFrame("a frame needs a string 'op'")
+    return obj
+
+
+def _int(obj: dict[str, Any], key: str, *, minimum: int = 0, default: int | None = None) -> int:
+    v = obj.get(key, default)
+    if type(v) is not int or v < minimum:
+        raise MalformedFrame(f"'{key}' must be an integer >= {minimum}")
+    return v
+
+
+def _str(obj: dict[str, Any], key: str, *, max_len: int, optional: bool = False) -> str:
+    v = obj.get(key)
+    if v is None and optional:
+        return ""
+    if not isinstance(v, str) or not v or len(v) > max_len:
+        raise MalformedFrame(f"'{key}' must be a non-empty string of at most {max_len} characters")
+    return v
+
+
+def _headers(h: Any) -> dict[str, Any] | None:
+    if h is None:
+        return None
+    if not isinstance(h, dict) or len(h) > 64:
+        raise MalformedFrame("headers must be a map of at most 64 entries")
+    for k, v in h.items():
+        if not isinstance(k, str) or not isinstance(v, str | bytes | int | float | bool):
+            raise MalformedFrame("header names are strings; values are str, bytes or numbers")
+    return h
+
+
+def _pub_records(raw: Any, max_records: int, max_value: int) -> list[PubRecord]:
+    if not isinstance(raw, tuple) or not raw:
+        raise MalformedFrame("'records' must be a non-empty array")
+    if len(raw) > max_records:
+        raise FrameTooLarge(f"batch of {len(raw)} records exceeds the limit of {max_records}")
+    out: list[PubRecord] = []
+    append = out.append
+    for r in raw:
+        if type(r) is not tuple or len(r) != 4:
+            raise MalformedFrame("a record is [uuid, key, value, headers]")
+        u, k, v, h = r
+        if type(u) is not bytes or not 0 < len(u) <= MAX_UUID_LEN:
+            raise MalformedFrame("a record's uuid must be 1..64 bytes (16 recommended)")
+        if k is not None and type(k) is not bytes:
+            raise MalformedFrame("a record's key must be bytes or nil")
+        if type(v) is not bytes:
+            raise MalformedFrame("a record's value must be bytes")
+        if len(v) > max_value:
+            raise FrameTooLarge(f"value of {len(v)} bytes exceeds the limit of {max_value}")
+        if h is not None:
+            h = _headers(h)
+        append((u, k, v, h))
+    return out
+
+
+def decode_client(
+    data: bytes | str,
+    *,
+    max_frame: int = DEFAULT_MAX_FRAME,
+    max_records: int = 10_000,
+    max_value: int = 1024 * 1024,
+) -> ClientFrame:
+    """Decode a frame a client sent to a broker."""
+    obj = _unpack(data, max_frame)
+    op = obj["op"]
+    if op == "pub":
+        return Pub(
+            _int(obj, "id"),
+            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
+            _pub_records(obj.get("records"), max_records, max_value),
+        )
+    if op == "ack" or op == "nack":
+        cls = Ack if op == "ack" else Nack
+        return cls(_int(obj, "sid"), _int(obj, "ts"))
+    if op == "sub":
+        start_raw = obj.get("from", "latest")
+        start: From | int
+        if type(start_raw) is int and start_raw >= 0:
+            start = start_raw
+        elif start_raw in ("latest", "earliest"):
+            start = From(start_raw)
+        else:
+            raise MalformedFrame("'from' must be 'latest', 'earliest' or a ts >= 0")
+        window = obj.get("window")
+        if window is not None and (type(window) is not int or window < 1):
+            raise MalformedFrame("'window' must be a positive integer")
+        name = obj.get("subscription")
+        if name is not None and (not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_LEN):
+            raise MalformedFrame("'subscription' must be a non-empty string")
+        return Sub(
+            _int(obj, "sid"), _str(obj, "topic", max_len=MAX_TOPIC_LEN), name, start, window
+        )
+    if op == "unsub":
+        return Unsub(_int(obj, "sid"))
+    if op == "hello":
+        client = obj.get("client", "")
+        return Hello(client if isinstance(client, str) else "")
+    if op == "meta":
+        return Meta(_int(obj, "id", default=0))
+    if op == "fetch":
+        return Fetch(
+            _int(obj, "id"),
+            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
+            _int(obj, "from"),
+            _int(obj, "to"),
+            _int(obj, "max", minimum=1, default=10_000),
+        )
+    raise UnknownOp(f"unknown op {op[:40]!r}")
+
+
+def _epochs(raw: Any) -> list[tuple[int, int]]:
+    if not isinstance(raw, tuple):
+        raise MalformedFrame("'epochs' must be an array of [epoch, start_ts]")
+    out = []
+    for e in raw:
+        if type(e) is not tuple or len(e) != 2 or not all(type(x) is int for x in e):
+            raise MalformedFrame("'epochs' must be an array of [epoch, start_ts]")
+        out.append((e[0], e[1]))
+    return out
+
+
+def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> ReplFrame:
+    """Decode a broker-to-broker frame. Entries are trusted in shape once the frame checks out."""
+    obj = _unpack(data, max_frame)
+    op = obj["op"]
+    if op == "append":
+        entries = obj.get("entries")
+        if not isinstance(entries, tuple):
+            raise MalformedFrame("'entries' must be an array")
+        for e in entries:
+            if type(e) is not tuple or len(e) != 2 or type(e[1]) is not tuple or len(e[1]) != 5:
+                raise MalformedFrame("an entry is [topic, [ts, uuid, key, value, headers]]")
+        return Append(_int(obj, "epoch"), _int(obj, "commit"), list(entries))
+    if op == "rack":
+        return ReplAck(_int(obj, "epoch"), _int(obj, "ts"))
+    if op == "follow":
+        return Follow(
+            _str(obj, "group", max_len=MAX_NAME_LEN),
+            _str(obj, "id", max_len=MAX_NAME_LEN),
+            _str(obj, "boot", max_len=MAX_NAME_LEN),
+            _int(obj, "epoch"),
+            _int(obj, "last_ts"),
+            _epochs(obj.get("epochs")),
+        )
+    if op == "leader":
+        return Leader(_int(obj, "epoch"), _int(obj, "truncate_to"), _epochs(obj.get("epochs")))
+    raise UnknownOp(f"unknown replication op {op[:40]!r}")
+
+
+def decode_broker(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> dict[str, Any]:
+    """Decode a frame a broker sent to a client: a map with a string ``op``."""
+    try:
+        return _unpack(data, max_frame)
+    except ProtocolError:
+        raise
+
+
+# --- encoders ---------------------------------------------------------------
+
+
+def enc_error(
+    code: ErrorCode,
+    message: str,
+    *,
+    id: int | None = None,
+    sid: int | None = None,
+    primary: str | None = None,
+) -> bytes:
+    frame: dict[str, Any] = {
+        "op": "error",
+        "code": str(code),
+        "message": message,
+        "retriable": code.retriable,
+    }
+    if id is not None:
+        frame["id"] = id
+    if sid is not None:
+        frame["sid"] = sid
+    if primary:
+        frame["primary"] = primary
+    return _packb(frame)
+
+
+def enc_puback(id: int, ts: Sequence[int], group: str) -> bytes:
+    return _packb({"op": "puback", "id": id, "ts": ts, "group": group})
+
+
+def enc_deliver(sid: int, topic: str, records: Sequence[Record]) -> bytes:
+    return _packb({"op": "deliver", "sid": sid, "topic": topic, "records": records})
+
+
+def enc_subok(sid: int, next_ts: int) -> bytes:
+    return _packb({"op": "subok", "sid": sid, "next": next_ts})
+
+
+def enc_fetched(id: int, records: Sequence[Record], next_ts: int) -> bytes:
+    return _packb({"op": "fetched", "id": id, "records": records, "next": next_ts})
+
+
+def enc_append(epoch: int, commit: int, entries: Sequence[Entry]) -> bytes:
+    return _packb({"op": "append", "epoch": epoch, "commit": commit, "entries": entries})
+
+
+def enc_rack(epoch: int, ts: int) -> bytes:
+    return _packb({"op": "rack", "epoch": epoch, "ts": ts})
+
+
+def enc_follow(f: Follow) -> bytes:
+    return _packb(
+        {
+            "op": "follow",
+            "group": f.group,
+            "id": f.id,
+            "boot": f.boot,
+            "epoch": f.epoch,
+            "last_ts": f.last_ts,
+            "epochs": f.epochs,
+        }
+    )
+
+
+def enc_leader(lead: Leader) -> bytes:
+    return _packb(
+        {"op": "leader", "epoch": lead.epoch, "truncate_to": lead.truncate_to, "epochs": lead.epochs}
+    )
+
+
+def enc_client(frame: ClientFrame) -> bytes:
+    """Encode a client frame (used by the Python client and tests)."""
+    if isinstance(frame, Pub):
+        return _packb({"op": "pub", "id": frame.id, "topic": frame.topic, "records": frame.records})
+    if isinstance(frame, Ack | Nack):
+        return _packb({"op": "ack" if isinstance(frame, Ack) else "nack", "sid": frame.sid, "ts": frame.ts})
+    if isinstance(frame, Sub):
+        d: dict[str, Any] = {"op": "sub", "sid": frame.sid, "topic": frame.topic, "from": frame.start}
+        if isinstance(frame.start, From):
+            d["from"] = str(frame.start)
+        if frame.subscription is not None:
+            d["subscription"] = frame.subscription
+        if frame.window is not None:
+            d["window"] = frame.window
+        return _packb(d)
+    if isinstance(frame, Unsub):
+        return _packb({"op": "unsub", "sid": frame.sid})
+    if isinstance(frame, Hello):
+        return _packb({"op": "hello", "client": frame.client})
+    if isinstance(frame, Meta):
+        return _packb({"op": "meta", "id": frame.id})
+    if isinstance(frame, Fetch):
+        return _packb(
+            {"op": "fetch", "id": frame.id, "topic": frame.topic, "from": frame.start, "to": frame.end, "max": frame.max}
+        )
+    raise TypeError(f"not a client frame: {frame!r}")

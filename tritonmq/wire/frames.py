@@ -1,0 +1,144 @@
+"""Frames of the ``tritonmq.v1`` protocol as frozen, slotted dataclasses.
+
+A record travels as a plain tuple, not an object, because Python's cost is per
+object: ``PubRecord = (uuid, key, value, headers)`` from a producer and
+``Record = (ts, uuid, key, value, headers)`` once the primary has stamped it.
+A replicated log entry is ``(topic, Record)``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+PubRecord: TypeAlias = tuple[bytes, bytes | None, bytes, dict[str, Any] | None]
+Record: TypeAlias = tuple[int, bytes, bytes | None, bytes, dict[str, Any] | None]
+Entry: TypeAlias = tuple[str, Record]
+
+SUBPROTOCOL = "tritonmq.v1"
+REPL_SUBPROTOCOL = "tritonmq.repl.v1"
+
+
+class ErrorCode(enum.StrEnum):
+    """Codes carried by ``error`` frames; see docs/protocol.md."""
+
+    BAD_FRAME = "BAD_FRAME"
+    TOO_LARGE = "TOO_LARGE"
+    UNKNOWN_OP = "UNKNOWN_OP"
+    BAD_REQUEST = "BAD_REQUEST"
+    NOT_PRIMARY = "NOT_PRIMARY"
+    NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"
+    UNAVAILABLE = "UNAVAILABLE"
+    STALE_EPOCH = "STALE_EPOCH"
+    INTERNAL = "INTERNAL"
+
+    @property
+    def retriable(self) -> bool:
+        return self in _RETRIABLE
+
+
+_RETRIABLE = {ErrorCode.NOT_PRIMARY, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.UNAVAILABLE}
+
+
+class From(enum.StrEnum):
+    LATEST = "latest"
+    EARLIEST = "earliest"
+
+
+# --- client -> broker -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    client: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Pub:
+    id: int
+    topic: str
+    records: list[PubRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class Sub:
+    sid: int
+    topic: str
+    subscription: str | None
+    start: From | int
+    window: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    sid: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Nack:
+    sid: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unsub:
+    sid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    id: int
+    topic: str
+    start: int
+    end: int
+    max: int
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    id: int
+
+
+# --- broker -> broker (replication) ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """A backup asks the primary for the log from the point where their histories agree."""
+
+    group: str
+    id: str
+    boot: str
+    epoch: int
+    last_ts: int
+    epochs: list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    epoch: int
+    commit: int
+    entries: list[Entry]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplAck:
+    epoch: int
+    ts: int
+
+
+ClientFrame: TypeAlias = Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """The primary's answer to ``Follow``: cut your log after ``truncate_to``, then take mine."""
+
+    epoch: int
+    truncate_to: int
+    epochs: list[tuple[int, int]]
+
+
+ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader
