@@ -27,8 +27,15 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Client port (default: a free one).")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Keep data here (default: a temp dir).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=None, help="Client port (default: a free one)."
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Keep data here (default: a temp dir).",
+)
 def zk(port: int | None, data_dir: str | None) -> None:
     """Run a standalone ZooKeeper (Debian's) until Ctrl-C; prints host:port when it serves."""
     from tritonmq.coord.zkserver import run_foreground
@@ -41,7 +48,13 @@ def zk(port: int | None, data_dir: str | None) -> None:
 @click.option("--group", default=None, help="Broker group name.")
 @click.option("--id", "broker_id", default=None, help="Broker id, unique within the group.")
 @click.option("--listen", default=None, help="HOST:PORT to listen on (port 0: any).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML settings file.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="TOML settings file.",
+)
 @click.option("--chroot", default=None, help="ZooKeeper path all znodes live under.")
 @click.option("--replicas", type=click.IntRange(1, 16), default=None)
 @click.option("--min-insync", type=click.IntRange(1, 16), default=None)
@@ -87,9 +100,20 @@ def broker(
 @click.option("--groups", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--replicas", type=click.IntRange(1, 9), default=3, show_default=True)
 @click.option("--zk", "zk_hosts", default=None, help="Use this ZooKeeper instead of starting one.")
-@click.option("--state-file", type=click.Path(dir_okay=False), default=None, help="Write cluster state JSON here.")
+@click.option(
+    "--state-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write cluster state JSON here.",
+)
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None)
-def dev(groups: int, replicas: int, zk_hosts: str | None, state_file: str | None, config_file: str | None) -> None:
+def dev(
+    groups: int,
+    replicas: int,
+    zk_hosts: str | None,
+    state_file: str | None,
+    config_file: str | None,
+) -> None:
     """Run a local cluster (ZooKeeper + brokers) until Ctrl-C or SIGTERM."""
     from tritonmq.cluster import DevCluster
 
@@ -135,7 +159,12 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
     if as_json:
         out = {
             "groups": {
-                g: {"epoch": v["epoch"], "primary": v["primary"], "isr": v["isr"], "members": sorted(v["members"])}
+                g: {
+                    "epoch": v["epoch"],
+                    "primary": v["primary"],
+                    "isr": v["isr"],
+                    "members": sorted(v["members"]),
+                }
                 for g, v in info["groups"].items()
             }
         }

@@ -131,19 +131,25 @@ class DevCluster:
         cmd += self.broker_args + b.extra
         logf = open(b.log_path, "ab")  # noqa: SIM115 - handed to the child
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        b.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, env=env, start_new_session=True)
+        b.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=logf, env=env, start_new_session=True
+        )
         logf.close()
 
     def _await_url(self, b: BrokerProc, timeout: float) -> None:
         assert b.proc is not None and b.proc.stdout is not None
         line = b.proc.stdout.readline().decode().split()
         if len(line) != 3 or line[0] != "broker":
-            raise CoordinationError(f"broker {b.id} did not start; see {b.log_path}:\n{self.log_tail(b.id)}")
+            raise CoordinationError(
+                f"broker {b.id} did not start; see {b.log_path}:\n{self.log_tail(b.id)}"
+            )
         b.url = line[2]
 
     def log_tail(self, bid: str, n: int = 20) -> str:
         try:
-            return "\n".join(self.brokers[bid].log_path.read_text(errors="replace").splitlines()[-n:])
+            return "\n".join(
+                self.brokers[bid].log_path.read_text(errors="replace").splitlines()[-n:]
+            )
         except OSError:
             return ""
 
@@ -175,7 +181,11 @@ class DevCluster:
         st = self.status()["groups"]
         for g in range(1, self.n_groups + 1):
             info = st.get(f"g{g}")
-            if not info or len(info["isr"]) < self.replicas or info["primary"] not in info["members"]:
+            if (
+                not info
+                or len(info["isr"]) < self.replicas
+                or info["primary"] not in info["members"]
+            ):
                 return False
         return True
 
@@ -186,7 +196,8 @@ class DevCluster:
         return {
             "zk": self.zk_hosts,
             "brokers": [
-                {"group": b.group, "id": b.id, "url": b.url, "pid": b.pid} for b in self.brokers.values()
+                {"group": b.group, "id": b.id, "url": b.url, "pid": b.pid}
+                for b in self.brokers.values()
             ],
         }
 

@@ -126,7 +126,9 @@ class ClientClosed(ClientError):
 _RETRIABLE = {c.code: c for c in (NotPrimary, NotEnoughReplicas, Unavailable)}
 
 
-def error_from_wire(code: str, message: str, retriable: bool, primary: str | None = None) -> BrokerError:
+def error_from_wire(
+    code: str, message: str, retriable: bool, primary: str | None = None
+) -> BrokerError:
     """Build the typed exception for an ``error`` frame received from a broker."""
     if code == "NOT_PRIMARY":
         return NotPrimary(message, primary_url=primary)

@@ -87,7 +87,13 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                     send(ws, _not_primary(broker, sid=frame.sid))
                     continue
                 next_ts, first = broker.delivery.subscribe(
-                    ws, frame.sid, frame.topic, frame.subscription, frame.start, frame.window, p.commit_ts
+                    ws,
+                    frame.sid,
+                    frame.topic,
+                    frame.subscription,
+                    frame.start,
+                    frame.window,
+                    p.commit_ts,
                 )
                 send(ws, codec.enc_subok(frame.sid, next_ts))
                 for d in first:

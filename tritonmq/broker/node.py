@@ -38,7 +38,9 @@ class Broker:
         self.cfg = cfg
         self.boot = uuid.uuid4().hex[:12]
         self.log = GroupLog()
-        self.delivery = Delivery(self.log, window=cfg.window_records, max_frame_bytes=cfg.window_bytes)
+        self.delivery = Delivery(
+            self.log, window=cfg.window_records, max_frame_bytes=cfg.window_bytes
+        )
         self.primary: PrimaryCore | None = None
         self.backup: BackupCore | None = None
         self.commit_ts = 0  # what we know is committed (as backup: from the primary's appends)
@@ -83,8 +85,17 @@ class Broker:
             on_change=self._wake.set,
         )
         await self.coord.start()
-        log.info("broker %s of group %s listening on %s (boot %s)", self.cfg.id, self.cfg.group, self.url, self.boot)
-        self._tasks = [asyncio.ensure_future(self._reconcile()), asyncio.ensure_future(self._ticker())]
+        log.info(
+            "broker %s of group %s listening on %s (boot %s)",
+            self.cfg.id,
+            self.cfg.group,
+            self.url,
+            self.boot,
+        )
+        self._tasks = [
+            asyncio.ensure_future(self._reconcile()),
+            asyncio.ensure_future(self._ticker()),
+        ]
 
     async def serve_forever(self) -> None:
         await self._stopping.wait()
@@ -137,7 +148,12 @@ class Broker:
         state = coord.state
         if self.primary is not None:
             p = self.primary
-            if state is None or state.epoch != p.epoch or state.primary != me.id or state.boots.get(me.id) != me.boot:
+            if (
+                state is None
+                or state.epoch != p.epoch
+                or state.primary != me.id
+                or state.boots.get(me.id) != me.boot
+            ):
                 self._step_down(f"group state moved to epoch {state.epoch if state else '?'}")
             else:
                 if not p.accepting:
@@ -145,9 +161,15 @@ class Broker:
                     p.accepting = True
                 if p.proposal is None and (set(state.isr) != p.isr or dict(state.boots) != p.boots):
                     self.perform(p.isr_changed(state))
-                self.perform(p.members_changed({m.id: m.boot for m in coord.members.values()}, time.monotonic()))
+                self.perform(
+                    p.members_changed(
+                        {m.id: m.boot for m in coord.members.values()}, time.monotonic()
+                    )
+                )
                 return
-        d = decide(me, state, coord.members, self.log.last_ts, unclean_election=self.cfg.unclean_election)
+        d = decide(
+            me, state, coord.members, self.log.last_ts, unclean_election=self.cfg.unclean_election
+        )
         if d.verdict is Verdict.CREATE:
             assert d.state is not None
             created = await coord.create_state(d.state)
@@ -160,11 +182,21 @@ class Broker:
             # Leave the old epoch before claiming: from here on we acknowledge nothing of it.
             self._stop_following()
             new = d.state
-            if d.verdict is Verdict.LEAD:  # we led this epoch before a session loss: start a new one
-                new = type(new)(new.epoch + 1, me.id, new.isr, new.boots, self.log.last_ts + 1, new.version)
+            if (
+                d.verdict is Verdict.LEAD
+            ):  # we led this epoch before a session loss: start a new one
+                new = type(new)(
+                    new.epoch + 1, me.id, new.isr, new.boots, self.log.last_ts + 1, new.version
+                )
             won = await coord.cas_state(new)
             if won is not None:
-                log.info("elected primary of %s: epoch %d, isr %s (%s)", self.cfg.group, won.epoch, list(won.isr), d.reason or "re-election")
+                log.info(
+                    "elected primary of %s: epoch %d, isr %s (%s)",
+                    self.cfg.group,
+                    won.epoch,
+                    list(won.isr),
+                    d.reason or "re-election",
+                )
                 self._become_primary(won)
             else:
                 await coord.refresh()
@@ -192,7 +224,11 @@ class Broker:
         )
         self.commit_ts = self.primary.commit_ts
         assert self.coord is not None
-        self.perform(self.primary.members_changed({m.id: m.boot for m in self.coord.members.values()}, time.monotonic()))
+        self.perform(
+            self.primary.members_changed(
+                {m.id: m.boot for m in self.coord.members.values()}, time.monotonic()
+            )
+        )
         self._wake.set()
 
     def _step_down(self, reason: str) -> None:
@@ -207,7 +243,10 @@ class Broker:
         for ws in list(self.client_conns):
             clients.fail_pending(self, ws, p)
         for sub in list(self.delivery.subs.values()):
-            self._send(sub.conn, codec.enc_error(ErrorCode.NOT_PRIMARY, "primary stepped down", sid=sub.sid))
+            self._send(
+                sub.conn,
+                codec.enc_error(ErrorCode.NOT_PRIMARY, "primary stepped down", sid=sub.sid),
+            )
         self.delivery.drop_all()
         self._wake.set()
 
@@ -269,7 +308,13 @@ class Broker:
             p.proposal_failed()
             await coord.refresh()
             return
-        log.info("isr of %s at epoch %d is now %s: %s", self.cfg.group, won.epoch, list(won.isr), prop.reason)
+        log.info(
+            "isr of %s at epoch %d is now %s: %s",
+            self.cfg.group,
+            won.epoch,
+            list(won.isr),
+            prop.reason,
+        )
         self.perform(p.isr_changed(won))
 
     @staticmethod

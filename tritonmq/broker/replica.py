@@ -40,12 +40,16 @@ async def serve_follower(broker: Broker, ws: ServerConnection) -> None:
         hello = codec.decode_repl(await ws.recv())
         p = broker.primary
         if not isinstance(hello, Follow):
-            await ws.send(codec.enc_error(ErrorCode.BAD_REQUEST, "a replication link starts with follow"))
+            await ws.send(
+                codec.enc_error(ErrorCode.BAD_REQUEST, "a replication link starts with follow")
+            )
             return
         if p is None or hello.group != broker.cfg.group:
             await ws.send(codec.enc_error(ErrorCode.NOT_PRIMARY, "not the primary of this group"))
             return
-        res = p.attach(hello.id, hello.boot, hello.epoch, hello.epochs, hello.last_ts, time.monotonic())
+        res = p.attach(
+            hello.id, hello.boot, hello.epoch, hello.epochs, hello.last_ts, time.monotonic()
+        )
         if isinstance(res, Rejected):
             await ws.send(codec.enc_error(res.code, res.message))
             return
@@ -89,7 +93,11 @@ def heartbeat(broker: Broker, p: PrimaryCore) -> None:
     _last_beat.clear()
     _last_beat[id(p)] = p.commit_ts
     last = p.log.last_ts
-    links = [broker.repl_links[f.id] for f in p.followers.values() if f.sent == last and f.id in broker.repl_links]
+    links = [
+        broker.repl_links[f.id]
+        for f in p.followers.values()
+        if f.sent == last and f.id in broker.repl_links
+    ]
     if links:
         websockets.broadcast(links, codec.enc_append(p.epoch, p.commit_ts, []))
 
@@ -116,7 +124,14 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
                 log_ = broker.log
                 await ws.send(
                     codec.enc_follow(
-                        Follow(broker.cfg.group, broker.me.id, broker.me.boot, epoch, log_.last_ts, list(log_.epochs))
+                        Follow(
+                            broker.cfg.group,
+                            broker.me.id,
+                            broker.me.boot,
+                            epoch,
+                            log_.last_ts,
+                            list(log_.epochs),
+                        )
                     )
                 )
                 reply = await ws.recv()
@@ -130,7 +145,9 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
                 cut = core.on_leader(lead)
                 if cut:
                     log.warning("truncated %d entries not in the history of epoch %d", cut, epoch)
-                log.info("caught up from ts %d of %s, epoch %d", lead.truncate_to, primary.id, epoch)
+                log.info(
+                    "caught up from ts %d of %s, epoch %d", lead.truncate_to, primary.id, epoch
+                )
                 backoff = 0.05
                 async for data in ws:
                     frame = codec.decode_repl(data)

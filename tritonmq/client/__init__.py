@@ -1,0 +1,7 @@
+"""The Python client: asyncio first (:class:`Client`), with a small synchronous facade."""
+
+from tritonmq.client.client import Client
+from tritonmq.client.consumer import Subscription
+from tritonmq.client.types import Ack, Message
+
+__all__ = ["Ack", "Client", "Message", "Subscription"]

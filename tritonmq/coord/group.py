@@ -145,15 +145,16 @@ class GroupCoordinator:
                     )
                     warned = True
                 gone = asyncio.Event()
-                loop = asyncio.get_running_loop()
-                exists = await self._call(
-                    self.zk.exists_async(path, watch=lambda _e: loop.call_soon_threadsafe(gone.set))
-                )
+                exists = await self._call(self.zk.exists_async(path, watch=self._setter(gone)))
                 if exists is not None:
                     try:
                         await asyncio.wait_for(gone.wait(), timeout=30)
                     except TimeoutError:
                         pass
+
+    def _setter(self, event: asyncio.Event) -> Any:
+        loop = asyncio.get_running_loop()
+        return lambda _e: loop.call_soon_threadsafe(event.set)
 
     # --- reads and watches -------------------------------------------------------
 

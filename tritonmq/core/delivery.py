@@ -20,7 +20,14 @@ class Subscription:
     __slots__ = ("conn", "sid", "topic", "name", "next_ts", "acked_ts", "window", "max_bytes")
 
     def __init__(
-        self, conn: Any, sid: int, topic: str, name: str | None, next_ts: int, window: int, max_bytes: int
+        self,
+        conn: Any,
+        sid: int,
+        topic: str,
+        name: str | None,
+        next_ts: int,
+        window: int,
+        max_bytes: int,
     ) -> None:
         self.conn = conn
         self.sid = sid

@@ -2,9 +2,9 @@
 
 Safety rests on four rules (docs/replication.md says why each holds):
 
-* A batch commits when every member of ``isr ∪ joining`` has acknowledged it and
-  that set is at least ``min_insync`` strong. Only committed records are
-  acknowledged to producers or delivered.
+* A batch commits when every member of ``isr ∪ joining`` has acknowledged it.
+  Only committed records are acknowledged to producers or delivered. Writes
+  are accepted only while the ISR is at least ``min_insync`` strong.
 * The in-memory ISR shrinks only after ZooKeeper's does (the CAS succeeded) and
   grows before ZooKeeper's does (``joining``), so it is always a superset of the
   ZooKeeper ISR, from which the next primary is elected.
@@ -85,9 +85,13 @@ class PrimaryCore:
 
     # --- producers -----------------------------------------------------------
 
-    def publish(self, conn: Any, pub_id: int, topic: str, records: Sequence[PubRecord]) -> list[Action]:
+    def publish(
+        self, conn: Any, pub_id: int, topic: str, records: Sequence[PubRecord]
+    ) -> list[Action]:
         if not self.accepting:
-            return [SendError(conn, ErrorCode.UNAVAILABLE, "primary lost its ZooKeeper session", pub_id)]
+            return [
+                SendError(conn, ErrorCode.UNAVAILABLE, "primary lost its ZooKeeper session", pub_id)
+            ]
         if len(self.isr) < self.min_insync:
             return [
                 SendError(
@@ -136,8 +140,7 @@ class PrimaryCore:
         return (self.isr | self.joining) - {self.me}
 
     def _advance_commit(self) -> list[Action]:
-        if len(self.isr | self.joining) < self.min_insync:
-            return []
+        # min_insync gates accepting writes, not committing: what the ISR holds is committed.
         c = self.log.last_ts
         for v in self._voters():
             f = self.followers.get(v)
@@ -163,11 +166,19 @@ class PrimaryCore:
     # --- followers -----------------------------------------------------------
 
     def attach(
-        self, fid: str, boot: str, epoch: int, epochs: Sequence[tuple[int, int]], last_ts: int, now: float
+        self,
+        fid: str,
+        boot: str,
+        epoch: int,
+        epochs: Sequence[tuple[int, int]],
+        last_ts: int,
+        now: float,
     ) -> Leader | Rejected:
         """A backup asks to follow; answer where it must truncate to."""
         if epoch != self.epoch:
-            return Rejected(ErrorCode.STALE_EPOCH, f"follower at epoch {epoch}, primary at {self.epoch}")
+            return Rejected(
+                ErrorCode.STALE_EPOCH, f"follower at epoch {epoch}, primary at {self.epoch}"
+            )
         if self.members.get(fid) not in (None, boot):
             return Rejected(ErrorCode.BAD_REQUEST, f"{fid} is registered with another boot id")
         agree = divergence(epochs, last_ts, self.log.epochs, self.log.last_ts)

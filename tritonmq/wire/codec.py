@@ -155,9 +155,7 @@ def decode_client(
         name = obj.get("subscription")
         if name is not None and (not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_LEN):
             raise MalformedFrame("'subscription' must be a non-empty string")
-        return Sub(
-            _int(obj, "sid"), _str(obj, "topic", max_len=MAX_TOPIC_LEN), name, start, window
-        )
+        return Sub(_int(obj, "sid"), _str(obj, "topic", max_len=MAX_TOPIC_LEN), name, start, window)
     if op == "unsub":
         return Unsub(_int(obj, "sid"))
     if op == "hello":
@@ -289,7 +287,12 @@ def enc_follow(f: Follow) -> bytes:
 
 def enc_leader(lead: Leader) -> bytes:
     return _packb(
-        {"op": "leader", "epoch": lead.epoch, "truncate_to": lead.truncate_to, "epochs": lead.epochs}
+        {
+            "op": "leader",
+            "epoch": lead.epoch,
+            "truncate_to": lead.truncate_to,
+            "epochs": lead.epochs,
+        }
     )
 
 
@@ -298,9 +301,16 @@ def enc_client(frame: ClientFrame) -> bytes:
     if isinstance(frame, Pub):
         return _packb({"op": "pub", "id": frame.id, "topic": frame.topic, "records": frame.records})
     if isinstance(frame, Ack | Nack):
-        return _packb({"op": "ack" if isinstance(frame, Ack) else "nack", "sid": frame.sid, "ts": frame.ts})
+        return _packb(
+            {"op": "ack" if isinstance(frame, Ack) else "nack", "sid": frame.sid, "ts": frame.ts}
+        )
     if isinstance(frame, Sub):
-        d: dict[str, Any] = {"op": "sub", "sid": frame.sid, "topic": frame.topic, "from": frame.start}
+        d: dict[str, Any] = {
+            "op": "sub",
+            "sid": frame.sid,
+            "topic": frame.topic,
+            "from": frame.start,
+        }
         if isinstance(frame.start, From):
             d["from"] = str(frame.start)
         if frame.subscription is not None:
@@ -316,6 +326,13 @@ def enc_client(frame: ClientFrame) -> bytes:
         return _packb({"op": "meta", "id": frame.id})
     if isinstance(frame, Fetch):
         return _packb(
-            {"op": "fetch", "id": frame.id, "topic": frame.topic, "from": frame.start, "to": frame.end, "max": frame.max}
+            {
+                "op": "fetch",
+                "id": frame.id,
+                "topic": frame.topic,
+                "from": frame.start,
+                "to": frame.end,
+                "max": frame.max,
+            }
         )
     raise TypeError(f"not a client frame: {frame!r}")

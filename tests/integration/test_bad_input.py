@@ -1,0 +1,115 @@
+"""Hostile and broken clients get typed errors; everyone else keeps being served."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+from tests.integration.conftest import group_info, zk_url
+from tritonmq import Client
+from tritonmq.cluster import DevCluster
+from tritonmq.wire import codec
+from tritonmq.wire.frames import SUBPROTOCOL
+
+pytestmark = pytest.mark.integration
+
+
+async def _reply(ws: websockets.ClientConnection, data: bytes | str) -> dict[str, object]:
+    await ws.send(data)
+    return codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))
+
+
+async def test_bad_frames_get_error_frames_and_others_are_served(cluster: DevCluster) -> None:
+    url = (await asyncio.to_thread(group_info, cluster))["primary_url"]
+    async with Client(zk_url(cluster)) as good:
+        async with good.subscribe("ok") as sub:
+            async with websockets.connect(url, subprotocols=[SUBPROTOCOL], max_size=None) as bad:  # type: ignore[list-item]
+                cases: list[tuple[bytes | str, str]] = [
+                    (b"\xc1\xff garbage \x00", "BAD_FRAME"),
+                    (os.urandom(4096), "BAD_FRAME"),
+                    ("a text frame", "BAD_FRAME"),
+                    (codec.packb([1, 2, 3]), "BAD_FRAME"),
+                    (codec.packb({"op": 42}), "BAD_FRAME"),
+                    (codec.packb({"op": "teleport"}), "UNKNOWN_OP"),
+                    (
+                        codec.packb({"op": "pub", "id": 1, "topic": "t", "records": "nope"}),
+                        "BAD_FRAME",
+                    ),
+                    (
+                        codec.packb(
+                            {
+                                "op": "pub",
+                                "id": 1,
+                                "topic": 5,
+                                "records": [[b"u", None, b"v", None]],
+                            }
+                        ),
+                        "BAD_FRAME",
+                    ),
+                    (
+                        codec.packb(
+                            {
+                                "op": "pub",
+                                "id": -1,
+                                "topic": "t",
+                                "records": [[b"u", None, b"v", None]],
+                            }
+                        ),
+                        "BAD_FRAME",
+                    ),
+                    (
+                        codec.packb(
+                            {
+                                "op": "pub",
+                                "id": 1,
+                                "topic": "t",
+                                "records": [[b"u", None, "str", None]],
+                            }
+                        ),
+                        "BAD_FRAME",
+                    ),
+                    (
+                        codec.packb(
+                            {
+                                "op": "pub",
+                                "id": 1,
+                                "topic": "t",
+                                "records": [[b"u", None, b"v", None]] * 20_000,
+                            }
+                        ),
+                        "TOO_LARGE",
+                    ),
+                    (
+                        codec.packb({"op": "sub", "sid": 1, "topic": "t", "from": "yesterday"}),
+                        "BAD_FRAME",
+                    ),
+                    (codec.packb({"op": "ack", "sid": "x", "ts": 1}), "BAD_FRAME"),
+                ]
+                for data, code in cases:
+                    reply = await _reply(bad, data)
+                    assert reply["op"] == "error" and reply["code"] == code, (data[:40], reply)
+                    assert reply["retriable"] is False and isinstance(reply["message"], str)
+                    ack = await good.publish("ok", b"still served")
+                    assert (await sub.get(timeout=10)).ts == ack.ts
+
+            # A frame over max_frame_bytes is refused by the websocket layer with close code 1009.
+            async with websockets.connect(url, subprotocols=[SUBPROTOCOL], max_size=None) as big:  # type: ignore[list-item]
+                await big.send(b"\x00" * (9 * 1024 * 1024))
+                with pytest.raises(ConnectionClosed) as closed:
+                    await asyncio.wait_for(big.recv(), 10)
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+
+            # Not websocket at all.
+            host, port = url.removeprefix("ws://").rsplit(":", 1)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"\x16\x03\x01 this is not HTTP\r\n\r\n")
+            await writer.drain()
+            await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+
+            ack = await good.publish("ok", b"after all that")
+            assert (await sub.get(timeout=10)).ts == ack.ts

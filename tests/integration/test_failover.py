@@ -1,0 +1,180 @@
+"""One group of three real brokers on a real ZooKeeper, failed with real signals."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+import websockets
+
+from tests.integration.conftest import group_info, wait_in_isr, wait_new_primary, zk_url
+from tritonmq import Client
+from tritonmq.cluster import DevCluster, wait_for
+from tritonmq.wire import codec
+from tritonmq.wire.frames import SUBPROTOCOL
+
+pytestmark = pytest.mark.integration
+
+
+async def test_primary_sigkill_midway_loses_nothing_and_duplicates_nothing(
+    cluster: DevCluster,
+) -> None:
+    n, producers = 10_000, 2
+    delivered: list[tuple[int, bytes]] = []
+    async with Client(zk_url(cluster), timeout=60) as sub_client:
+        async with sub_client.subscribe("orders", from_="latest") as sub:
+
+            async def consume() -> None:
+                async for msg in sub:
+                    delivered.append((msg.ts, msg.value))
+                    await msg.ack()
+
+            consumer = asyncio.create_task(consume())
+            acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(producers)}
+
+            async def produce(p: int) -> None:
+                async with Client(zk_url(cluster), timeout=60) as c:
+                    for i in range(n // producers // 100):
+                        values = [f"{p}:{i * 100 + j}".encode() for j in range(100)]
+                        acks = await c.publish_many("orders", values)
+                        acked[p].extend(zip((a.ts for a in acks), values, strict=True))
+
+            old = await asyncio.to_thread(cluster.primary)
+            tasks = [asyncio.create_task(produce(p)) for p in range(producers)]
+            await asyncio.to_thread(
+                wait_for, lambda: sum(map(len, acked.values())) >= n // 2, 60, "half"
+            )
+            cluster.kill(old)
+            await asyncio.gather(*tasks)
+            new = await asyncio.to_thread(wait_new_primary, cluster, old)
+            assert new != old
+            everything = {v for recs in acked.values() for _, v in recs}
+            assert len(everything) == n
+            await asyncio.to_thread(
+                wait_for, lambda: {v for _, v in delivered} >= everything, 60, "every acked record"
+            )
+            consumer.cancel()
+
+    values = [v for _, v in delivered]
+    assert len(values) == len(set(values)), "a record reached the application twice"
+    stamps = [ts for ts, _ in delivered]
+    assert stamps == sorted(stamps), "delivery is not in ts order"
+    for p, recs in acked.items():
+        # Each producer's records keep their order, and the acked ts is the delivered ts.
+        assert [ts for ts, _ in recs] == sorted(ts for ts, _ in recs)
+        by_value = dict((v, ts) for ts, v in delivered)
+        assert all(by_value[v] == ts for ts, v in recs), f"producer {p}: ts differs from the ack"
+
+
+async def test_backup_sigkill_writes_continue_and_restart_rejoins_isr(cluster: DevCluster) -> None:
+    primary = await asyncio.to_thread(cluster.primary)
+    backup = next(b for b in cluster.brokers if b != primary)
+    async with Client(zk_url(cluster), timeout=30) as c:
+        await c.publish_many("t", [b"before"] * 500)
+        cluster.kill(backup)
+        await asyncio.to_thread(
+            wait_for,
+            lambda: backup not in group_info(cluster)["isr"],
+            30,
+            f"{backup} to leave the ISR",
+        )
+        acks = await c.publish_many("t", [b"during"] * 500)
+        assert len({a.ts for a in acks}) == 500
+        await asyncio.to_thread(cluster.restart, backup)
+        await asyncio.to_thread(wait_in_isr, cluster, backup)
+        more = await c.publish_many("t", [b"after"] * 500)
+        assert min(a.ts for a in more) > max(a.ts for a in acks)
+    info = group_info(cluster)
+    assert info["primary"] == primary and sorted(info["isr"]) == sorted(cluster.brokers)
+
+    # The restarted backup caught up everything: with the other two killed, it serves it all alone.
+    for other in [b for b in cluster.brokers if b != backup]:
+        cluster.kill(other)
+    await asyncio.to_thread(
+        wait_for, lambda: group_info(cluster)["primary"] == backup, 30, f"{backup} to lead"
+    )
+    async with Client(zk_url(cluster), timeout=30) as c:
+        async with c.subscribe("t", from_="earliest") as sub:
+            values = [(await sub.get(timeout=10)).value for _ in range(1500)]
+    assert values == [b"before"] * 500 + [b"during"] * 500 + [b"after"] * 500
+
+
+async def _raw_pub(url: str, pub_id: int, uuid: bytes, value: bytes) -> dict[str, object]:
+    async with websockets.connect(url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
+        await ws.send(
+            codec.packb(
+                {
+                    "op": "pub",
+                    "id": pub_id,
+                    "topic": "retry",
+                    "records": [[uuid, None, value, None]],
+                }
+            )
+        )
+        return codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))
+
+
+async def test_retry_with_same_uuid_after_failover_returns_original_ts(cluster: DevCluster) -> None:
+    uuid = os.urandom(16)
+    info = await asyncio.to_thread(group_info, cluster)
+    first = await _raw_pub(info["primary_url"], 1, uuid, b"once")
+    assert first["op"] == "puback"
+    cluster.kill(info["primary"])
+    new = await asyncio.to_thread(wait_new_primary, cluster, info["primary"])
+    new_url = group_info(cluster)["members"][new]
+
+    async def retry() -> dict[str, object]:
+        while (
+            True
+        ):  # the new primary may still be admitting its ISR; a retriable error means try again
+            r = await _raw_pub(new_url, 2, uuid, b"once")
+            if r["op"] == "puback" or not r.get("retriable"):
+                return r
+            await asyncio.sleep(0.1)
+
+    again = await asyncio.wait_for(retry(), 30)
+    assert again["op"] == "puback" and again["ts"] == first["ts"]
+    async with Client(zk_url(cluster)) as c:
+        async with c.subscribe("retry", from_="earliest") as sub:
+            msg = await sub.get(timeout=10)
+            assert (msg.value, msg.ts) == (b"once", first["ts"][0])  # type: ignore[index]
+            marker = await c.publish("retry", b"marker")
+            nxt = await sub.get(timeout=10)
+            assert nxt.ts == marker.ts, "the retried record was delivered twice"
+
+
+async def test_sigstopped_primary_is_fenced_and_rejoins_as_backup(cluster: DevCluster) -> None:
+    info = await asyncio.to_thread(group_info, cluster)
+    old, old_url, old_epoch = info["primary"], info["primary_url"], info["epoch"]
+    async with websockets.connect(old_url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
+        os.kill(cluster.brokers[old].pid, signal.SIGSTOP)
+        try:
+            new = await asyncio.to_thread(wait_new_primary, cluster, old)
+            # Sent while the old primary is frozen: it reads this only after SIGCONT.
+            await ws.send(
+                codec.packb(
+                    {
+                        "op": "pub",
+                        "id": 7,
+                        "topic": "fence",
+                        "records": [[os.urandom(16), None, b"stale", None]],
+                    }
+                )
+            )
+        finally:
+            os.kill(cluster.brokers[old].pid, signal.SIGCONT)
+        reply = codec.decode_broker(await asyncio.wait_for(ws.recv(), 30))
+        assert reply["op"] == "error", f"the fenced primary acknowledged a write: {reply}"
+        assert reply["code"] in ("NOT_PRIMARY", "UNAVAILABLE")
+    await asyncio.to_thread(wait_in_isr, cluster, old)
+    info = group_info(cluster)
+    assert info["primary"] == new and info["epoch"] > old_epoch
+    async with Client(zk_url(cluster)) as c:
+        async with c.subscribe("fence", from_="earliest") as sub:
+            marker = await c.publish("fence", b"marker")
+            msg = await sub.get(timeout=10)
+            assert msg.ts == marker.ts and msg.value == b"marker", (
+                "a write of the old epoch survived"
+            )

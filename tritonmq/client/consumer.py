@@ -1,0 +1,124 @@
+"""A subscription as the application sees it: an async iterator of messages, each seen once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from tritonmq.client.types import Message
+from tritonmq.errors import BrokerError, ClientClosed
+
+if TYPE_CHECKING:
+    from tritonmq.client.link import Link
+
+
+class Subscription:
+    """``async with client.subscribe(topic) as sub: async for msg in sub: ...``
+
+    Records arrive in ``ts`` order. After a failover the client resumes from the
+    last record it received, and drops anything with a ``ts`` it already handed
+    to the application, so the application never sees a record twice.
+    """
+
+    def __init__(
+        self,
+        link: Link,
+        sid: int,
+        topic: str,
+        name: str | None,
+        start: str | int,
+        window: int | None,
+    ) -> None:
+        self._link = link
+        self.sid = sid
+        self.topic = topic
+        self.name = name
+        self.start = start
+        self.window = window
+        self.position: int | None = None  # where the broker started us (from subok)
+        self.last_ts = -1  # last ts handed to the application
+        self.max_seen = -1  # last ts received from a broker
+        self._records: deque[tuple[Any, ...]] = deque()
+        self._ready = asyncio.Event()
+        self._subscribed: asyncio.Future[int] | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+
+    def resume_from(self) -> str | int:
+        if self.max_seen >= 0:
+            return self.max_seen + 1
+        if self.position is not None:
+            return self.position
+        return self.start
+
+    # called by the link ---------------------------------------------------------
+
+    def on_records(self, records: Any) -> None:
+        seen = self.max_seen
+        for rec in records:
+            if rec[0] > seen:
+                self._records.append(rec)
+                seen = rec[0]
+        self.max_seen = seen
+        self._ready.set()
+
+    def on_subok(self, next_ts: int) -> None:
+        if self.position is None:
+            self.position = next_ts
+        if self._subscribed is not None and not self._subscribed.done():
+            self._subscribed.set_result(next_ts)
+
+    def fail(self, exc: BaseException) -> None:
+        self._error = exc
+        if self._subscribed is not None and not self._subscribed.done():
+            self._subscribed.set_exception(exc)
+        self._ready.set()
+
+    # application side ---------------------------------------------------------------
+
+    async def __aenter__(self) -> Subscription:
+        self._subscribed = asyncio.get_running_loop().create_future()
+        self._link.add_subscription(self)
+        await self._subscribed
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._link.remove_subscription(self)
+            self._ready.set()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Message:
+        recs = self._records
+        while True:
+            while not recs:
+                if self._error is not None:
+                    raise self._error
+                if self._closed:
+                    raise StopAsyncIteration
+                self._ready.clear()
+                await self._ready.wait()
+            ts, uuid, key, value, headers = recs.popleft()
+            if ts <= self.last_ts:
+                continue
+            self.last_ts = ts
+            return Message(self.topic, ts, uuid, key, value, headers, self._ack)
+
+    async def get(self, timeout: float | None = None) -> Message:
+        """The next message, waiting at most ``timeout`` seconds."""
+        return await asyncio.wait_for(self.__anext__(), timeout)
+
+    async def _ack(self, ts: int) -> None:
+        if self._closed:
+            raise ClientClosed("subscription is closed")
+        self._link.ack(self, ts)
+
+
+__all__ = ["Subscription", "BrokerError"]
