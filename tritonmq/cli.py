@@ -180,3 +180,188 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
         members = ", ".join(f"{m} {u}" for m, u in v["members"].items())
         table.add_row(g, str(v["epoch"]), str(v["primary"]), ", ".join(v["isr"]), members)
     Console().print(table)
+
+
+def _client_url(url: str | None, zk_hosts: str | None) -> str:
+    if url and zk_hosts:
+        _fail("give --url or --zk, not both")
+    return url or f"zk://{zk_hosts or '127.0.0.1:2181'}"
+
+
+_url_option = click.option(
+    "--url", default=None, help="zk://HOST:PORT[/chroot] or ws://HOST:PORT of any broker."
+)
+_zk_option = click.option(
+    "--zk", "zk_hosts", default=None, help="ZooKeeper HOST:PORT (default 127.0.0.1:2181)."
+)
+
+
+@main.command()
+@click.argument("topic")
+@click.argument("value", required=False)
+@_url_option
+@_zk_option
+@click.option("--key", default=None, help="Record key (UTF-8).")
+def pub(
+    topic: str, value: str | None, url: str | None, zk_hosts: str | None, key: str | None
+) -> None:
+    """Publish VALUE to TOPIC; with VALUE '-' (or none), publish each line of standard input."""
+    import asyncio
+
+    from tritonmq.client import Client
+
+    target = _client_url(url, zk_hosts)
+    lines = (
+        [value.encode()]
+        if value not in (None, "-")
+        else [ln.rstrip(b"\n") for ln in sys.stdin.buffer]
+    )
+
+    async def run() -> None:
+        async with Client(target) as c:
+            k = key.encode() if key is not None else None
+            acks = await asyncio.gather(*(c.publish(topic, v, key=k) for v in lines))
+            for a in acks:
+                click.echo(f"{a.topic} ts={a.ts} group={a.group}")
+
+    try:
+        asyncio.run(run())
+    except TritonError as e:
+        click.echo(f"error: {e.code}: {e}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("topic")
+@_url_option
+@_zk_option
+@click.option("--subscription", default=None, help="Subscription name.")
+@click.option(
+    "--from", "from_", default="latest", show_default=True, help="latest, earliest or a ts."
+)
+@click.option(
+    "--count", type=click.IntRange(1), default=None, help="Exit after this many messages."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
+def sub(
+    topic: str,
+    url: str | None,
+    zk_hosts: str | None,
+    subscription: str | None,
+    from_: str,
+    count: int | None,
+    as_json: bool,
+) -> None:
+    """Print messages of TOPIC as they arrive (acknowledging each)."""
+    import asyncio
+
+    from tritonmq.client import Client
+
+    target = _client_url(url, zk_hosts)
+    start: str | int = from_
+    if from_ not in ("latest", "earliest"):
+        if not from_.isdigit():
+            _fail("--from must be latest, earliest or a ts")
+        start = int(from_)
+
+    async def run() -> None:
+        seen = 0
+        async with Client(target) as c, c.subscribe(topic, subscription, start) as s:
+            async for msg in s:
+                text = msg.value.decode("utf-8", "replace")
+                if as_json:
+                    click.echo(json.dumps({"topic": msg.topic, "ts": msg.ts, "value": text}))
+                else:
+                    click.echo(f"{msg.ts}\t{text}")
+                await msg.ack()
+                seen += 1
+                if count is not None and seen >= count:
+                    return
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+    except TritonError as e:
+        click.echo(f"error: {e.code}: {e}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.option(
+    "--zk", "zk_hosts", default=None, help="Measure this cluster instead of starting a 1x3 one."
+)
+@click.option("--records", type=click.IntRange(1000), default=200_000, show_default=True)
+@click.option(
+    "--size",
+    type=click.IntRange(8, 1 << 20),
+    default=100,
+    show_default=True,
+    help="Bytes per record.",
+)
+@click.option(
+    "--rate",
+    type=click.IntRange(1),
+    default=5000,
+    show_default=True,
+    help="msg/s for the latency run.",
+)
+@click.option("--seconds", type=click.FloatRange(1), default=5.0, show_default=True)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write results here."
+)
+def bench(
+    zk_hosts: str | None, records: int, size: int, rate: int, seconds: float, json_path: str | None
+) -> None:
+    """Throughput and latency of acknowledged publishing and delivery on a 1x3 cluster."""
+    import asyncio
+    import platform
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from tritonmq.bench import run_bench, write_json
+    from tritonmq.cluster import DevCluster
+
+    cluster = None
+    try:
+        if zk_hosts is None:
+            cluster = DevCluster(1, 3).start()
+            zk_hosts = str(cluster.zk_hosts)
+        r = asyncio.run(run_bench(f"zk://{zk_hosts}", records, size, rate, seconds))
+    except TritonError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    table = Table(title=f"TritonMQ 1 group x 3 replicas, {size}-byte records")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("acknowledged publish, msg/s", f"{r.publish_acked_msgs_per_s:,.0f}")
+    table.add_row("end to end 1->1, msg/s", f"{r.e2e_msgs_per_s:,.0f}")
+    table.add_row(f"latency p50 at {rate:,} msg/s, us", f"{r.latency_p50_us:,.0f}")
+    table.add_row(f"latency p99 at {rate:,} msg/s, us", f"{r.latency_p99_us:,.0f}")
+    Console().print(table)
+    if json_path:
+        write_json(
+            r,
+            json_path,
+            {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+        )
+
+
+@main.command()
+@click.option("--records", type=click.IntRange(100), default=20_000, show_default=True)
+@click.option(
+    "--rate", type=click.IntRange(100), default=4000, show_default=True, help="Records per second."
+)
+def demo(records: int, rate: int) -> None:
+    """Failover demo: publish and subscribe while the primary is SIGKILLed and restarted."""
+    from tritonmq.demo import run_demo
+
+    try:
+        sys.exit(run_demo(records, rate))
+    except TritonError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)

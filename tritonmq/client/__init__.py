@@ -2,6 +2,7 @@
 
 from tritonmq.client.client import Client
 from tritonmq.client.consumer import Subscription
+from tritonmq.client.sync import SyncClient
 from tritonmq.client.types import Ack, Message
 
-__all__ = ["Ack", "Client", "Message", "Subscription"]
+__all__ = ["Ack", "Client", "Message", "Subscription", "SyncClient"]
