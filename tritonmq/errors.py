@@ -48,7 +48,11 @@ class ConfigError(TritonError):
 
 
 class ProtocolError(TritonError):
+    """A frame that cannot be trusted. ``id``/``sid`` name the request when they could be read."""
+
     code = "BAD_FRAME"
+    id: int | None = None
+    sid: int | None = None
 
 
 class FrameTooLarge(ProtocolError):

@@ -67,7 +67,7 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                     max_value=cfg.max_value_bytes,
                 )
             except ProtocolError as e:
-                send(ws, codec.enc_error(ErrorCode(e.code), e.message))
+                send(ws, codec.enc_error(ErrorCode(e.code), e.message, id=e.id, sid=e.sid))
                 continue
             p = broker.primary
             t = type(frame)

@@ -128,8 +128,23 @@ def decode_client(
     max_records: int = 10_000,
     max_value: int = 1024 * 1024,
 ) -> ClientFrame:
-    """Decode a frame a client sent to a broker."""
+    """Decode a frame a client sent to a broker.
+
+    A frame that is a readable map but fails validation raises with its ``id``
+    or ``sid`` attached, so the error frame can name the request it refuses.
+    """
     obj = _unpack(data, max_frame)
+    try:
+        return _client_frame(obj, max_records, max_value)
+    except ProtocolError as e:
+        for attr in ("id", "sid"):
+            v = obj.get(attr)
+            if type(v) is int and v >= 0:
+                setattr(e, attr, v)
+        raise
+
+
+def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> ClientFrame:
     op = obj["op"]
     if op == "pub":
         return Pub(

@@ -1,0 +1,138 @@
+"""The `tritonmq` command as a user runs it: real processes, real signals, exit statuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tritonmq.cluster import wait_for
+
+pytestmark = pytest.mark.integration
+TRITONMQ = [sys.executable, "-m", "tritonmq"]
+
+
+def run(
+    *args: str, timeout: float = 60, input: bytes | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TRITONMQ, *args], capture_output=True, text=input is None, timeout=timeout, input=input
+    )  # type: ignore[call-overload,no-any-return]
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_dev_status_pub_sub_and_clean_stop(tmp_path: Path) -> None:
+    state_file = tmp_path / "state.json"
+    dev = subprocess.Popen(
+        [*TRITONMQ, "dev", "--state-file", str(state_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(state_file.exists, 60, "the dev cluster's state file")
+        state = json.loads(state_file.read_text())
+        assert {b["group"] for b in state["brokers"]} == {"g1"} and len(state["brokers"]) == 3
+        zk = state["zk"]
+
+        st = run("status", "--zk", zk, "--json")
+        assert st.returncode == 0, st.stderr
+        g1 = json.loads(st.stdout)["groups"]["g1"]
+        assert (
+            g1["epoch"] >= 1
+            and g1["primary"] in g1["members"]
+            and sorted(g1["isr"]) == sorted(g1["members"])
+        )
+        table = run("status", "--zk", zk)
+        assert table.returncode == 0 and "g1" in table.stdout
+
+        published = run("pub", "--zk", zk, "greetings", "hello world")
+        assert published.returncode == 0, published.stderr
+        ts = int(published.stdout.split("ts=")[1].split()[0])
+        lines = run("pub", "--zk", zk, "greetings", "-", input=b"one\ntwo\n")
+        assert lines.returncode == 0 and lines.stdout.count(b"ts=") == 2
+
+        got = run("sub", "--zk", zk, "greetings", "--from", "earliest", "--count", "3")
+        assert got.returncode == 0, got.stderr
+        assert got.stdout.splitlines() == [f"{ts}\thello world", f"{ts + 1}\tone", f"{ts + 2}\ttwo"]
+    finally:
+        dev.send_signal(signal.SIGTERM)
+        assert dev.wait(timeout=60) == 0
+    for b in state["brokers"]:
+        assert gone(b["pid"]), f"broker {b['id']} outlived the dev cluster"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sub", "t", "--from", "yesterday"],
+        ["broker", "--listen", "nonsense"],
+        ["broker", "--config", "does-not-exist.toml"],
+        ["broker", "--session-timeout", "0.01"],
+        ["dev", "--groups", "0"],
+        ["pub", "t", "v", "--url", "zk://a:1", "--zk", "a:1"],
+        ["no-such-command"],
+    ],
+)
+def test_bad_input_exits_2_with_a_message(args: list[str]) -> None:
+    r = run(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Error" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_config_value_is_named(tmp_path: Path) -> None:
+    cfg = tmp_path / "b.toml"
+    cfg.write_text('[broker]\nreplicas = "three"\n')
+    r = run("broker", "--config", str(cfg))
+    assert r.returncode == 2 and "replicas" in r.stderr
+
+
+def test_zk_command_serves_until_sigterm() -> None:
+    p = subprocess.Popen([*TRITONMQ, "zk"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        hostport = p.stdout.readline().strip()
+        host, port = hostport.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(hosts=hostport)
+        zk.start(timeout=10)
+        zk.create("/hello", b"x")
+        assert zk.get("/hello")[0] == b"x"
+        zk.stop()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0
+
+
+def test_bench_writes_the_promised_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    r = run(
+        "bench",
+        "--records",
+        "5000",
+        "--seconds",
+        "1",
+        "--rate",
+        "2000",
+        "--json",
+        str(out),
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    for key in ("publish_acked_msgs_per_s", "e2e_msgs_per_s", "latency_p50_us", "latency_p99_us"):
+        assert data[key] > 0, key
+    assert data["latency_p50_us"] <= data["latency_p99_us"]

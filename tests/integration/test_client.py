@@ -1,0 +1,92 @@
+"""The Python client against real brokers: bootstrap by ws://, redirects, replay, sync facade."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import websockets
+
+from tests.integration.conftest import group_info, zk_url
+from tritonmq import Client
+from tritonmq.client import SyncClient
+from tritonmq.cluster import DevCluster
+from tritonmq.errors import ClientClosed, ConfigError, RequestRejected
+from tritonmq.wire import codec
+from tritonmq.wire.frames import SUBPROTOCOL
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_consumer_at_a_backup_is_told_where_the_primary_is(cluster: DevCluster) -> None:
+    info = await asyncio.to_thread(group_info, cluster)
+    backup_url = next(u for b, u in info["members"].items() if b != info["primary"])
+    async with websockets.connect(backup_url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
+        await ws.send(codec.packb({"op": "sub", "sid": 3, "topic": "t"}))
+        reply = codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))
+    assert reply["op"] == "error" and reply["code"] == "NOT_PRIMARY" and reply["retriable"] is True
+    assert reply["sid"] == 3 and reply["primary"] == info["primary_url"]
+
+    # The client, bootstrapped from a backup's ws:// URL, follows that hint by itself.
+    async with Client(backup_url) as c:
+        async with c.subscribe("t") as sub:
+            ack = await c.publish("t", b"via a backup", key=b"k", headers={"h": "v"})
+            msg = await sub.get(timeout=10)
+    assert (msg.ts, msg.value, msg.key, msg.headers) == (ack.ts, b"via a backup", b"k", {"h": "v"})
+    assert ack.group == "g1" and len(msg.uuid) == 16
+
+
+async def test_replay_from_earliest_and_from_a_ts(cluster: DevCluster) -> None:
+    async with Client(zk_url(cluster)) as c:
+        acks = await c.publish_many("replay", [str(i).encode() for i in range(100)])
+        async with c.subscribe("replay", from_="earliest") as sub:
+            got = [(await sub.get(timeout=10)).value for _ in range(100)]
+        assert got == [str(i).encode() for i in range(100)]
+        async with c.subscribe("replay", from_=acks[60].ts) as sub:
+            msg = await sub.get(timeout=10)
+        assert msg.value == b"60"
+        async with c.subscribe("replay") as sub:  # latest: only what comes after
+            new = await c.publish("replay", b"new")
+            assert (await sub.get(timeout=10)).ts == new.ts
+
+
+async def test_window_holds_back_an_unacking_consumer_only(cluster: DevCluster) -> None:
+    async with Client(zk_url(cluster)) as c:
+        async with c.subscribe("slow", window=10) as slow, c.subscribe("slow") as fast:
+            await c.publish_many("slow", [b"x"] * 50)
+            fast_got = [await fast.get(timeout=10) for _ in range(50)]
+            assert len(fast_got) == 50
+            slow_got = [await slow.get(timeout=10) for _ in range(10)]
+            with pytest.raises(TimeoutError):
+                await slow.get(timeout=0.5)  # window full until it acknowledges
+            await slow_got[-1].ack()
+            more = await slow.get(timeout=10)
+            assert more.ts > slow_got[-1].ts
+
+
+async def test_bad_requests_raise_typed_errors(cluster: DevCluster) -> None:
+    with pytest.raises(ConfigError):
+        Client("http://example")
+    async with Client(zk_url(cluster)) as c:
+        with pytest.raises(RequestRejected) as e:
+            await c.publish("t" * 300, b"topic name too long")
+        assert e.value.code == "BAD_FRAME"
+        with pytest.raises(TypeError):
+            await c.publish("t", "not bytes")  # type: ignore[arg-type]
+        assert (await c.publish("t", b"still fine")).ts > 0
+    with pytest.raises(ClientClosed):
+        await c.publish("t", b"after close")
+
+
+def test_sync_facade(cluster: DevCluster) -> None:
+    with SyncClient(zk_url(cluster)) as c:
+        acks = c.publish_many("sync", [b"a", b"b"])
+        one = c.publish("sync", b"c")
+        assert [a.ts for a in acks] + [one.ts] == sorted({a.ts for a in acks} | {one.ts})
+        values = []
+        for msg in c.subscribe("sync", from_="earliest", timeout=5):
+            values.append(msg.value)
+            c.ack(msg)
+            if len(values) == 3:
+                break
+    assert values == [b"a", b"b", b"c"]
