@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -45,8 +46,22 @@ async def serve(cfg: BrokerConfig, ready: asyncio.Event | None = None) -> None:
         await broker.stop()
 
 
+def tune_gc() -> None:
+    """Keep full collections rare: they walk the whole in-memory log (~15 ms per 400k records).
+
+    Records are tuples of atomic values, so CPython untracks them, and an untracked
+    heap never grows the long-lived count: without this the oldest generation is
+    collected every few hundred milliseconds under load, a latency spike each time.
+    Young cycles are still collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 1000)
+
+
 def run_broker(cfg: BrokerConfig) -> int:
     setup_logging(cfg.log_level, f"{cfg.group}/{cfg.id}")
+    tune_gc()
     loop = new_event_loop()
     try:
         loop.run_until_complete(serve(cfg))
