@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tritonmq.broker.node import Broker
 
 log = logging.getLogger("tritonmq.broker.clients")
+FETCH_BYTES = 4 * 1024 * 1024  # a fetch answer is cut here; `next` says where to continue
 
 
 def _not_primary(broker: Broker, *, id: int | None = None, sid: int | None = None) -> bytes:
@@ -113,8 +114,13 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                     send(ws, _not_primary(broker, id=frame.id))
                     continue
                 end = min(frame.end, p.commit_ts)
-                recs = broker.log.topic(frame.topic).between(frame.start, end, frame.max)
-                next_ts = recs[-1][0] + 1 if len(recs) == frame.max else max(frame.start, end + 1)
+                limit = min(frame.max, cfg.max_batch_records)
+                tlog = broker.log.topics.get(frame.topic)
+                recs = (
+                    tlog.between(frame.start, end, limit, FETCH_BYTES) if tlog is not None else []
+                )
+                # Where to continue: after the last record sent, or past `end` if nothing was.
+                next_ts = recs[-1][0] + 1 if recs else max(frame.start, end + 1)
                 send(ws, codec.enc_fetched(frame.id, recs, next_ts))
     except ConnectionClosed:
         pass

@@ -38,9 +38,7 @@ class Broker:
         self.cfg = cfg
         self.boot = uuid.uuid4().hex[:12]
         self.log = GroupLog()
-        self.delivery = Delivery(
-            self.log, window=cfg.window_records, max_frame_bytes=cfg.window_bytes
-        )
+        self.delivery = Delivery(self.log, window=cfg.window_records, window_bytes=cfg.window_bytes)
         self.primary: PrimaryCore | None = None
         self.backup: BackupCore | None = None
         self.commit_ts = 0  # what we know is committed (as backup: from the primary's appends)

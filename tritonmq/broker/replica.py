@@ -37,7 +37,11 @@ async def serve_follower(broker: Broker, ws: ServerConnection) -> None:
     fid = ""
     p: PrimaryCore | None = None
     try:
-        hello = codec.decode_repl(await ws.recv())
+        try:
+            hello = codec.decode_repl(await asyncio.wait_for(ws.recv(), 10))
+        except ProtocolError as e:
+            await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
+            return
         p = broker.primary
         if not isinstance(hello, Follow):
             await ws.send(
@@ -65,7 +69,7 @@ async def serve_follower(broker: Broker, ws: ServerConnection) -> None:
             frame = codec.decode_repl(data)
             if isinstance(frame, ReplAck) and broker.primary is p:
                 broker.perform(p.acked(fid, frame.epoch, frame.ts, time.monotonic()))
-    except (ConnectionClosed, ProtocolError) as e:
+    except (ConnectionClosed, ProtocolError, TimeoutError) as e:
         log.debug("replication link from %s ended: %s", fid or "?", e)
     finally:
         if fid and broker.repl_links.get(fid) is ws:
@@ -83,21 +87,9 @@ def send_entries(broker: Broker, p: PrimaryCore, a: Replicate) -> None:
     websockets.broadcast(links, codec.enc_append(epoch, commit, entries))
 
 
-_last_beat: dict[int, int] = {}
-
-
 def heartbeat(broker: Broker, p: PrimaryCore) -> None:
     """Tell caught-up backups the commit point when no new entries would carry it."""
-    if _last_beat.get(id(p)) == p.commit_ts:
-        return
-    _last_beat.clear()
-    _last_beat[id(p)] = p.commit_ts
-    last = p.log.last_ts
-    links = [
-        broker.repl_links[f.id]
-        for f in p.followers.values()
-        if f.sent == last and f.id in broker.repl_links
-    ]
+    links = [broker.repl_links[f] for f in p.heartbeat() if f in broker.repl_links]
     if links:
         websockets.broadcast(links, codec.enc_append(p.epoch, p.commit_ts, []))
 

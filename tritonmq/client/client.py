@@ -45,6 +45,7 @@ class Client:
         self._connect_timeout = connect_timeout
         self._link = Link(
             self._resolve,
+            learn=self._remember,
             max_in_flight=max_in_flight,
             batch_size=batch_size,
             linger=linger,
@@ -65,6 +66,11 @@ class Client:
                 urls.extend(u for u in g["members"].values() if u not in urls)
             return urls
         return list(self._known)
+
+    def _remember(self, urls: list[str]) -> None:
+        """Brokers named by ``meta``: where a ws:// client looks when its seed is gone."""
+        if self._scheme != "zk":
+            self._known.extend(u for u in urls if u not in self._known)
 
     async def connect(self) -> Client:
         await self._link.start(self._connect_timeout)

@@ -37,10 +37,11 @@ from tritonmq.wire.frames import SUBPROTOCOL
 log = logging.getLogger("tritonmq.client")
 
 Resolver = Callable[[], Awaitable[list[str]]]
+MAX_PAUSE = 1.0
 
 
 class _Batch:
-    __slots__ = ("id", "topic", "records", "futures", "deadline", "attempts")
+    __slots__ = ("id", "topic", "records", "futures", "deadline", "attempts", "on_wire")
 
     def __init__(
         self, id: int, topic: str, records: list[Any], futures: list[Any], deadline: float
@@ -51,6 +52,7 @@ class _Batch:
         self.futures = futures
         self.deadline = deadline
         self.attempts = 0
+        self.on_wire = False  # sent on the current connection, counted in the in-flight window
 
 
 class Link:
@@ -58,6 +60,7 @@ class Link:
         self,
         resolve: Resolver,
         *,
+        learn: Callable[[list[str]], None] | None = None,
         max_in_flight: int = 32,
         batch_size: int = 1000,
         linger: float = 0.0,
@@ -66,6 +69,8 @@ class Link:
         max_frame: int = 64 * 1024 * 1024,
     ) -> None:
         self._resolve = resolve
+        self._learn = learn
+        self._pause = 0.0  # back-off before reconnecting after a refused batch
         self.max_in_flight = max_in_flight
         self.batch_size = batch_size
         self.linger = linger
@@ -152,6 +157,8 @@ class Link:
                 if self.ws is ws:
                     self.ws = None
                 self.connected.clear()
+            if self._pause:
+                await asyncio.sleep(self._pause)
 
     async def _connect(self) -> ClientConnection:
         """Connect to whichever candidate is primary, following NOT_PRIMARY hints."""
@@ -173,6 +180,9 @@ class Link:
             )
             await ws.send(codec.packb({"op": "meta", "id": 0}))
             meta = codec.decode_broker(await asyncio.wait_for(ws.recv(), 3))
+            members = meta.get("members")
+            if self._learn is not None and isinstance(members, dict):
+                self._learn([u for u in members.values() if isinstance(u, str)])
             if meta.get("op") == "meta" and meta.get("role") == "primary":
                 self.group = str(meta.get("group", ""))
                 return ws
@@ -185,6 +195,8 @@ class Link:
     def _on_connected(self, ws: ClientConnection) -> None:
         self._unsent = deque(sorted(self._batches))
         self._inflight = 0
+        for b in self._batches.values():
+            b.on_wire = False
         for s in self._subs.values():
             self._send_sub(s)
         self.connected.set()
@@ -259,6 +271,7 @@ class Link:
             if b is None:
                 continue
             b.attempts += 1
+            b.on_wire = True
             self._inflight += 1
             self._send(
                 codec.packb({"op": "pub", "id": b.id, "topic": b.topic, "records": b.records})
@@ -268,7 +281,8 @@ class Link:
         b = self._batches.pop(frame.get("id", -1), None)
         if b is None:
             return
-        self._inflight -= 1
+        self._settle(b)
+        self._pause = 0.0
         group = str(frame.get("group", self.group))
         for fut, ts in zip(b.futures, frame.get("ts", ()), strict=False):
             if not fut.done():
@@ -278,27 +292,38 @@ class Link:
     def _on_pub_error(self, b: _Batch, err: BrokerError) -> None:
         if err.retriable and b.attempts <= self.retries:
             self._last_error = err
+            self._pause = min(max(0.05, self._pause * 2), MAX_PAUSE)
             self._reset(f"batch {b.id}: {err.code}")
             return
         self._batches.pop(b.id, None)
-        self._inflight -= 1
+        self._settle(b)
         for fut in b.futures:
             if not fut.done():
                 fut.set_exception(err)
         self._pump()
 
+    def _settle(self, b: _Batch) -> None:
+        """A batch left the in-flight window (acknowledged, refused for good, or expired)."""
+        if b.on_wire:
+            b.on_wire = False
+            self._inflight -= 1
+
     async def _expire(self) -> None:
         while True:
             await asyncio.sleep(0.2)
             now = time.monotonic()
-            for b in [b for b in self._batches.values() if b.deadline < now]:
+            expired = [b for b in self._batches.values() if b.deadline < now]
+            for b in expired:
                 del self._batches[b.id]
+                self._settle(b)
                 err = PublishTimeout(
                     f"no acknowledgement within {self.timeout:.1f}s (last error: {self._last_error})"
                 )
                 for fut in b.futures:
                     if not fut.done():
                         fut.set_exception(err)
+            if expired:
+                self._pump()
 
     # --- consuming -------------------------------------------------------------------
 

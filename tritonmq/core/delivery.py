@@ -1,8 +1,10 @@
 """Windowed push of committed records to subscribers.
 
 Each subscription has a position ``next_ts`` (the next record to push) and an
-acknowledged point ``acked_ts``; at most ``window`` records lie between them.
-Acks are cumulative. A slow consumer therefore holds back only itself.
+acknowledged point ``acked_ts``; at most ``window`` records and ``window_bytes``
+bytes lie between them, sent in frames of at most ``frame_bytes`` (a single
+larger record still goes alone). Acks are cumulative. A slow consumer therefore
+holds back only itself.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from tritonmq.core.log import GroupLog
 from tritonmq.wire.frames import From
 
 MAX_RECORDS_PER_FRAME = 2_000
+FRAME_BYTES = 1024 * 1024
 
 
 class Subscription:
-    __slots__ = ("conn", "sid", "topic", "name", "next_ts", "acked_ts", "window", "max_bytes")
+    __slots__ = ("conn", "sid", "topic", "name", "next_ts", "acked_ts", "window", "window_bytes")
 
     def __init__(
         self,
@@ -27,7 +30,7 @@ class Subscription:
         name: str | None,
         next_ts: int,
         window: int,
-        max_bytes: int,
+        window_bytes: int,
     ) -> None:
         self.conn = conn
         self.sid = sid
@@ -36,14 +39,17 @@ class Subscription:
         self.next_ts = next_ts
         self.acked_ts = next_ts - 1
         self.window = window
-        self.max_bytes = max_bytes
+        self.window_bytes = window_bytes
 
 
 class Delivery:
-    def __init__(self, log: GroupLog, *, window: int, max_frame_bytes: int) -> None:
+    def __init__(
+        self, log: GroupLog, *, window: int, window_bytes: int, frame_bytes: int = FRAME_BYTES
+    ) -> None:
         self.log = log
         self.window = window
-        self.max_frame_bytes = max_frame_bytes
+        self.window_bytes = window_bytes
+        self.frame_bytes = frame_bytes
         self.subs: dict[tuple[int, int], Subscription] = {}
         self.by_topic: dict[str, list[Subscription]] = {}
 
@@ -61,18 +67,18 @@ class Delivery:
         if start == From.LATEST:
             next_ts = commit_ts + 1
         elif start == From.EARLIEST:
-            first = self.log.topic(topic).first_ts()
+            t = self.log.topics.get(topic)
+            first = t.first_ts() if t is not None else None
             next_ts = first if first is not None else commit_ts + 1
         else:
             next_ts = int(start)
         key = (id(conn), sid)
         self.unsubscribe(conn, sid)
         w = min(window or self.window, self.window)
-        sub = Subscription(conn, sid, topic, name, next_ts, w, self.max_frame_bytes)
+        sub = Subscription(conn, sid, topic, name, next_ts, w, self.window_bytes)
         self.subs[key] = sub
         self.by_topic.setdefault(topic, []).append(sub)
-        d = self._pump(sub, commit_ts)
-        return next_ts, [d] if d else []
+        return next_ts, self._pump(sub, commit_ts)
 
     def unsubscribe(self, conn: Any, sid: int) -> None:
         sub = self.subs.pop((id(conn), sid), None)
@@ -95,8 +101,7 @@ class Delivery:
         if sub is None or ts <= sub.acked_ts:
             return []
         sub.acked_ts = min(ts, sub.next_ts - 1)
-        d = self._pump(sub, commit_ts)
-        return [d] if d else []
+        return self._pump(sub, commit_ts)
 
     def nack(self, conn: Any, sid: int, ts: int, commit_ts: int) -> list[Deliver]:
         """Redeliver from ``ts`` on (never before what was already acknowledged)."""
@@ -104,37 +109,32 @@ class Delivery:
         if sub is None:
             return []
         sub.next_ts = max(sub.acked_ts + 1, min(ts, sub.next_ts))
-        d = self._pump(sub, commit_ts)
-        return [d] if d else []
+        return self._pump(sub, commit_ts)
 
     def on_commit(self, commit_ts: int) -> list[Deliver]:
         out = []
         for subs in self.by_topic.values():
             for sub in subs:
-                d = self._pump(sub, commit_ts)
-                if d is not None:
-                    out.append(d)
+                if sub.next_ts <= commit_ts:
+                    out.extend(self._pump(sub, commit_ts))
         return out
 
-    def _pump(self, sub: Subscription, commit_ts: int) -> Deliver | None:
-        if sub.next_ts > commit_ts:
-            return None
+    def _pump(self, sub: Subscription, commit_ts: int) -> list[Deliver]:
+        """Frames for ``sub`` until its window is full or it has everything committed."""
+        out: list[Deliver] = []
         t = self.log.topics.get(sub.topic)
         if t is None:
-            return None
-        inflight = t.index_of(sub.next_ts) - t.index_of(sub.acked_ts + 1)
-        room = min(sub.window - inflight, MAX_RECORDS_PER_FRAME)
-        if room <= 0:
-            return None
-        recs = t.between(sub.next_ts, commit_ts, room)
-        if not recs:
-            return None
-        if len(recs) > 1:
-            size = 0
-            for i, r in enumerate(recs):
-                size += len(r[3]) + 40
-                if size > sub.max_bytes and i > 0:
-                    recs = recs[:i]
-                    break
-        sub.next_ts = recs[-1][0] + 1
-        return Deliver(sub.conn, sub.sid, sub.topic, recs)
+            return out
+        while sub.next_ts <= commit_ts:
+            i = t.index_of(sub.next_ts)
+            a = t.index_of(sub.acked_ts + 1)
+            room = min(sub.window - (i - a), MAX_RECORDS_PER_FRAME)
+            room_bytes = sub.window_bytes - t.bytes_in(a, i)
+            if room <= 0 or room_bytes <= 0:
+                break
+            recs = t.between(sub.next_ts, commit_ts, room, min(room_bytes, self.frame_bytes))
+            if not recs:
+                break
+            sub.next_ts = recs[-1][0] + 1
+            out.append(Deliver(sub.conn, sub.sid, sub.topic, recs))
+        return out

@@ -10,7 +10,7 @@ say they do (see :func:`divergence`).
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,26 +22,65 @@ def _ts_of(rec: Record) -> int:
     return rec[0]
 
 
-class TopicLog:
-    """Records of one topic, ascending by ``ts`` (not dense: other topics interleave)."""
+RECORD_OVERHEAD = 32  # ts, uuid and framing, roughly, on the wire
 
-    __slots__ = ("records", "bytes")
+
+def record_size(rec: Record) -> int:
+    """Bytes a record costs on the wire, near enough for windows and frame limits."""
+    size = len(rec[3]) + RECORD_OVERHEAD
+    if rec[2] is not None:
+        size += len(rec[2])
+    h = rec[4]
+    if h:
+        for k, v in h.items():
+            size += len(k) + (len(v) if isinstance(v, str | bytes) else 8)
+    return size
+
+
+class TopicLog:
+    """Records of one topic, ascending by ``ts`` (not dense: other topics interleave).
+
+    ``cum[i]`` is the size of ``records[0..i]``, so the bytes of any range is one
+    subtraction and a byte limit is one bisect.
+    """
+
+    __slots__ = ("records", "cum")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
-        self.bytes = 0
+        self.cum: list[int] = []
+
+    @property
+    def bytes(self) -> int:
+        return self.cum[-1] if self.cum else 0
+
+    def pop(self) -> None:
+        self.records.pop()
+        self.cum.pop()
 
     def index_of(self, ts: int) -> int:
         """Position of the first record with ``ts >= ts``."""
         return bisect_left(self.records, ts, key=_ts_of)
 
-    def between(self, start: int, end: int, limit: int) -> list[Record]:
-        """Records with ``start <= ts <= end``, at most ``limit`` of them."""
+    def bytes_in(self, i: int, j: int) -> int:
+        """Size of ``records[i:j]``."""
+        if j <= i:
+            return 0
+        return self.cum[j - 1] - (self.cum[i - 1] if i > 0 else 0)
+
+    def between(
+        self, start: int, end: int, limit: int, max_bytes: int | None = None
+    ) -> list[Record]:
+        """Records with ``start <= ts <= end``: at most ``limit`` of them and (but for the
+        first) at most ``max_bytes`` bytes."""
         recs = self.records
         i = bisect_left(recs, start, key=_ts_of)
         j = min(i + limit, len(recs))
         if j > i and recs[j - 1][0] > end:
             j = bisect_left(recs, end + 1, i, j, key=_ts_of)
+        if max_bytes is not None and j > i + 1 and self.bytes_in(i, j) > max_bytes:
+            base = self.cum[i - 1] if i > 0 else 0
+            j = max(i + 1, bisect_right(self.cum, base + max_bytes, i, j))
         return recs[i:j]
 
     def first_ts(self) -> int | None:
@@ -49,11 +88,12 @@ class TopicLog:
 
 
 class GroupLog:
-    __slots__ = ("base_ts", "entries", "topics", "uuids", "epochs")
+    __slots__ = ("base_ts", "entries", "cum", "topics", "uuids", "epochs")
 
     def __init__(self, base_ts: int = 1) -> None:
         self.base_ts = base_ts
         self.entries: list[Entry] = []
+        self.cum: list[int] = []  # cum[i]: size of entries[0..i]
         self.topics: dict[str, TopicLog] = {}
         self.uuids: dict[bytes, int] = {}
         self.epochs: list[tuple[int, int]] = []
@@ -97,8 +137,10 @@ class GroupLog:
         t = self.topics.get(topic)
         if t is None:
             t = self.topics[topic] = TopicLog()
+        size = record_size(rec)
         t.records.append(rec)
-        t.bytes += len(value)
+        t.cum.append((t.cum[-1] if t.cum else 0) + size)
+        self.cum.append((self.cum[-1] if self.cum else 0) + size)
         self.uuids[uuid] = ts
         return ts
 
@@ -115,12 +157,17 @@ class GroupLog:
         self.entries.extend(entries)
         topics = self.topics
         uuids = self.uuids
+        cum = self.cum
+        total = cum[-1] if cum else 0
         for topic, rec in entries:
             t = topics.get(topic)
             if t is None:
                 t = topics[topic] = TopicLog()
+            size = record_size(rec)
             t.records.append(rec)
-            t.bytes += len(rec[3])
+            t.cum.append((t.cum[-1] if t.cum else 0) + size)
+            total += size
+            cum.append(total)
             uuids[rec[1]] = rec[0]
 
     def entries_between(self, start: int, end: int) -> list[Entry]:
@@ -129,6 +176,16 @@ class GroupLog:
         j = max(i, min(len(self.entries), end - self.base_ts + 1))
         return self.entries[i:j]
 
+    def end_within(self, start: int, end: int, max_bytes: int) -> int:
+        """The last ``ts <= end`` such that ``start..ts`` fits in ``max_bytes`` (at least ``start``)."""
+        i = max(0, start - self.base_ts)
+        j = max(i, min(len(self.entries), end - self.base_ts + 1))
+        if j > i + 1:
+            base = self.cum[i - 1] if i > 0 else 0
+            if self.cum[j - 1] - base > max_bytes:
+                j = max(i + 1, bisect_right(self.cum, base + max_bytes, i, j))
+        return self.base_ts + j - 1
+
     def truncate_after(self, ts: int) -> int:
         """Drop every entry with ``ts`` greater than ``ts``; returns how many were dropped."""
         keep = max(0, ts - self.base_ts + 1)
@@ -136,10 +193,9 @@ class GroupLog:
             return 0
         dropped = self.entries[keep:]
         del self.entries[keep:]
+        del self.cum[keep:]
         for topic, rec in reversed(dropped):
-            t = self.topics[topic]
-            t.records.pop()
-            t.bytes -= len(rec[3])
+            self.topics[topic].pop()
             if self.uuids.get(rec[1]) == rec[0]:
                 del self.uuids[rec[1]]
         self.epochs = [e for e in self.epochs if e[1] <= ts]

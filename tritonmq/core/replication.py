@@ -30,6 +30,7 @@ from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord
 
 MAX_INFLIGHT_ENTRIES = 20_000
 CATCHUP_CHUNK = 5_000
+CATCHUP_BYTES = 8 * 1024 * 1024
 
 
 class FollowerProgress:
@@ -81,6 +82,8 @@ class PrimaryCore:
         self.proposal: ProposeIsr | None = None
         self._pending: list[tuple[int, int, Any, int, tuple[int, ...]]] = []
         self._seq = 0
+        self._refused: dict[Any, ErrorCode] = {}
+        self._beat_commit = -1
         log.begin_epoch(state.epoch, state.start_ts)
 
     # --- producers -----------------------------------------------------------
@@ -124,6 +127,10 @@ class PrimaryCore:
                 actions.extend(self._advance_commit())
         return actions
 
+    def _refuse(self, conn: Any, pub_id: int, code: ErrorCode, message: str) -> SendError:
+        self._refused[conn] = code
+        return SendError(conn, code, message, pub_id)
+
     def _replicate_new(self, first_new: int) -> list[Action]:
         """Send fresh entries to every follower that was caught up; others are pumped on ack."""
         last = self.log.last_ts
@@ -162,6 +169,7 @@ class PrimaryCore:
         """A producer went away: forget its waiting acks (the records stay)."""
         self._pending = [p for p in self._pending if p[2] is not conn]
         heapq.heapify(self._pending)
+        self._refused.pop(conn, None)
 
     # --- followers -----------------------------------------------------------
 
@@ -196,8 +204,8 @@ class PrimaryCore:
         last = self.log.last_ts
         if f is None or f.sent >= last or f.sent - f.acked >= MAX_INFLIGHT_ENTRIES:
             return []
-        end = min(last, f.sent + CATCHUP_CHUNK)
         start = f.sent + 1
+        end = self.log.end_within(start, min(last, f.sent + CATCHUP_CHUNK), CATCHUP_BYTES)
         f.sent = end
         return [Replicate((fid,), start, end)]
 
@@ -233,10 +241,14 @@ class PrimaryCore:
         return self.tick(now)
 
     def tick(self, now: float) -> list[Action]:
-        """Drop laggards and vanished members from the ISR; admit caught-up followers."""
+        """Drop laggards and vanished members from the ISR; admit caught-up followers.
+
+        Also re-evaluates the commit point, which nothing else would do for a new
+        primary that is alone in the ISR and holds entries of the previous epoch.
+        """
+        out: list[Action] = self._advance_commit()
         if self.proposal is not None:
-            return []
-        out: list[Action] = []
+            return out
         last = self.log.last_ts
         for m in sorted(self.isr - {self.me}):
             reason = ""
@@ -255,11 +267,11 @@ class PrimaryCore:
             if reason:
                 isr = tuple(sorted(self.isr - {m}))
                 self.proposal = ProposeIsr(isr, {x: self.boots[x] for x in isr}, reason)
-                return [self.proposal]
+                return [*out, self.proposal]
         for f in self.followers.values():
             p = self._maybe_admit(f)
             if p is not None:
-                return [p]
+                return [*out, p]
         return out
 
     def isr_changed(self, state: GroupState) -> list[Action]:
@@ -275,6 +287,14 @@ class PrimaryCore:
         if self.proposal is not None:
             self.joining -= set(self.proposal.isr) - self.isr
         self.proposal = None
+
+    def heartbeat(self) -> tuple[str, ...]:
+        """Caught-up followers to tell the commit point, when no new entries carried it."""
+        if self._beat_commit == self.commit_ts:
+            return ()
+        self._beat_commit = self.commit_ts
+        last = self.log.last_ts
+        return tuple(f.id for f in self.followers.values() if f.sent == last)
 
     def entries_for(self, start: int, end: int) -> tuple[int, int, list[Any]]:
         return self.epoch, self.commit_ts, self.log.entries_between(start, end)
