@@ -178,3 +178,16 @@ async def test_sigstopped_primary_is_fenced_and_rejoins_as_backup(cluster: DevCl
             assert msg.ts == marker.ts and msg.value == b"marker", (
                 "a write of the old epoch survived"
             )
+
+
+async def test_sigterm_closes_the_session_so_failover_starts_at_once(cluster: DevCluster) -> None:
+    info = await asyncio.to_thread(group_info, cluster)
+    old = info["primary"]
+    cluster.kill(old, signal.SIGTERM)  # returns once the process has exited
+    # A crashed broker's member znode lingers for a session timeout; a clean stop removes it first.
+    assert old not in group_info(cluster)["members"]
+    assert cluster.brokers[old].proc is not None and cluster.brokers[old].proc.returncode == 0
+    new = await asyncio.to_thread(wait_new_primary, cluster, old)
+    async with Client(zk_url(cluster)) as c:
+        ack = await c.publish("after-sigterm", b"x")
+    assert ack.ts > 0 and group_info(cluster)["primary"] == new
