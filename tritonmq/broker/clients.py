@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from tritonmq.core.replication import PrimaryCore
 from tritonmq.errors import ProtocolError
 from tritonmq.wire import codec
 from tritonmq.wire.frames import Ack, ErrorCode, Fetch, Hello, Meta, Nack, Pub, Sub, Unsub
@@ -129,10 +128,3 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
         broker.delivery.drop_conn(ws)
         if broker.primary is not None:
             broker.primary.drop_conn(ws)
-
-
-def fail_pending(broker: Broker, ws: ServerConnection, p: PrimaryCore) -> None:
-    """Tell a producer its unacknowledged batches must be retried at the new primary."""
-    for _, _, conn, pub_id, _ in p._pending:
-        if conn is ws:
-            broker._send(ws, _not_primary(broker, id=pub_id))

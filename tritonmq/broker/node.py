@@ -238,8 +238,7 @@ class Broker:
         for ws in list(self.repl_links.values()):
             asyncio.ensure_future(ws.close(1012, "primary stepped down"))
         self.repl_links.clear()
-        for ws in list(self.client_conns):
-            clients.fail_pending(self, ws, p)
+        self.perform(p.step_down())
         for sub in list(self.delivery.subs.values()):
             self._send(
                 sub.conn,
@@ -285,7 +284,8 @@ class Broker:
             elif type(a) is Deliver:
                 self._send(a.conn, codec.enc_deliver(a.sid, a.topic, a.records))
             elif type(a) is SendError:
-                self._send(a.conn, codec.enc_error(a.code, a.message, id=a.id))
+                hint = self.primary_url() if a.code is ErrorCode.NOT_PRIMARY else None
+                self._send(a.conn, codec.enc_error(a.code, a.message, id=a.id, primary=hint))
             elif type(a) is ProposeIsr:
                 asyncio.ensure_future(self._propose(a))
         if p is not None and p.commit_ts > self.commit_ts:
@@ -331,5 +331,7 @@ class Broker:
         coord = self.coord
         if coord is None or coord.state is None:
             return None
+        if coord.state.primary == self.cfg.id and self.primary is None:
+            return None  # our view still names us, but we just stepped down
         m = coord.members.get(coord.state.primary)
         return m.url if m is not None else None

@@ -165,6 +165,21 @@ class PrimaryCore:
             out.append(SendPubAck(conn, pub_id, stamps))
         return out
 
+    def step_down(self) -> list[Action]:
+        """We are no longer primary: every producer still waiting must retry at the new one."""
+        self.accepting = False
+        out: list[Action] = [
+            SendError(
+                conn,
+                ErrorCode.NOT_PRIMARY,
+                "primary stepped down before this batch committed",
+                pub_id,
+            )
+            for _, _, conn, pub_id, _ in sorted(self._pending)
+        ]
+        self._pending.clear()
+        return out
+
     def drop_conn(self, conn: Any) -> None:
         """A producer went away: forget its waiting acks (the records stay)."""
         self._pending = [p for p in self._pending if p[2] is not conn]
