@@ -1,0 +1,55 @@
+"""Broker settings: defaults, TOML file, flag overrides, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tritonmq.config import BrokerConfig, load_config
+from tritonmq.errors import ConfigError
+
+EXAMPLE = Path(__file__).parents[2] / "config" / "broker.toml"
+
+
+def test_the_annotated_example_loads_and_names_every_setting() -> None:
+    cfg = load_config(EXAMPLE)
+    assert cfg == BrokerConfig()
+    text = EXAMPLE.read_text()
+    for name in BrokerConfig.__dataclass_fields__:
+        assert f"\n{name} =" in text, f"config/broker.toml does not document {name}"
+
+
+def test_flags_override_the_file_and_none_means_not_given(tmp_path: Path) -> None:
+    f = tmp_path / "b.toml"
+    f.write_text('[broker]\ngroup = "g7"\nsession_timeout = 3\nreplicas = 5\n')
+    cfg = load_config(f, group=None, replicas=3, id="b9")
+    assert (cfg.group, cfg.replicas, cfg.id, cfg.session_timeout) == ("g7", 3, "b9", 3.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("replicas = 'three'", "replicas"),
+        ("replicas = true", "replicas"),
+        ("no_such_setting = 1", "no_such_setting"),
+        ("session_timeout = 0.1", "session_timeout"),
+        ("min_insync = 0", "min_insync"),
+        ("this is not toml", "TOML"),
+    ],
+)
+def test_bad_settings_raise_config_error_naming_them(tmp_path: Path, text: str, words: str) -> None:
+    f = tmp_path / "b.toml"
+    f.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=words):
+        load_config(f)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_min_insync_never_exceeds_the_group() -> None:
+    assert BrokerConfig(replicas=1, min_insync=2).effective_min_insync == 1
+    assert BrokerConfig(replicas=3, min_insync=2).effective_min_insync == 2
