@@ -151,5 +151,7 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
             raise
         except (OSError, ConnectionClosed, ReplicationError, ProtocolError, TimeoutError) as e:
             log.debug("following %s: %s; retrying", primary.id, e)
+        except Exception:  # never stop following silently: that would stall the ISR for good
+            log.exception("following %s failed unexpectedly; retrying", primary.id)
         await asyncio.sleep(backoff)
         backoff = min(backoff * 2, 0.5)

@@ -117,6 +117,8 @@ class GroupLog:
             raise ValueError(f"epoch {epoch} does not follow {self.epochs[-1][0]}")
         if start_ts != self.last_ts + 1:
             raise ValueError(f"epoch start {start_ts} is not log end + 1 ({self.last_ts + 1})")
+        # Epochs adopted from a primary whose entries never arrived describe nothing we hold.
+        self.epochs = [e for e in self.epochs if e[1] <= start_ts]
         self.epochs.append((epoch, start_ts))
 
     def lookup(self, uuid: bytes) -> int | None:
@@ -218,7 +220,8 @@ def epoch_ends(epochs: Sequence[tuple[int, int]], last_ts: int) -> dict[int, tup
     """Map epoch -> (start_ts, end_ts) for a log whose history is ``epochs`` and end ``last_ts``."""
     out: dict[int, tuple[int, int]] = {}
     for i, (epoch, start) in enumerate(epochs):
-        end = epochs[i + 1][1] - 1 if i + 1 < len(epochs) else last_ts
+        # An epoch never covers more than the log holds, whatever the history says comes next.
+        end = min(epochs[i + 1][1] - 1, last_ts) if i + 1 < len(epochs) else last_ts
         out[epoch] = (start, end)
     return out
 

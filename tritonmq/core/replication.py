@@ -91,41 +91,51 @@ class PrimaryCore:
     def publish(
         self, conn: Any, pub_id: int, topic: str, records: Sequence[PubRecord]
     ) -> list[Action]:
-        if not self.accepting:
-            return [
-                SendError(conn, ErrorCode.UNAVAILABLE, "primary lost its ZooKeeper session", pub_id)
-            ]
-        if len(self.isr) < self.min_insync:
-            return [
-                SendError(
-                    conn,
-                    ErrorCode.NOT_ENOUGH_REPLICAS,
-                    f"{len(self.isr)} in-sync replica(s), {self.min_insync} required",
-                    pub_id,
-                )
-            ]
+        """Stamp, dedup and replicate a batch; it is acknowledged when it commits.
+
+        A retry of records the group already holds is answered even while new
+        writes are refused. Once a batch on a connection is refused, every later
+        batch on it is refused too: the producer resends them all in order on a
+        new connection, so no later batch can overtake the refused one.
+        """
         log = self.log
         lookup = log.uuids.get
+        known = [lookup(r[0]) for r in records]
+        if None not in known:
+            return self._ack_when_committed(conn, pub_id, known)  # type: ignore[arg-type]
+        refused = self._refused.get(conn)
+        if refused is not None:
+            msg = "an earlier batch on this connection was refused; resend in order"
+            return [SendError(conn, refused, msg, pub_id)]
+        if not self.accepting:
+            msg = "primary lost its ZooKeeper session"
+            return [self._refuse(conn, pub_id, ErrorCode.UNAVAILABLE, msg)]
+        if len(self.isr) < self.min_insync:
+            msg = f"{len(self.isr)} in-sync replica(s), {self.min_insync} required"
+            return [self._refuse(conn, pub_id, ErrorCode.NOT_ENOUGH_REPLICAS, msg)]
         append = log.append_new
         first_new = log.last_ts + 1
         stamps = []
-        for uuid, key, value, headers in records:
-            ts = lookup(uuid)
+        for (uuid, key, value, headers), ts in zip(records, known, strict=True):
             if ts is None:
-                ts = append(topic, uuid, key, value, headers)
+                ts = lookup(uuid)  # a uuid repeated within this batch
+                if ts is None:
+                    ts = append(topic, uuid, key, value, headers)
             stamps.append(ts)
-        need = max(stamps)
-        actions: list[Action] = []
-        if need <= self.commit_ts:
-            actions.append(SendPubAck(conn, pub_id, tuple(stamps)))
-        else:
-            self._seq += 1
-            heapq.heappush(self._pending, (need, self._seq, conn, pub_id, tuple(stamps)))
+        actions = self._ack_when_committed(conn, pub_id, stamps)
         if log.last_ts >= first_new:
             actions.extend(self._replicate_new(first_new))
             if not self._voters():
                 actions.extend(self._advance_commit())
         return actions
+
+    def _ack_when_committed(self, conn: Any, pub_id: int, stamps: list[int]) -> list[Action]:
+        need = max(stamps)
+        if need <= self.commit_ts:
+            return [SendPubAck(conn, pub_id, tuple(stamps))]
+        self._seq += 1
+        heapq.heappush(self._pending, (need, self._seq, conn, pub_id, tuple(stamps)))
+        return []
 
     def _refuse(self, conn: Any, pub_id: int, code: ErrorCode, message: str) -> SendError:
         self._refused[conn] = code

@@ -1,0 +1,390 @@
+"""The msgpack codec: frames survive round trips; hostile input only raises ProtocolError."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError, UnknownOp
+from tritonmq.wire import codec
+from tritonmq.wire.frames import (
+    Ack,
+    Append,
+    ClientFrame,
+    ErrorCode,
+    Fetch,
+    Follow,
+    From,
+    Hello,
+    Leader,
+    Meta,
+    Nack,
+    Pub,
+    ReplAck,
+    Sub,
+    Unsub,
+)
+
+# --- strategies ---------------------------------------------------------------------
+
+ids = st.integers(0, 2**64 - 1)
+names = st.text(min_size=1, max_size=codec.MAX_TOPIC_LEN)
+uuids = st.binary(min_size=1, max_size=codec.MAX_UUID_LEN)
+keys = st.none() | st.binary(max_size=32)
+values = st.binary(max_size=256)
+header_values = st.one_of(
+    st.text(max_size=20),
+    st.binary(max_size=20),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False),
+    st.booleans(),
+)
+headers = st.none() | st.dictionaries(st.text(max_size=16), header_values, max_size=8)
+pub_records = st.tuples(uuids, keys, values, headers)
+starts: st.SearchStrategy[From | int] = st.sampled_from(list(From)) | st.integers(0, 2**63)
+
+client_frames: st.SearchStrategy[ClientFrame] = st.one_of(
+    st.builds(Hello, st.text(max_size=40)),
+    st.builds(Pub, ids, names, st.lists(pub_records, min_size=1, max_size=16)),
+    st.builds(
+        Sub,
+        ids,
+        names,
+        st.none() | st.text(min_size=1, max_size=codec.MAX_NAME_LEN),
+        starts,
+        st.none() | st.integers(1, 2**32),
+    ),
+    st.builds(Ack, ids, ids),
+    st.builds(Nack, ids, ids),
+    st.builds(Unsub, ids),
+    st.builds(Fetch, ids, names, ids, ids, st.integers(1, 2**64 - 1)),
+    st.builds(Meta, ids),
+)
+
+stamped = st.tuples(st.integers(0, 2**63), uuids, keys, values, headers)
+entries = st.lists(st.tuples(st.text(min_size=1, max_size=20), stamped), max_size=16)
+epoch_lists = st.lists(st.tuples(st.integers(0, 2**63), st.integers(0, 2**63)), max_size=6)
+short_names = st.text(min_size=1, max_size=codec.MAX_NAME_LEN)
+
+
+# --- round trips --------------------------------------------------------------------
+
+
+@given(client_frames)
+@settings(max_examples=300)
+def test_every_client_frame_round_trips(frame: ClientFrame) -> None:
+    assert codec.decode_client(codec.enc_client(frame)) == frame
+
+
+@given(ids, ids, entries)
+def test_append_round_trips_with_its_entries(epoch: int, commit: int, ents: list[Any]) -> None:
+    decoded = codec.decode_repl(codec.enc_append(epoch, commit, ents))
+    assert decoded == Append(epoch, commit, ents)
+
+
+@given(st.builds(Follow, short_names, short_names, short_names, ids, ids, epoch_lists))
+def test_follow_round_trips(frame: Follow) -> None:
+    assert codec.decode_repl(codec.enc_follow(frame)) == frame
+
+
+@given(st.builds(Leader, ids, ids, epoch_lists))
+def test_leader_round_trips(frame: Leader) -> None:
+    assert codec.decode_repl(codec.enc_leader(frame)) == frame
+
+
+@given(ids, ids)
+def test_rack_round_trips(epoch: int, ts: int) -> None:
+    assert codec.decode_repl(codec.enc_rack(epoch, ts)) == ReplAck(epoch, ts)
+
+
+def test_broker_frames_decode_to_their_maps() -> None:
+    rec = (7, b"u1", None, b"hello", {"h": "v"})
+    assert codec.decode_broker(codec.enc_puback(3, [5, 6], "g1")) == {
+        "op": "puback",
+        "id": 3,
+        "ts": (5, 6),
+        "group": "g1",
+    }
+    deliver = codec.decode_broker(codec.enc_deliver(2, "chat", [rec]))
+    assert deliver == {"op": "deliver", "sid": 2, "topic": "chat", "records": (rec,)}
+    assert codec.decode_broker(codec.enc_subok(2, 8)) == {"op": "subok", "sid": 2, "next": 8}
+    fetched = codec.decode_broker(codec.enc_fetched(4, [rec], 8))
+    assert fetched == {"op": "fetched", "id": 4, "records": (rec,), "next": 8}
+
+
+def test_error_frame_carries_code_retriable_flag_and_primary() -> None:
+    frame = codec.decode_broker(
+        codec.enc_error(ErrorCode.NOT_PRIMARY, "go away", id=9, primary="ws://b:1")
+    )
+    assert frame == {
+        "op": "error",
+        "code": "NOT_PRIMARY",
+        "message": "go away",
+        "retriable": True,
+        "id": 9,
+        "primary": "ws://b:1",
+    }
+    bare = codec.decode_broker(codec.enc_error(ErrorCode.BAD_REQUEST, "no"))
+    assert bare == {"op": "error", "code": "BAD_REQUEST", "message": "no", "retriable": False}
+
+
+# --- defaults -----------------------------------------------------------------------
+
+
+def test_optional_fields_take_their_documented_defaults() -> None:
+    assert codec.decode_client(codec.packb({"op": "sub", "sid": 1, "topic": "t"})) == Sub(
+        1, "t", None, From.LATEST, None
+    )
+    fetch = codec.decode_client(
+        codec.packb({"op": "fetch", "id": 1, "topic": "t", "from": 1, "to": 9})
+    )
+    assert fetch == Fetch(1, "t", 1, 9, 10_000)
+    assert codec.decode_client(codec.packb({"op": "meta"})) == Meta(0)
+    assert codec.decode_client(codec.packb({"op": "hello", "client": 42})) == Hello("")
+
+
+# --- limits and bad input -----------------------------------------------------------
+
+
+def _pub(records: Any, topic: Any = "t", id: Any = 1) -> bytes:
+    return codec.packb({"op": "pub", "id": id, "topic": topic, "records": records})
+
+
+def test_frame_over_the_size_limit_is_too_large() -> None:
+    data = _pub([[b"u", None, b"x" * 100, None]])
+    assert isinstance(codec.decode_client(data, max_frame=len(data)), Pub)
+    for decode in (codec.decode_client, codec.decode_repl, codec.decode_broker):
+        with pytest.raises(FrameTooLarge):
+            decode(data, max_frame=len(data) - 1)
+
+
+def test_batch_and_value_limits() -> None:
+    two = _pub([[b"u1", None, b"v", None], [b"u2", None, b"v", None]])
+    decoded = codec.decode_client(two, max_records=2)
+    assert isinstance(decoded, Pub) and len(decoded.records) == 2
+    with pytest.raises(FrameTooLarge):
+        codec.decode_client(two, max_records=1)
+    ten = _pub([[b"u", None, b"x" * 10, None]])
+    assert isinstance(codec.decode_client(ten, max_value=10), Pub)
+    with pytest.raises(FrameTooLarge):
+        codec.decode_client(ten, max_value=9)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param("a text frame", id="text-frame"),
+        pytest.param(b"\xc1", id="reserved-byte"),
+        pytest.param(codec.packb({"op": "ack", "sid": 1, "ts": 1}) + b"\x00", id="trailing-data"),
+        pytest.param(codec.packb([1, 2, 3]), id="not-a-map"),
+        pytest.param(codec.packb({"sid": 1}), id="no-op"),
+        pytest.param(codec.packb({"op": 42}), id="int-op"),
+        pytest.param(_pub([[b"", None, b"v", None]]), id="empty-uuid"),
+        pytest.param(_pub([[b"u" * 65, None, b"v", None]]), id="long-uuid"),
+        pytest.param(_pub([["u", None, b"v", None]]), id="str-uuid"),
+        pytest.param(_pub([[b"u", "k", b"v", None]]), id="str-key"),
+        pytest.param(_pub([[b"u", None, "v", None]]), id="str-value"),
+        pytest.param(_pub([[b"u", None, b"v"]]), id="short-record"),
+        pytest.param(_pub([[b"u", None, b"v", {"h": [1]}]]), id="list-header"),
+        pytest.param(_pub([[b"u", None, b"v", {str(i): i for i in range(65)}]]), id="65-headers"),
+        pytest.param(_pub([]), id="empty-batch"),
+        pytest.param(_pub("nope"), id="records-not-array"),
+        pytest.param(_pub([[b"u", None, b"v", None]], topic=""), id="empty-topic"),
+        pytest.param(_pub([[b"u", None, b"v", None]], topic="t" * 250), id="long-topic"),
+        pytest.param(_pub([[b"u", None, b"v", None]], topic=5), id="int-topic"),
+        pytest.param(_pub([[b"u", None, b"v", None]], id=-1), id="negative-id"),
+        pytest.param(_pub([[b"u", None, b"v", None]], id=True), id="bool-id"),
+        pytest.param(codec.packb({"op": "ack", "sid": 1, "ts": 1.0}), id="float-ts"),
+        pytest.param(
+            codec.packb({"op": "sub", "sid": 1, "topic": "t", "from": "now"}), id="bad-from"
+        ),
+        pytest.param(codec.packb({"op": "sub", "sid": 1, "topic": "t", "from": -1}), id="neg-from"),
+        pytest.param(
+            codec.packb({"op": "sub", "sid": 1, "topic": "t", "window": 0}), id="window-0"
+        ),
+        pytest.param(
+            codec.packb({"op": "sub", "sid": 1, "topic": "t", "subscription": ""}), id="no-name"
+        ),
+        pytest.param(
+            codec.packb({"op": "fetch", "id": 1, "topic": "t", "from": 1, "to": 2, "max": 0}),
+            id="max-0",
+        ),
+    ],
+)
+def test_bad_client_frames_are_malformed(data: bytes | str) -> None:
+    with pytest.raises(MalformedFrame) as info:
+        codec.decode_client(data)
+    assert info.value.code == ErrorCode.BAD_FRAME
+
+
+def test_unknown_ops_are_reported_as_such() -> None:
+    with pytest.raises(UnknownOp):
+        codec.decode_client(codec.packb({"op": "teleport"}))
+    with pytest.raises(UnknownOp):
+        codec.decode_client(codec.enc_rack(1, 1))  # a replication frame on a client link
+    with pytest.raises(UnknownOp):
+        codec.decode_repl(codec.enc_client(Ack(1, 1)))  # a client frame on a replication link
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"op": "append", "epoch": 1, "commit": 0, "entries": "x"},
+        {"op": "append", "epoch": 1, "commit": 0, "entries": [["t", [1, b"u", None, b"v"]]]},
+        {"op": "append", "epoch": -1, "commit": 0, "entries": []},
+        {"op": "rack", "epoch": 1},
+        {"op": "follow", "group": "g", "id": "b", "boot": "x", "epoch": 1, "last_ts": 0},
+        {
+            "op": "follow",
+            "group": "",
+            "id": "b",
+            "boot": "x",
+            "epoch": 1,
+            "last_ts": 0,
+            "epochs": [],
+        },
+        {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [[1, "1"]]},
+        {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [[1, 2, 3]]},
+    ],
+)
+def test_bad_replication_frames_are_malformed(frame: dict[str, Any]) -> None:
+    with pytest.raises(MalformedFrame):
+        codec.decode_repl(codec.packb(frame))
+
+
+# --- hostile input never escapes as anything but ProtocolError ---------------------
+
+_DECODERS = (codec.decode_client, codec.decode_repl, codec.decode_broker)
+
+
+def _only_protocol_errors(data: bytes) -> None:
+    for decode in _DECODERS:
+        try:
+            decode(data)
+        except ProtocolError:
+            pass
+
+
+@given(st.binary(max_size=512))
+@settings(max_examples=500)
+def test_arbitrary_bytes_only_raise_protocol_errors(data: bytes) -> None:
+    _only_protocol_errors(data)
+
+
+@given(st.binary(max_size=256), st.binary(min_size=1, max_size=8), st.integers(0, 255))
+def test_corrupted_valid_frames_only_raise_protocol_errors(
+    frame: bytes, patch: bytes, at: int
+) -> None:
+    base = _pub([[b"u1", b"k", b"value", {"a": 1}], [b"u2", None, frame, None]])
+    i = at % len(base)
+    _only_protocol_errors(base[:i] + patch + base[i + len(patch) :])
+    _only_protocol_errors(base[:i])
+
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.binary(max_size=8)
+)
+_anything = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+_valid_frames = st.one_of(
+    st.builds(Pub, ids, names, st.lists(pub_records, min_size=1, max_size=4)).map(codec.enc_client),
+    client_frames.map(codec.enc_client),
+    st.builds(codec.enc_append, ids, ids, entries),
+    st.builds(Follow, short_names, short_names, short_names, ids, ids, epoch_lists).map(
+        codec.enc_follow
+    ),
+    st.builds(Leader, ids, ids, epoch_lists).map(codec.enc_leader),
+    st.builds(codec.enc_rack, ids, ids),
+)
+
+
+def _mutate(draw: st.DrawFn, node: dict[Any, Any] | list[Any]) -> None:
+    """Replace (or drop) one value somewhere inside ``node``, descending at random."""
+    keys: list[Any] = sorted(node, key=str) if isinstance(node, dict) else list(range(len(node)))
+    if not keys:
+        return
+    k = draw(st.sampled_from(keys))
+    child = node[k]
+    if isinstance(child, dict | list) and child and draw(st.integers(0, 3)) > 0:
+        _mutate(draw, child)
+    elif isinstance(node, dict) and k != "op" and draw(st.integers(0, 4)) == 0:
+        del node[k]
+    elif k != "op":
+        node[k] = draw(_anything)
+
+
+@st.composite
+def _nearly_valid_frames(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid frame of any kind with one to three values anywhere in it made wrong."""
+    frame: dict[str, Any] = msgpack.unpackb(draw(_valid_frames), raw=False)
+    for _ in range(draw(st.integers(1, 3))):
+        _mutate(draw, frame)
+    return frame
+
+
+@given(_nearly_valid_frames())
+@settings(max_examples=600)
+def test_nearly_valid_frames_only_raise_protocol_errors(frame: dict[str, Any]) -> None:
+    _only_protocol_errors(msgpack.packb(frame, use_bin_type=True))
+
+
+_wrong = (
+    _scalars
+    | st.lists(_scalars, min_size=1, max_size=3)
+    | st.dictionaries(st.text(max_size=3), _scalars, min_size=1, max_size=2)
+)
+
+
+def _one_wrong(valid: st.SearchStrategy[tuple[Any, ...]]) -> st.SearchStrategy[tuple[Any, ...]]:
+    """A valid tuple with exactly one of its fields replaced by a wrong value."""
+    return st.builds(
+        lambda t, i, bad: t[: i % len(t)] + (bad,) + t[i % len(t) + 1 :],
+        valid,
+        st.integers(0, 15),
+        _wrong,
+    )
+
+
+_wild_pub = st.fixed_dictionaries(
+    {
+        "op": st.just("pub"),
+        "id": ids,
+        "topic": names,
+        "records": st.lists(pub_records, max_size=2).flatmap(
+            lambda ok: _one_wrong(pub_records).map(lambda bad: [*ok, bad])
+        ),
+    }
+)
+_wild_append = st.fixed_dictionaries(
+    {
+        "op": st.just("append"),
+        "epoch": ids,
+        "commit": ids,
+        "entries": st.lists(_one_wrong(st.tuples(names, _one_wrong(stamped))), max_size=3),
+    }
+)
+
+
+@given(_wild_pub | _wild_append)
+@settings(max_examples=400)
+def test_records_with_any_field_wrong_only_raise_protocol_errors(frame: dict[str, Any]) -> None:
+    _only_protocol_errors(msgpack.packb(frame, use_bin_type=True))
+
+
+@given(_anything)
+def test_any_msgpack_value_only_raises_protocol_errors(value: Any) -> None:
+    _only_protocol_errors(msgpack.packb(value, use_bin_type=True))

@@ -1,0 +1,186 @@
+"""Windowed push: where a subscription starts, how many records are in flight, acks and nacks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tritonmq.core.actions import Deliver
+from tritonmq.core.delivery import Delivery
+from tritonmq.core.log import GroupLog
+from tritonmq.wire.frames import From
+
+BIG = 1 << 30
+
+
+def make_log(topics: Sequence[str], value: bytes = b"v") -> GroupLog:
+    """One record per element of ``topics``, at ts 1, 2, 3, ..."""
+    log = GroupLog()
+    for i, topic in enumerate(topics, 1):
+        log.append_new(topic, b"u%d" % i, None, value, None)
+    return log
+
+
+def ts_of(frames: Sequence[Deliver], conn: str = "c1", sid: int = 1, topic: str = "t") -> list[int]:
+    """The ts delivered, in order, after checking every frame is addressed to ``conn``/``sid``."""
+    assert all((d.conn, d.sid, d.topic) == (conn, sid, topic) for d in frames)
+    return [r[0] for d in frames for r in d.records]
+
+
+def delivery(log: GroupLog, window: int = 3, window_bytes: int = BIG) -> Delivery:
+    return Delivery(log, window=window, window_bytes=window_bytes)
+
+
+ALL_T = ["t"] * 10
+MIXED = ["t", "x", "t", "x", "t", "x", "t", "x"]  # t at 1, 3, 5, 7
+
+
+# --- where a subscription starts ----------------------------------------------------
+
+
+def test_latest_starts_after_the_commit_point() -> None:
+    log = make_log(MIXED)
+    d = delivery(log)
+    assert d.subscribe("c1", 1, "t", None, From.LATEST, None, commit_ts=4) == (5, [])
+    assert ts_of(d.on_commit(6)) == [5]
+    assert ts_of(d.on_commit(8)) == [7]
+
+
+def test_earliest_starts_at_the_first_retained_record() -> None:
+    d = delivery(make_log(["x", "x", "t", "t"]))
+    next_ts, frames = d.subscribe("c1", 1, "t", None, From.EARLIEST, None, commit_ts=4)
+    assert next_ts == 3
+    assert ts_of(frames) == [3, 4]
+
+
+def test_earliest_on_an_empty_topic_waits_for_new_records() -> None:
+    log = make_log(["x", "x"])
+    d = delivery(log)
+    assert d.subscribe("c1", 1, "t", None, From.EARLIEST, None, commit_ts=2) == (3, [])
+    log.append_new("t", b"new", None, b"v", None)
+    assert ts_of(d.on_commit(3)) == [3]
+
+
+def test_explicit_ts_replays_from_there() -> None:
+    d = delivery(make_log(MIXED), window=10)
+    next_ts, frames = d.subscribe("c1", 1, "t", None, 4, None, commit_ts=8)
+    assert next_ts == 4
+    assert ts_of(frames) == [5, 7]
+
+
+def test_a_ts_beyond_the_log_waits_for_it() -> None:
+    log = make_log(ALL_T[:3])
+    d = delivery(log)
+    assert d.subscribe("c1", 1, "t", None, 5, None, commit_ts=3) == (5, [])
+    for _ in range(3):
+        log.append_new("t", b"n%d" % len(log), None, b"v", None)
+    assert ts_of(d.on_commit(6)) == [5, 6]
+
+
+def test_only_committed_records_are_delivered() -> None:
+    d = delivery(make_log(MIXED), window=10)
+    _, frames = d.subscribe("c1", 1, "t", None, From.EARLIEST, None, commit_ts=4)
+    assert ts_of(frames) == [1, 3]
+    assert d.on_commit(4) == []
+    assert ts_of(d.on_commit(7)) == [5, 7]
+
+
+# --- the window ---------------------------------------------------------------------
+
+
+def test_window_limits_records_in_flight_and_cumulative_acks_release_more() -> None:
+    d = delivery(make_log(ALL_T), window=3)
+    _, frames = d.subscribe("c1", 1, "t", None, From.EARLIEST, None, commit_ts=10)
+    assert ts_of(frames) == [1, 2, 3]
+    assert d.on_commit(10) == []  # a slow consumer holds back only itself
+    assert ts_of(d.ack("c1", 1, 1, 10)) == [4]
+    assert ts_of(d.ack("c1", 1, 4, 10)) == [5, 6, 7]  # one ack covers 2..4
+    assert d.ack("c1", 1, 3, 10) == []  # an old ack changes nothing
+    assert ts_of(d.ack("c1", 1, 7, 10)) == [8, 9, 10]
+    assert d.ack("c1", 1, 10, 10) == []
+
+
+def test_a_subscriber_may_ask_for_a_smaller_window_but_not_a_larger_one() -> None:
+    d = delivery(make_log(ALL_T), window=3)
+    assert ts_of(d.subscribe("c1", 1, "t", None, 1, 2, commit_ts=10)[1]) == [1, 2]
+    assert ts_of(d.subscribe("c1", 2, "t", None, 1, 50, commit_ts=10)[1], sid=2) == [1, 2, 3]
+
+
+def test_an_ack_ahead_of_delivery_skips_nothing() -> None:
+    d = delivery(make_log(ALL_T), window=3)
+    d.subscribe("c1", 1, "t", None, 1, None, commit_ts=10)
+    assert ts_of(d.ack("c1", 1, 100, 10)) == [4, 5, 6]
+
+
+def test_byte_window_still_moves_records_one_at_a_time() -> None:
+    d = delivery(make_log(ALL_T[:4], value=b"x" * 1000), window=100, window_bytes=10)
+    _, frames = d.subscribe("c1", 1, "t", None, 1, None, commit_ts=4)
+    assert ts_of(frames) == [1]  # larger than the whole window, yet it goes alone
+    assert ts_of(d.ack("c1", 1, 1, 4)) == [2]
+    assert ts_of(d.ack("c1", 1, 2, 4)) == [3]
+
+
+def test_a_small_frame_limit_splits_a_push_but_fills_the_window() -> None:
+    log = make_log(ALL_T, value=b"x" * 100)
+    d = Delivery(log, window=5, window_bytes=BIG, frame_bytes=1)
+    _, frames = d.subscribe("c1", 1, "t", None, 1, None, commit_ts=10)
+    assert ts_of(frames) == [1, 2, 3, 4, 5]
+    assert all(len(f.records) == 1 for f in frames)
+
+
+# --- nack ---------------------------------------------------------------------------
+
+
+def test_nack_redelivers_from_the_given_ts() -> None:
+    d = delivery(make_log(ALL_T), window=3)
+    d.subscribe("c1", 1, "t", None, 1, None, commit_ts=10)
+    d.ack("c1", 1, 1, 10)  # 2, 3, 4 in flight
+    assert ts_of(d.nack("c1", 1, 3, 10)) == [3, 4]
+    assert ts_of(d.ack("c1", 1, 4, 10)) == [5, 6, 7]
+
+
+def test_nack_never_rewinds_past_the_acked_point() -> None:
+    d = delivery(make_log(ALL_T), window=3)
+    d.subscribe("c1", 1, "t", None, 1, None, commit_ts=10)
+    d.ack("c1", 1, 2, 10)  # 3, 4, 5 in flight
+    assert ts_of(d.nack("c1", 1, 1, 10)) == [3, 4, 5]
+    assert d.nack("c1", 1, 9, 10) == []  # a nack ahead of delivery skips nothing either
+    assert ts_of(d.ack("c1", 1, 5, 10)) == [6, 7, 8]
+
+
+# --- several subscriptions ----------------------------------------------------------
+
+
+def test_subscriptions_on_one_topic_are_independent() -> None:
+    d = delivery(make_log(ALL_T[:6]), window=2)
+    assert ts_of(d.subscribe("c1", 1, "t", None, 1, None, commit_ts=6)[1]) == [1, 2]
+    assert ts_of(d.subscribe("c2", 1, "t", None, 1, None, commit_ts=6)[1], conn="c2") == [1, 2]
+    assert ts_of(d.subscribe("c1", 2, "t", None, 5, None, commit_ts=6)[1], sid=2) == [5, 6]
+    assert ts_of(d.ack("c1", 1, 2, 6)) == [3, 4]
+    assert d.on_commit(6) == []  # c2 and c1/2 have not acked: nothing more for them
+    assert ts_of(d.ack("c2", 1, 1, 6), conn="c2") == [3]
+
+
+def test_drop_conn_removes_only_that_connections_subscriptions() -> None:
+    log = make_log(ALL_T[:2])
+    d = delivery(log, window=10)
+    d.subscribe("c1", 1, "t", None, From.LATEST, None, commit_ts=2)
+    d.subscribe("c1", 2, "t", None, From.LATEST, None, commit_ts=2)
+    d.subscribe("c2", 1, "t", None, From.LATEST, None, commit_ts=2)
+    d.drop_conn("c1")
+    log.append_new("t", b"new", None, b"v", None)
+    assert ts_of(d.on_commit(3), conn="c2") == [3]
+    assert d.ack("c1", 1, 3, 3) == [] and d.nack("c1", 2, 3, 3) == []
+
+
+def test_unsubscribe_and_resubscribe_with_the_same_sid() -> None:
+    d = delivery(make_log(ALL_T), window=3)
+    d.subscribe("c1", 1, "t", None, 1, None, commit_ts=10)
+    assert ts_of(d.subscribe("c1", 1, "t", None, 8, None, commit_ts=10)[1]) == [8, 9, 10]
+    d.unsubscribe("c1", 1)
+    assert d.ack("c1", 1, 10, 10) == [] and d.on_commit(10) == []
+
+
+def test_records_of_other_topics_are_not_delivered() -> None:
+    d = delivery(make_log(MIXED), window=10)
+    _, frames = d.subscribe("c1", 1, "x", None, From.EARLIEST, None, commit_ts=8)
+    assert ts_of(frames, topic="x") == [2, 4, 6, 8]

@@ -1,0 +1,245 @@
+"""The group log: dense ts, per-topic order, the uuid table, and where two histories agree."""
+
+from __future__ import annotations
+
+from itertools import count
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tritonmq.core.log import GroupLog, TopicLog, divergence
+from tritonmq.errors import LogGap
+from tritonmq.wire.frames import Entry
+
+TOPICS = ("chat", "orders", "logs")
+writes = st.lists(st.tuples(st.sampled_from(TOPICS), st.binary(max_size=8)), max_size=8)
+batches = st.lists(writes, max_size=6)
+
+
+class Producer:
+    """Hands out unique uuids, as real producers do."""
+
+    def __init__(self) -> None:
+        self._n = count()
+
+    def uuid(self) -> bytes:
+        return b"u%d" % next(self._n)
+
+    def write(self, log: GroupLog, batch: list[tuple[str, bytes]]) -> list[int]:
+        return [log.append_new(topic, self.uuid(), None, value, None) for topic, value in batch]
+
+
+def assert_consistent(log: GroupLog) -> None:
+    """Every index of the log agrees with the entries, and it accounts its size exactly like a
+    log freshly built from the same entries (so truncation leaves no stale bytes behind)."""
+    stamps = [rec[0] for _, rec in log.entries]
+    assert stamps == list(range(log.base_ts, log.base_ts + len(log)))
+    assert log.last_ts == log.base_ts + len(log) - 1
+    assert log.uuids == {rec[1]: rec[0] for _, rec in log.entries}
+    fresh = GroupLog(log.base_ts)
+    fresh.append_replicated(log.entries)
+    for topic in {t for t, _ in log.entries} | set(log.topics):
+        expected = [rec for t, rec in log.entries if t == topic]
+        assert log.topic(topic).records == expected
+        assert log.topic(topic).bytes == fresh.topic(topic).bytes >= 0
+    assert log.stored_bytes() == fresh.stored_bytes()
+    assert (log.stored_bytes() == 0) == (len(log) == 0)
+
+
+# --- appending ----------------------------------------------------------------------
+
+
+@given(batches, st.integers(1, 1000))
+def test_appends_stamp_dense_ts_and_keep_topic_order(
+    batches: list[list[tuple[str, bytes]]], base_ts: int
+) -> None:
+    log = GroupLog(base_ts)
+    producer = Producer()
+    written: list[tuple[str, bytes]] = []
+    stamps: list[int] = []
+    for batch in batches:
+        stamps += producer.write(log, batch)
+        written += batch
+    assert stamps == list(range(base_ts, base_ts + len(written)))
+    assert_consistent(log)
+    for topic in TOPICS:
+        assert [r[3] for r in log.topic(topic).records] == [v for t, v in written if t == topic]
+
+
+@given(batches, st.data())
+def test_truncate_then_reappend_stays_consistent(
+    batches: list[list[tuple[str, bytes]]], data: st.DataObject
+) -> None:
+    log = GroupLog()
+    producer = Producer()
+    for batch in batches:
+        producer.write(log, batch)
+    before = list(log.entries)
+    cut = data.draw(st.integers(-1, log.last_ts + 2), label="truncate_after")
+    kept = max(0, min(cut, log.last_ts))
+
+    dropped = log.truncate_after(cut)
+
+    assert dropped == len(before) - kept
+    assert log.entries == before[:kept]
+    assert_consistent(log)
+    for _, rec in before[kept:]:
+        assert log.lookup(rec[1]) is None  # a retry of a dropped record is accepted anew
+    again = data.draw(writes, label="reappend")
+    assert producer.write(log, again) == list(range(kept + 1, kept + 1 + len(again)))
+    assert_consistent(log)
+
+
+@given(batches, st.integers(-2, 60), st.integers(-2, 60), st.integers(1, 20))
+def test_range_reads_return_exactly_the_records_in_range(
+    batches: list[list[tuple[str, bytes]]], start: int, end: int, limit: int
+) -> None:
+    log = GroupLog()
+    Producer().write(log, [w for b in batches for w in b])
+    assert log.entries_between(start, end) == [e for e in log.entries if start <= e[1][0] <= end]
+    for topic in TOPICS:
+        t = log.topic(topic)
+        assert (
+            t.between(start, end, limit) == [r for r in t.records if start <= r[0] <= end][:limit]
+        )
+
+
+def test_topic_log_positions() -> None:
+    t = TopicLog()
+    assert t.first_ts() is None and t.index_of(5) == 0
+    t.records = [(2, b"a", None, b"", None), (5, b"b", None, b"", None)]
+    assert t.first_ts() == 2
+    assert [t.index_of(ts) for ts in (1, 2, 3, 5, 6)] == [0, 0, 1, 1, 2]
+
+
+# --- replicated appends -------------------------------------------------------------
+
+
+def _entries(first_ts: int, n: int, topic: str = "chat") -> list[Entry]:
+    return [(topic, (ts, b"r%d" % ts, None, b"v", None)) for ts in range(first_ts, first_ts + n)]
+
+
+def test_replicated_entries_rebuild_topics_and_dedup_table() -> None:
+    primary = GroupLog()
+    producer = Producer()
+    producer.write(primary, [("chat", b"hi"), ("orders", b"o1"), ("chat", b"yo")])
+    backup = GroupLog()
+    backup.append_replicated(primary.entries_between(1, 2))
+    backup.append_replicated(primary.entries_between(3, 3))
+    backup.append_replicated([])
+    assert backup.entries == primary.entries
+    assert backup.uuids == primary.uuids
+    assert backup.topic("chat").records == primary.topic("chat").records
+    assert_consistent(backup)
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        pytest.param(_entries(5, 2), id="gap"),
+        pytest.param(_entries(3, 2), id="overlap"),
+        pytest.param(_entries(4, 1) + _entries(6, 1), id="hole-inside"),
+    ],
+)
+def test_replicated_append_must_continue_the_log(batch: list[Entry]) -> None:
+    log = GroupLog()
+    log.append_replicated(_entries(1, 3))
+    before = list(log.entries)
+    with pytest.raises(LogGap):
+        log.append_replicated(batch)
+    assert log.entries == before
+    assert_consistent(log)
+
+
+# --- epochs -------------------------------------------------------------------------
+
+
+def test_begin_epoch_requires_a_newer_epoch_at_the_log_end() -> None:
+    log = GroupLog()
+    log.begin_epoch(1, 1)
+    Producer().write(log, [("chat", b"a"), ("chat", b"b")])
+    with pytest.raises(ValueError):
+        log.begin_epoch(1, 3)
+    with pytest.raises(ValueError):
+        log.begin_epoch(2, 2)
+    log.begin_epoch(2, 3)
+    assert log.epochs == [(1, 1), (2, 3)]
+
+
+def test_truncation_forgets_epochs_that_started_after_the_cut() -> None:
+    log = GroupLog()
+    producer = Producer()
+    log.begin_epoch(1, 1)
+    producer.write(log, [("chat", b"a")] * 3)
+    log.begin_epoch(3, 4)
+    producer.write(log, [("chat", b"b")] * 2)
+    log.truncate_after(4)
+    assert log.epochs == [(1, 1), (3, 4)]
+    log.truncate_after(3)
+    assert log.epochs == [(1, 1)]
+
+
+@pytest.mark.parametrize(
+    ("follower", "f_last", "leader", "l_last", "agree"),
+    [
+        ([(1, 1)], 5, [(1, 1)], 5, 5),  # same history
+        ([(1, 1)], 3, [(1, 1)], 9, 3),  # follower behind
+        ([(1, 1)], 9, [(1, 1), (2, 6)], 8, 5),  # follower has epoch 1's uncommitted tail
+        ([(1, 1), (2, 6)], 8, [(1, 1), (3, 6)], 9, 5),  # two primaries wrote after ts 5
+        ([(1, 1)], 5, [(2, 1)], 4, 0),  # nothing in common
+        ([], 0, [(1, 1)], 4, 0),  # empty follower
+    ],
+)
+def test_divergence_examples(
+    follower: list[tuple[int, int]],
+    f_last: int,
+    leader: list[tuple[int, int]],
+    l_last: int,
+    agree: int,
+) -> None:
+    assert divergence(follower, f_last, leader, l_last) == agree
+
+
+def _sync(follower: GroupLog, leader: GroupLog, take: int) -> None:
+    """Follow ``leader``: check the agreement point against the entries, cut, copy ``take`` more."""
+    agree = divergence(follower.epochs, follower.last_ts, leader.epochs, leader.last_ts)
+    mine, theirs = follower.entries, leader.entries
+    assert 0 <= agree <= min(len(mine), len(theirs))
+    assert mine[:agree] == theirs[:agree], "truncating to divergence must leave a prefix"
+    assert agree in (len(mine), len(theirs)) or mine[agree] != theirs[agree], "not maximal"
+    follower.truncate_after(agree)
+    follower.adopt_epochs(agree, leader.epochs)
+    follower.append_replicated(leader.entries_between(agree + 1, agree + take))
+    assert follower.entries == theirs[: follower.last_ts]
+    assert_consistent(follower)
+    # Having copied a prefix, a second handshake finds nothing to cut.
+    again = divergence(follower.epochs, follower.last_ts, leader.epochs, leader.last_ts)
+    assert again == follower.last_ts
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None)
+def test_divergence_finds_the_longest_common_prefix_in_any_history(data: st.DataObject) -> None:
+    """Replicas live through epochs: the primary writes, followers copy prefixes, any replica
+    may start the next epoch from its own end (clean or not)."""
+    replicas = [GroupLog() for _ in range(3)]
+    producer = Producer()
+    primary, epoch = 0, 1
+    replicas[primary].begin_epoch(epoch, 1)
+    for _ in range(data.draw(st.integers(1, 30), label="steps")):
+        step = data.draw(st.sampled_from(["write", "copy", "copy", "elect"]))
+        if step == "write":
+            n = data.draw(st.integers(1, 4), label="writes")
+            producer.write(replicas[primary], [("chat", b"e%d" % epoch)] * n)
+        elif step == "copy":
+            follower = data.draw(st.sampled_from([i for i in range(3) if i != primary]))
+            _sync(replicas[follower], replicas[primary], data.draw(st.integers(0, 6), label="take"))
+        else:
+            primary = data.draw(st.integers(0, 2), label="new primary")
+            epoch += 1
+            replicas[primary].begin_epoch(epoch, replicas[primary].last_ts + 1)
+    for i, log in enumerate(replicas):
+        if i != primary:
+            _sync(log, replicas[primary], len(replicas[primary]))
+            assert log.entries == replicas[primary].entries

@@ -1,0 +1,459 @@
+"""PrimaryCore and BackupCore driven directly with `now`: commit, ISR, dedup, fencing, failover."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import pytest
+
+from tritonmq.core.actions import Action, ProposeIsr, Replicate, SendError, SendPubAck
+from tritonmq.core.group import GroupState
+from tritonmq.core.log import GroupLog
+from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore, Rejected
+from tritonmq.errors import LogGap, StaleEpoch
+from tritonmq.wire import codec
+from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord
+
+BOOTS = {"a": "boot-a", "b": "boot-b", "c": "boot-c"}
+LAG = 5.0
+
+
+def boots(members: str) -> dict[str, str]:
+    return {m: BOOTS[m] for m in members}
+
+
+def state(epoch: int, primary: str, isr: str, start_ts: int) -> GroupState:
+    return GroupState(epoch, primary, tuple(isr), boots(isr), start_ts)
+
+
+def primary(
+    me: str = "a",
+    isr: str = "abc",
+    *,
+    log: GroupLog | None = None,
+    epoch: int = 1,
+    min_insync: int = 2,
+    commit_ts: int = 0,
+    members: str = "abc",
+) -> PrimaryCore:
+    log = GroupLog() if log is None else log
+    st = state(epoch, me, isr, log.last_ts + 1)
+    p = PrimaryCore(me, log, st, min_insync=min_insync, lag_timeout=LAG, commit_ts=commit_ts, now=0)
+    assert p.members_changed(boots(members), 0.0) == []
+    return p
+
+
+def recs(*uuids: str) -> list[PubRecord]:
+    return [(u.encode(), None, b"value of " + u.encode(), None) for u in uuids]
+
+
+def attach(p: PrimaryCore, fid: str, log: GroupLog | None = None, now: float = 0.0) -> Leader:
+    log = GroupLog() if log is None else log
+    lead = p.attach(fid, BOOTS[fid], p.epoch, list(log.epochs), log.last_ts, now)
+    assert isinstance(lead, Leader)
+    return lead
+
+
+def replicates(actions: Sequence[Action]) -> list[tuple[set[str], int, int]]:
+    return [(set(a.followers), a.start, a.end) for a in actions if isinstance(a, Replicate)]
+
+
+def run(
+    p: PrimaryCore, backups: Mapping[str, BackupCore], actions: Iterable[Action], now: float = 0.0
+) -> list[Action]:
+    """Carry Replicates over the codec to the backups, feed acks back; return other actions."""
+    out: list[Action] = []
+    queue = list(actions)
+    while queue:
+        a = queue.pop(0)
+        if not isinstance(a, Replicate):
+            out.append(a)
+            continue
+        frame = codec.decode_repl(codec.enc_append(*p.entries_for(a.start, a.end)))
+        assert isinstance(frame, Append)
+        for fid in a.followers:
+            if fid in backups:
+                queue += p.acked(fid, frame.epoch, backups[fid].on_append(frame), now)
+    return out
+
+
+def follow(p: PrimaryCore, fid: str, backup: BackupCore, now: float = 0.0) -> list[Action]:
+    """The follow handshake, then catch-up until the backup has everything."""
+    backup.on_leader(attach(p, fid, backup.log, now))
+    return run(p, {fid: backup}, p.pump(fid), now)
+
+
+def proposal(actions: Sequence[Action]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The ISR and boots of the single ProposeIsr in ``actions``."""
+    [prop] = actions
+    assert isinstance(prop, ProposeIsr)
+    return prop.isr, dict(prop.boots)
+
+
+# --- accepting writes ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("min_insync", "accepting", "code"),
+    [(3, True, ErrorCode.NOT_ENOUGH_REPLICAS), (2, False, ErrorCode.UNAVAILABLE)],
+)
+def test_publish_is_refused_retriably(min_insync: int, accepting: bool, code: ErrorCode) -> None:
+    p = primary(isr="ab", min_insync=min_insync)
+    p.accepting = accepting
+    [err] = p.publish("prod", 7, "chat", recs("u1"))
+    assert isinstance(err, SendError)
+    assert (err.conn, err.code, err.id) == ("prod", code, 7)
+    assert err.code.retriable
+    assert len(p.log) == 0
+
+
+def test_batch_is_acked_only_after_every_isr_follower_acked() -> None:
+    p = primary()
+    attach(p, "b")
+    attach(p, "c")
+    acts = p.publish("prod", 1, "chat", recs("u1", "u2", "u3"))
+    assert acts == [a for a in acts if isinstance(a, Replicate)]
+    assert replicates(acts) == [({"b", "c"}, 1, 3)]
+    assert p.acked("b", 1, 3, 0.1) == []
+    assert p.acked("c", 1, 2, 0.1) == []  # a partial ack does not cover the batch
+    assert p.commit_ts == 2
+    assert p.acked("c", 1, 3, 0.2) == [SendPubAck("prod", 1, (1, 2, 3))]
+    assert p.commit_ts == 3
+
+
+def test_new_entries_go_to_caught_up_followers_and_laggards_are_pumped() -> None:
+    p = primary(isr="ab")
+    attach(p, "b")
+    assert replicates(p.publish("prod", 1, "chat", recs("u1", "u2"))) == [({"b"}, 1, 2)]
+    attach(p, "c")  # not yet sent anything
+    assert replicates(p.publish("prod", 2, "chat", recs("u3"))) == [({"b"}, 3, 3)]
+    assert replicates(p.pump("c")) == [({"c"}, 1, 3)]
+    assert p.pump("c") == []  # everything is in flight already
+
+
+def test_far_behind_follower_catches_up_in_chunks_then_joins() -> None:
+    p = primary(isr="a", min_insync=1)
+    total = CATCHUP_CHUNK + 10
+    for i in range(0, total, 1000):
+        p.publish("prod", i, "bulk", recs(*(f"u{n}" for n in range(i, min(i + 1000, total)))))
+    assert p.commit_ts == total  # alone in the ISR: committed at once
+    backup = BackupCore(GroupLog(), 1)
+    backup.on_leader(attach(p, "c", backup.log))
+    sent: list[tuple[int, int]] = []
+    acts = p.pump("c")
+    while rep := [a for a in acts if isinstance(a, Replicate)]:
+        sent.append((rep[0].start, rep[0].end))
+        frame = Append(*p.entries_for(rep[0].start, rep[0].end))
+        acts = p.acked("c", 1, backup.on_append(frame), 1.0)
+    assert sent[0][0] == 1 and sent[-1][1] == total
+    assert all(end - start < CATCHUP_CHUNK for start, end in sent)
+    assert all(nxt[0] == prev[1] + 1 for prev, nxt in zip(sent, sent[1:], strict=False))
+    assert proposal(acts) == (("a", "c"), boots("ac"))
+
+
+# --- ISR shrinks ----------------------------------------------------------------------
+
+
+def test_lagging_follower_is_proposed_out_then_commit_proceeds() -> None:
+    p = primary()
+    attach(p, "b")
+    attach(p, "c")
+    assert p.tick(0.5) == []
+    p.publish("prod", 1, "chat", recs("u1"))
+    assert p.acked("b", 1, 1, 1.5) == []
+    assert p.tick(3.0) == []  # c is behind, but not for lag_timeout yet
+    assert proposal(p.tick(6.5)) == (("a", "b"), boots("ab"))
+    assert p.acked("b", 1, 1, 6.6) == []  # not out until ZooKeeper says so
+    assert p.tick(7.0) == []  # one proposal at a time
+    assert p.isr_changed(state(1, "a", "ab", 1)) == [SendPubAck("prod", 1, (1,))]
+
+
+def test_isr_member_that_never_follows_is_proposed_out() -> None:
+    p = primary()
+    attach(p, "b")
+    assert p.tick(LAG - 1) == []
+    assert proposal(p.tick(LAG + 1)) == (("a", "b"), boots("ab"))
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        pytest.param({"a": "boot-a", "b": "boot-b"}, id="gone"),
+        pytest.param({"a": "boot-a", "b": "boot-b", "c": "boot-c2"}, id="restarted"),
+    ],
+)
+def test_departed_or_restarted_member_is_proposed_out(members: dict[str, str]) -> None:
+    p = primary()
+    attach(p, "b")
+    attach(p, "c")
+    p.publish("prod", 1, "chat", recs("u1"))
+    assert proposal(p.members_changed(members, 0.1)) == (("a", "b"), boots("ab"))
+    assert p.acked("b", 1, 1, 0.2) == []  # the in-memory ISR shrinks only after ZooKeeper's
+    assert p.isr_changed(state(1, "a", "ab", 1)) == [SendPubAck("prod", 1, (1,))]
+
+
+# --- ISR grows ------------------------------------------------------------------------
+
+
+def test_caught_up_follower_joins_isr_and_counts_at_once() -> None:
+    p = primary(isr="ab")
+    attach(p, "b")
+    p.publish("prod", 1, "chat", recs("u1"))
+    assert p.acked("b", 1, 1, 0.1) == [SendPubAck("prod", 1, (1,))]
+    attach(p, "c")
+    assert replicates(p.pump("c")) == [({"c"}, 1, 1)]
+    assert proposal(p.acked("c", 1, 1, 0.2)) == (("a", "b", "c"), boots("abc"))
+    # Joining counts before ZooKeeper confirms: a new batch now needs c's ack too.
+    assert replicates(p.publish("prod", 2, "chat", recs("u2"))) == [({"b", "c"}, 2, 2)]
+    assert p.acked("b", 1, 2, 0.3) == []
+    assert p.acked("c", 1, 2, 0.3) == [SendPubAck("prod", 2, (2,))]
+    assert p.isr_changed(state(1, "a", "abc", 1)) == []
+
+
+def test_failed_isr_proposal_rolls_back_the_join() -> None:
+    p = primary(isr="ab")
+    attach(p, "b")
+    attach(p, "c")
+    assert proposal(p.tick(0.1)) == (("a", "b", "c"), boots("abc"))  # c holds all committed
+    p.proposal_failed()
+    p.publish("prod", 1, "chat", recs("u1"))
+    assert p.acked("b", 1, 1, 0.2) == [SendPubAck("prod", 1, (1,))]  # c no longer counted
+    # and it is proposed afresh once caught up
+    assert proposal(p.acked("c", 1, 1, 0.3)) == (("a", "b", "c"), boots("abc"))
+
+
+# --- dedup ----------------------------------------------------------------------------
+
+
+def test_duplicate_uuid_appends_once_and_gets_the_same_ts() -> None:
+    p = primary(isr="ab")
+    attach(p, "b")
+    p.publish("prod", 1, "chat", recs("u1", "u2", "u1"))
+    assert p.publish("prod", 2, "chat", recs("u2")) == []  # nothing new to replicate
+    assert len(p.log) == 2
+    acks = p.acked("b", 1, 2, 0.1)
+    assert len(acks) == 2
+    assert set(acks) == {SendPubAck("prod", 1, (1, 2, 1)), SendPubAck("prod", 2, (2,))}
+
+
+def test_retry_after_commit_is_acked_immediately() -> None:
+    p = primary(isr="ab")
+    attach(p, "b")
+    p.publish("prod", 1, "chat", recs("u1", "u2"))
+    p.acked("b", 1, 2, 0.1)
+    assert p.publish("prod2", 9, "chat", recs("u2", "u1")) == [SendPubAck("prod2", 9, (2, 1))]
+    assert len(p.log) == 2
+
+
+def test_disconnected_producer_gets_no_ack() -> None:
+    p = primary(isr="ab")
+    attach(p, "b")
+    p.publish("gone", 1, "chat", recs("u1"))
+    p.publish("stays", 1, "chat", recs("u2"))
+    p.drop_conn("gone")
+    assert p.acked("b", 1, 2, 0.1) == [SendPubAck("stays", 1, (2,))]
+
+
+# --- fencing --------------------------------------------------------------------------
+
+
+def test_follower_of_another_epoch_or_incarnation_is_rejected() -> None:
+    log = GroupLog()
+    log.begin_epoch(1, 1)
+    p = primary(log=log, epoch=2)
+    stale = p.attach("b", "boot-b", 1, [(1, 1)], 0, 0.0)
+    assert isinstance(stale, Rejected) and stale.code == ErrorCode.STALE_EPOCH
+    impostor = p.attach("c", "boot-impostor", 2, [], 0, 0.0)
+    assert isinstance(impostor, Rejected) and impostor.code == ErrorCode.BAD_REQUEST
+
+
+def test_acks_of_another_epoch_or_unattached_follower_do_not_count() -> None:
+    p = primary(isr="ab")
+    attach(p, "b")
+    p.publish("prod", 1, "chat", recs("u1"))
+    assert p.acked("b", 0, 1, 0.1) == []
+    assert p.acked("c", 1, 1, 0.1) == []
+    assert p.commit_ts == 0
+
+
+# --- the backup -----------------------------------------------------------------------
+
+
+def _source(n: int) -> GroupLog:
+    log = GroupLog()
+    log.begin_epoch(1, 1)
+    for i in range(1, n + 1):
+        log.append_new("chat", b"s%d" % i, None, b"v%d" % i, None)
+    return log
+
+
+def test_backup_takes_only_its_epoch_after_the_handshake_and_without_gaps() -> None:
+    src = _source(4)
+    backup = BackupCore(GroupLog(), 1)
+    with pytest.raises(LogGap):
+        backup.on_append(Append(1, 0, src.entries_between(1, 1)))
+    with pytest.raises(StaleEpoch):
+        backup.on_leader(Leader(2, 0, [(2, 1)]))
+    backup.on_leader(Leader(1, 0, list(src.epochs)))
+    for epoch, start, end, error in (
+        (0, 1, 1, StaleEpoch),
+        (2, 1, 1, StaleEpoch),
+        (1, 2, 3, LogGap),
+    ):
+        with pytest.raises(error):
+            backup.on_append(Append(epoch, 0, src.entries_between(start, end)))
+    assert len(backup.log) == 0
+    assert backup.on_append(Append(1, 0, src.entries_between(1, 2))) == 2
+    for start, end in ((4, 4), (2, 3)):  # a gap, an overlap
+        with pytest.raises(LogGap):
+            backup.on_append(Append(1, 0, src.entries_between(start, end)))
+    assert backup.log.entries == src.entries_between(1, 2)
+
+
+def test_backup_commit_follows_the_primary_but_never_passes_its_own_log() -> None:
+    src = _source(5)
+    backup = BackupCore(GroupLog(), 1)
+    backup.on_leader(Leader(1, 0, list(src.epochs)))
+    backup.on_append(Append(1, 100, src.entries_between(1, 2)))
+    assert backup.commit_ts == 2
+    backup.on_append(Append(1, 4, src.entries_between(3, 5)))
+    backup.on_append(Append(1, 3, []))
+    assert backup.commit_ts == 4
+    backup.on_append(Append(1, 5, []))
+    assert backup.commit_ts == 5
+
+
+def test_backup_truncates_uncommitted_divergent_tail_on_leader() -> None:
+    old = BackupCore(GroupLog(), 1)
+    old.on_leader(Leader(1, 0, [(1, 1)]))
+    old.on_append(Append(1, 3, _source(5).entries))  # 4 and 5 were never committed
+    new_log = GroupLog()
+    new_log.begin_epoch(1, 1)
+    new_log.append_replicated(_source(5).entries_between(1, 3))
+    p = primary("b", "bc", log=new_log, epoch=2, min_insync=1, commit_ts=3)
+    p.publish("prod", 1, "chat", recs("n4"))
+    follower = BackupCore(old.log, 2)
+    lead = attach(p, "c", follower.log)
+    assert lead.truncate_to == 3
+    assert follower.on_leader(lead) == 2
+    assert follower.log.lookup(b"s4") is None and follower.log.lookup(b"s3") == 3
+    run(p, {"c": follower}, p.pump("c"))
+    assert follower.log.entries == new_log.entries
+    assert follower.log.epochs == new_log.epochs
+
+
+# --- whole groups -----------------------------------------------------------------------
+
+
+def test_round_trip_then_failover_keeps_committed_records_and_dedup() -> None:
+    p = primary(min_insync=2, members="abc")
+    backups = {f: BackupCore(GroupLog(), 1) for f in "bc"}
+    for f, b in backups.items():
+        assert follow(p, f, b) == []
+    out = run(p, backups, p.publish("prod", 1, "chat", recs("u1", "u2")))
+    out += run(p, backups, p.publish("prod", 2, "news", recs("u3")))
+    assert out == [SendPubAck("prod", 1, (1, 2)), SendPubAck("prod", 2, (3,))]
+    for f, bk in backups.items():  # a heartbeat: an empty append carrying the commit point
+        p.acked(f, 1, bk.on_append(Append(1, p.commit_ts, [])), 0.0)
+    # a dies; b takes over with a new epoch starting after its log, c follows b.
+    b, c = backups["b"], backups["c"]
+    p2 = primary("b", "bc", log=b.log, epoch=2, commit_ts=b.commit_ts, members="bc")
+    c2 = BackupCore(c.log, 2)
+    assert follow(p2, "c", c2) == []
+    assert [r[3] for r in b.log.topic("chat").records] == [b"value of u1", b"value of u2"]
+    assert [r[3] for r in c.log.topic("news").records] == [b"value of u3"]
+    assert p2.publish("prod", 3, "chat", recs("u2")) == [SendPubAck("prod", 3, (2,))]
+    assert run(p2, {"c": c2}, p2.publish("prod", 4, "chat", recs("u4"))) == [
+        SendPubAck("prod", 4, (4,))
+    ]
+    assert c.log.entries == b.log.entries
+
+
+def test_failover_to_a_sole_replica_acks_a_retry_of_its_unacked_record() -> None:
+    p = primary(isr="ab", min_insync=1, members="ab")
+    b = BackupCore(GroupLog(), 1)
+    follow(p, "b", b)
+    run(p, {"b": b}, p.publish("prod", 1, "chat", recs("u1")))
+    [rep] = p.publish("prod", 2, "chat", recs("u2"))
+    assert isinstance(rep, Replicate)
+    b.on_append(Append(*p.entries_for(rep.start, rep.end)))  # a dies before b's ack arrives
+    p2 = primary("b", "b", log=b.log, epoch=2, min_insync=1, commit_ts=b.commit_ts, members="b")
+    # The ISR is b alone, so all b holds is committed: the producer's retry is acked, once.
+    acts = p2.publish("prod", 3, "chat", recs("u2")) + p2.tick(0.1)
+    assert SendPubAck("prod", 3, (2,)) in acts
+    assert len(b.log) == 2
+
+
+def test_deposed_primary_rejoins_dropping_its_unacked_tail() -> None:
+    p = primary(isr="ab", members="ab")
+    b = BackupCore(GroupLog(), 1)
+    follow(p, "b", b)
+    run(p, {"b": b}, p.publish("prod", 1, "chat", recs("u1")))
+    p.publish("prod", 2, "chat", recs("lost"))  # never reaches b; a is partitioned away
+    p2 = primary("b", "b", log=b.log, epoch=2, min_insync=1, commit_ts=1, members="ab")
+    run(p2, {}, p2.publish("prod", 2, "chat", recs("lost")))  # the producer retried at b
+    a = BackupCore(p.log, 2)
+    assert proposal(follow(p2, "a", a)) == (("a", "b"), boots("ab"))
+    assert a.log.entries == b.log.entries
+    assert a.log.lookup(b"lost") == 2
+
+
+def test_backup_elected_before_catching_up_still_truncates_followers() -> None:
+    """d writes 1..10 in epoch 1 and commits 8; a and c got all ten, b only 1..8. a wins epoch
+    2 (starting at 11) and b follows it, but a dies before b receives 9..10. b wins epoch 3 from
+    its own end (9) and accepts a batch there. c, still holding d's uncommitted 9..10, must cut
+    them before it may count toward b's commit: logs are prefixes."""
+    d = _source(10)
+    logs = {f: GroupLog() for f in "abc"}
+    for f, log in logs.items():
+        bk = BackupCore(log, 1)
+        bk.on_leader(Leader(1, 0, list(d.epochs)))
+        bk.on_append(Append(1, 8, d.entries_between(1, 8 if f == "b" else 10)))
+    pa = primary("a", "abc", log=logs["a"], epoch=2, commit_ts=8, members="abc")
+    BackupCore(logs["b"], 2).on_leader(attach(pa, "b", logs["b"]))
+    pb = primary("b", "bc", log=logs["b"], epoch=3, commit_ts=8, members="bc")
+    pb.publish("prod", 1, "chat", recs("n9", "n10", "n11"))
+    c = BackupCore(logs["c"], 3)
+    assert follow(pb, "c", c) == [SendPubAck("prod", 1, (9, 10, 11))]
+    assert logs["c"].entries == logs["b"].entries
+
+
+def test_a_refused_connection_stays_refused_so_no_later_batch_overtakes() -> None:
+    p = primary(isr="a", members="abc")  # ISR below min_insync: writes are refused
+    first = p.publish("conn", 1, "t", recs("u1"))
+    assert [(a.code, a.id) for a in first if isinstance(a, SendError)] == [
+        (ErrorCode.NOT_ENOUGH_REPLICAS, 1)
+    ]
+    p.isr_changed(state(1, "a", "ab", 1))  # the ISR recovers
+    second = p.publish("conn", 2, "t", recs("u2"))
+    assert [(type(a), a.id) for a in second] == [(SendError, 2)], "batch 2 overtook batch 1"
+    assert len(p.log) == 0
+    p.drop_conn("conn")  # the producer reconnects and resends 1, 2 in order
+    p.publish("conn2", 1, "t", recs("u1"))
+    p.publish("conn2", 2, "t", recs("u2"))
+    assert [rec[1] for _, rec in p.log.entries] == [b"u1", b"u2"]
+
+
+def test_a_retry_of_held_records_is_answered_even_while_refusing_writes() -> None:
+    p = primary(isr="a", members="a", min_insync=1)
+    acks = p.publish("conn", 1, "t", recs("u1", "u2"))
+    assert [a.ts for a in acks if isinstance(a, SendPubAck)] == [(1, 2)]
+    p.accepting = False  # ZooKeeper session suspended
+    retry = p.publish("conn", 2, "t", recs("u2", "u1"))
+    assert [(type(a), a.ts) for a in retry if isinstance(a, SendPubAck)] == [(SendPubAck, (2, 1))]
+    fresh = p.publish("conn", 3, "t", recs("u3"))
+    assert [a.code for a in fresh if isinstance(a, SendError)] == [ErrorCode.UNAVAILABLE]
+
+
+def test_step_down_tells_every_waiting_producer_to_retry_elsewhere() -> None:
+    p = primary()
+    attach(p, "b")
+    attach(p, "c")
+    p.publish("x", 1, "t", recs("u1"))
+    p.publish("y", 2, "t", recs("u2"))
+    out = p.step_down()
+    assert sorted((a.conn, a.id, a.code) for a in out if isinstance(a, SendError)) == [
+        ("x", 1, ErrorCode.NOT_PRIMARY),
+        ("y", 2, ErrorCode.NOT_PRIMARY),
+    ]
+    assert [a for a in p.publish("z", 3, "t", recs("u3")) if isinstance(a, SendPubAck)] == []
