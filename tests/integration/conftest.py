@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -57,6 +58,14 @@ def wait_new_primary(c: DevCluster, old: str, timeout: float = 30.0, group: str 
 
 def wait_in_isr(c: DevCluster, bid: str, timeout: float = 30.0, group: str = "g1") -> None:
     wait_for(lambda: bid in group_info(c, group)["isr"], timeout, f"{bid} to be back in the ISR")
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def zk_url(c: DevCluster) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import process_gone
 from tritonmq.cluster import wait_for
 
 pytestmark = pytest.mark.integration
@@ -23,14 +23,6 @@ def run(
     return subprocess.run(
         [*TRITONMQ, *args], capture_output=True, text=input is None, timeout=timeout, input=input
     )  # type: ignore[call-overload,no-any-return]
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_dev_status_pub_sub_and_clean_stop(tmp_path: Path) -> None:
@@ -70,7 +62,7 @@ def test_dev_status_pub_sub_and_clean_stop(tmp_path: Path) -> None:
         dev.send_signal(signal.SIGTERM)
         assert dev.wait(timeout=60) == 0
     for b in state["brokers"]:
-        assert gone(b["pid"]), f"broker {b['id']} outlived the dev cluster"
+        assert process_gone(b["pid"]), f"broker {b['id']} outlived the dev cluster"
 
 
 @pytest.mark.parametrize(

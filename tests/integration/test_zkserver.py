@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 import uuid
@@ -12,6 +11,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
+from tests.integration.conftest import process_gone
 from tritonmq.coord.zkensemble import ZooKeeperEnsemble
 from tritonmq.coord.zkserver import ZooKeeperServer, free_port, server_mode
 from tritonmq.errors import CoordinationError
@@ -25,14 +25,6 @@ def wait_until(cond: Callable[[], object], timeout: float = 10.0, what: str = "c
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.02)
-
-
-def process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def client(hosts: str) -> KazooClient:

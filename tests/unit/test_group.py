@@ -43,8 +43,11 @@ def test_a_live_primary_is_followed() -> None:
     assert d.primary == A and d.state == STATE
 
 
-def test_the_named_primary_leads() -> None:
-    assert decide(A, STATE, live(A, B), last_ts=20).verdict is Verdict.LEAD
+def test_a_primary_back_from_a_lost_session_claims_a_new_epoch() -> None:
+    d = decide(A, STATE, live(A, B), last_ts=20)
+    assert d.verdict is Verdict.CLAIM and d.state is not None
+    assert (d.state.epoch, d.state.primary, d.state.start_ts) == (STATE.epoch + 1, "a", 21)
+    assert set(d.state.isr) <= {"a", "b"} and "a" in d.state.isr
 
 
 def test_in_sync_backup_claims_when_the_primary_is_gone() -> None:

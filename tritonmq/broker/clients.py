@@ -53,9 +53,19 @@ def _meta(broker: Broker, id: int) -> bytes:
     )
 
 
+def _fetched(broker: Broker, frame: Fetch, commit_ts: int) -> bytes:
+    end = min(frame.end, commit_ts)
+    limit = min(frame.max, broker.cfg.max_batch_records)
+    tlog = broker.log.topics.get(frame.topic)
+    recs = tlog.between(frame.start, end, limit, FETCH_BYTES) if tlog is not None else []
+    # Where to continue: after the last record sent, or past `end` if nothing was.
+    next_ts = recs[-1][0] + 1 if recs else max(frame.start, end + 1)
+    return codec.enc_fetched(frame.id, recs, next_ts)
+
+
 async def serve(broker: Broker, ws: ServerConnection) -> None:
     cfg = broker.cfg
-    send = broker._send
+    send = broker.send
     broker.client_conns.add(ws)
     try:
         async for data in ws:
@@ -70,57 +80,43 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                 send(ws, codec.enc_error(ErrorCode(e.code), e.message, id=e.id, sid=e.sid))
                 continue
             p = broker.primary
-            t = type(frame)
-            if t is Pub:
-                assert isinstance(frame, Pub)
-                if p is None:
-                    send(ws, _not_primary(broker, id=frame.id))
-                else:
-                    broker.perform(p.publish(ws, frame.id, frame.topic, frame.records))
-            elif t is Ack:
-                assert isinstance(frame, Ack)
-                for d in broker.delivery.ack(ws, frame.sid, frame.ts, broker.commit_ts):
-                    send(ws, codec.enc_deliver(d.sid, d.topic, d.records))
-            elif t is Sub:
-                assert isinstance(frame, Sub)
-                if p is None:
-                    send(ws, _not_primary(broker, sid=frame.sid))
-                    continue
-                next_ts, first = broker.delivery.subscribe(
-                    ws,
-                    frame.sid,
-                    frame.topic,
-                    frame.subscription,
-                    frame.start,
-                    frame.window,
-                    p.commit_ts,
-                )
-                send(ws, codec.enc_subok(frame.sid, next_ts))
-                for d in first:
-                    send(ws, codec.enc_deliver(d.sid, d.topic, d.records))
-            elif t is Nack:
-                assert isinstance(frame, Nack)
-                for d in broker.delivery.nack(ws, frame.sid, frame.ts, broker.commit_ts):
-                    send(ws, codec.enc_deliver(d.sid, d.topic, d.records))
-            elif t is Unsub:
-                assert isinstance(frame, Unsub)
-                broker.delivery.unsubscribe(ws, frame.sid)
-            elif t is Hello or t is Meta:
-                send(ws, _meta(broker, frame.id if isinstance(frame, Meta) else 0))
-            elif t is Fetch:
-                assert isinstance(frame, Fetch)
-                if p is None:
-                    send(ws, _not_primary(broker, id=frame.id))
-                    continue
-                end = min(frame.end, p.commit_ts)
-                limit = min(frame.max, cfg.max_batch_records)
-                tlog = broker.log.topics.get(frame.topic)
-                recs = (
-                    tlog.between(frame.start, end, limit, FETCH_BYTES) if tlog is not None else []
-                )
-                # Where to continue: after the last record sent, or past `end` if nothing was.
-                next_ts = recs[-1][0] + 1 if recs else max(frame.start, end + 1)
-                send(ws, codec.enc_fetched(frame.id, recs, next_ts))
+            commit = broker.commit_ts
+            match frame:
+                case Pub(id=pub_id, topic=topic, records=records):
+                    if p is None:
+                        send(ws, _not_primary(broker, id=pub_id))
+                    else:
+                        broker.perform(p.publish(ws, pub_id, topic, records))
+                case Ack(sid=sid, ts=ts):
+                    broker.perform(broker.delivery.ack(ws, sid, ts, commit))
+                case Nack(sid=sid, ts=ts):
+                    broker.perform(broker.delivery.nack(ws, sid, ts, commit))
+                case Sub():
+                    if p is None:
+                        send(ws, _not_primary(broker, sid=frame.sid))
+                        continue
+                    next_ts, first = broker.delivery.subscribe(
+                        ws,
+                        frame.sid,
+                        frame.topic,
+                        frame.subscription,
+                        frame.start,
+                        frame.window,
+                        p.commit_ts,
+                    )
+                    send(ws, codec.enc_subok(frame.sid, next_ts))
+                    broker.perform(first)
+                case Unsub(sid=sid):
+                    broker.delivery.unsubscribe(ws, sid)
+                case Hello():
+                    send(ws, _meta(broker, 0))
+                case Meta(id=meta_id):
+                    send(ws, _meta(broker, meta_id))
+                case Fetch():
+                    if p is None:
+                        send(ws, _not_primary(broker, id=frame.id))
+                        continue
+                    send(ws, _fetched(broker, frame, p.commit_ts))
     except ConnectionClosed:
         pass
     finally:

@@ -9,6 +9,7 @@ the actions they return.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -175,25 +176,18 @@ class Broker:
                 self._become_primary(created)
             else:
                 await coord.refresh()
-        elif d.verdict is Verdict.CLAIM or d.verdict is Verdict.LEAD:
+        elif d.verdict is Verdict.CLAIM:
             assert d.state is not None
             # Leave the old epoch before claiming: from here on we acknowledge nothing of it.
             self._stop_following()
-            new = d.state
-            if (
-                d.verdict is Verdict.LEAD
-            ):  # we led this epoch before a session loss: start a new one
-                new = type(new)(
-                    new.epoch + 1, me.id, new.isr, new.boots, self.log.last_ts + 1, new.version
-                )
-            won = await coord.cas_state(new)
+            won = await coord.cas_state(d.state)
             if won is not None:
                 log.info(
                     "elected primary of %s: epoch %d, isr %s (%s)",
                     self.cfg.group,
                     won.epoch,
                     list(won.isr),
-                    d.reason or "re-election",
+                    d.reason,
                 )
                 self._become_primary(won)
             else:
@@ -240,7 +234,7 @@ class Broker:
         self.repl_links.clear()
         self.perform(p.step_down())
         for sub in list(self.delivery.subs.values()):
-            self._send(
+            self.send(
                 sub.conn,
                 codec.enc_error(ErrorCode.NOT_PRIMARY, "primary stepped down", sid=sub.sid),
             )
@@ -277,28 +271,28 @@ class Broker:
         p = self.primary
         for a in actions:
             if type(a) is SendPubAck:
-                self._send(a.conn, codec.enc_puback(a.id, a.ts, self.cfg.group))
+                self.send(a.conn, codec.enc_puback(a.id, a.ts, self.cfg.group))
             elif type(a) is Replicate:
                 if p is not None:
                     replica.send_entries(self, p, a)
             elif type(a) is Deliver:
-                self._send(a.conn, codec.enc_deliver(a.sid, a.topic, a.records))
+                self.send(a.conn, codec.enc_deliver(a.sid, a.topic, a.records))
             elif type(a) is SendError:
                 hint = self.primary_url() if a.code is ErrorCode.NOT_PRIMARY else None
-                self._send(a.conn, codec.enc_error(a.code, a.message, id=a.id, primary=hint))
+                self.send(a.conn, codec.enc_error(a.code, a.message, id=a.id, primary=hint))
             elif type(a) is ProposeIsr:
                 asyncio.ensure_future(self._propose(a))
         if p is not None and p.commit_ts > self.commit_ts:
             self.commit_ts = p.commit_ts
             for d in self.delivery.on_commit(p.commit_ts):
-                self._send(d.conn, codec.enc_deliver(d.sid, d.topic, d.records))
+                self.send(d.conn, codec.enc_deliver(d.sid, d.topic, d.records))
 
     async def _propose(self, prop: ProposeIsr) -> None:
         p, coord = self.primary, self.coord
         if p is None or coord is None or coord.state is None:
             return
         st = coord.state
-        new = type(st)(st.epoch, st.primary, prop.isr, prop.boots, st.start_ts, st.version)
+        new = dataclasses.replace(st, isr=prop.isr, boots=prop.boots)
         won = await coord.cas_state(new) if st.epoch == p.epoch else None
         if self.primary is not p:
             return
@@ -316,7 +310,7 @@ class Broker:
         self.perform(p.isr_changed(won))
 
     @staticmethod
-    def _send(conn: Any, data: bytes) -> None:
+    def send(conn: Any, data: bytes) -> None:
         websockets.broadcast((conn,), data)
 
     # --- connections ---------------------------------------------------------------

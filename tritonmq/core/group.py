@@ -65,8 +65,7 @@ class GroupState:
 
 class Verdict(enum.Enum):
     CREATE = "create"  # no group yet: found it with us as primary
-    LEAD = "lead"  # the state names us (this incarnation) primary
-    CLAIM = "claim"  # the primary is gone and we are in sync: CAS ourselves in
+    CLAIM = "claim"  # the primary is gone (or is us, from before a lost session): CAS a new epoch
     FOLLOW = "follow"  # a live primary exists: follow it
     WAIT = "wait"  # nothing we may do now
 
@@ -87,17 +86,20 @@ def decide(
     *,
     unclean_election: bool = False,
 ) -> Decision:
-    """What a broker should do given the group state and the live members it sees."""
+    """What a broker that is not acting as primary should do, given the group state and the
+    live members it sees.
+
+    If the state still names this very incarnation as primary, the broker lost its
+    ZooKeeper session (and stepped down) in between: it must not resume the old
+    epoch, whose followers may have moved on, but claims a new one like anyone else.
+    """
     if state is None:
         new = GroupState(1, me.id, (me.id,), {me.id: me.boot}, last_ts + 1)
         return Decision(Verdict.CREATE, new, reason="no group state yet")
     primary = members.get(state.primary)
     primary_alive = primary is not None and state.boots.get(state.primary) == primary.boot
-    if primary_alive and primary is not None:
-        if primary.id == me.id and primary.boot == me.boot:
-            return Decision(Verdict.LEAD, state)
-        if primary.id != me.id:
-            return Decision(Verdict.FOLLOW, state, primary=primary)
+    if primary_alive and primary is not None and primary.id != me.id:
+        return Decision(Verdict.FOLLOW, state, primary=primary)
     live_isr = [m for m in state.isr if state.in_sync(members.get(m))]
     if state.in_sync(me) and members.get(me.id) == me:
         isr = tuple(live_isr) if me.id in live_isr else (*live_isr, me.id)
@@ -109,7 +111,12 @@ def decide(
             last_ts + 1,
             state.version,
         )
-        return Decision(Verdict.CLAIM, new, reason=f"primary {state.primary} is gone")
+        why = (
+            f"we led epoch {state.epoch} before losing our session"
+            if primary_alive
+            else f"primary {state.primary} is gone"
+        )
+        return Decision(Verdict.CLAIM, new, reason=why)
     if live_isr:
         return Decision(Verdict.WAIT, state, reason="an in-sync replica will take over")
     if unclean_election and members.get(me.id) == me:
