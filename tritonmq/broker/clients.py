@@ -66,7 +66,6 @@ def _fetched(broker: Broker, frame: Fetch, commit_ts: int) -> bytes:
 async def serve(broker: Broker, ws: ServerConnection) -> None:
     cfg = broker.cfg
     send = broker.send
-    broker.client_conns.add(ws)
     try:
         async for data in ws:
             try:
@@ -120,7 +119,6 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
     except ConnectionClosed:
         pass
     finally:
-        broker.client_conns.discard(ws)
         broker.delivery.drop_conn(ws)
         if broker.primary is not None:
             broker.primary.drop_conn(ws)

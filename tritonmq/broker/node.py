@@ -46,7 +46,6 @@ class Broker:
         self.follow_task: asyncio.Task[None] | None = None
         self.following: tuple[str, int] | None = None
         self.repl_links: dict[str, ServerConnection] = {}
-        self.client_conns: set[ServerConnection] = set()
         self.coord: GroupCoordinator | None = None
         self.server: Server | None = None
         self.url = ""
