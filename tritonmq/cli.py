@@ -59,6 +59,12 @@ def zk(port: int | None, data_dir: str | None) -> None:
 @click.option("--replicas", type=click.IntRange(1, 16), default=None)
 @click.option("--min-insync", type=click.IntRange(1, 16), default=None)
 @click.option("--session-timeout", type=click.FloatRange(0.4, 60), default=None, help="Seconds.")
+@click.option(
+    "--advertise-repl",
+    default=None,
+    metavar="URL",
+    help="ws:// URL other brokers replicate from (default: the client URL).",
+)
 @click.option("--log-level", default=None)
 def broker(
     zk_hosts: str | None,
@@ -70,6 +76,7 @@ def broker(
     replicas: int | None,
     min_insync: int | None,
     session_timeout: float | None,
+    advertise_repl: str | None,
     log_level: str | None,
 ) -> None:
     """Run one broker process."""
@@ -87,6 +94,7 @@ def broker(
             replicas=replicas,
             min_insync=min_insync,
             session_timeout=session_timeout,
+            advertise_repl=advertise_repl,
             log_level=log_level,
         )
     except TritonError as e:

@@ -2,6 +2,15 @@
 
 Used by `tritonmq dev`, the demo, the benchmark and the integration tests, so
 that all of them kill and restart the same real processes the same way.
+
+An *isolated* cluster can also be partitioned. Each broker then listens on a
+loopback address of its own (127.0.0.11, 127.0.0.12, ...: all of 127.0.0.0/8
+is loopback on Linux) and dials replication links from it; other brokers
+replicate from it through a :class:`~tritonmq.netproxy.Proxy` (advertised as
+its ``advertise_repl`` URL), and it reaches ZooKeeper through proxies of its
+own. Cutting a proxy for one source address is a network partition between
+two brokers, or between a broker and ZooKeeper, while clients keep using the
+brokers' real URLs.
 """
 
 from __future__ import annotations
@@ -9,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,9 +28,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
 from tritonmq.coord.inspect import fetch_cluster
+from tritonmq.coord.slots import init_cluster
 from tritonmq.coord.zkserver import ZooKeeperServer, free_port
 from tritonmq.errors import CoordinationError
+from tritonmq.netproxy import Proxy
+
+# Isolated brokers get 127.0.0.11, 127.0.0.12, ...: clear of 127.0.0.1 and not past .254.
+_FIRST_HOST = 11
+_MAX_ISOLATED = 254 - _FIRST_HOST + 1
 
 
 @dataclass
@@ -32,6 +51,9 @@ class BrokerProc:
     proc: subprocess.Popen[bytes] | None = None
     url: str = ""
     extra: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"  # the address it listens on and, isolated, dials from
+    zk: str = ""  # its ZooKeeper connect string when not the cluster's (isolated: proxies)
+    repl_url: str = ""  # what it advertises for replication (isolated: its proxy)
 
     @property
     def pid(self) -> int:
@@ -40,6 +62,20 @@ class BrokerProc:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def _free_port_on(host: str) -> int:
+    """A TCP port free on ``host`` a moment ago; a clear error where ``host`` is not ours."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, 0))
+        except OSError as e:
+            raise CoordinationError(
+                f"cannot bind {host} ({e}): an isolated cluster needs all of 127.0.0.0/8 "
+                "on loopback, as Linux has it"
+            ) from e
+        port: int = s.getsockname()[1]
+        return port
 
 
 def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -65,7 +101,11 @@ class DevCluster:
         workdir: str | Path | None = None,
         broker_args: list[str] | None = None,
         chroot: str = "/tritonmq",
+        isolated: bool = False,
     ) -> None:
+        """``zk``: a connect string (one server or an ensemble) instead of starting a
+        ZooKeeper; ``isolated``: put proxies in the way so the network can be partitioned
+        (see the module docstring and :meth:`cut_replication`, :meth:`cut_zk`)."""
         self.n_groups = groups
         self.replicas = replicas
         self.zk_hosts = zk
@@ -77,6 +117,9 @@ class DevCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.zk_server: ZooKeeperServer | None = None
         self.brokers: dict[str, BrokerProc] = {}
+        self.isolated = isolated
+        self.repl_proxies: dict[str, Proxy] = {}  # broker id -> proxy in front of it
+        self.zk_proxies: dict[str, list[Proxy]] = {}  # broker id -> its way to each ZK server
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -87,7 +130,10 @@ class DevCluster:
         for g in range(1, self.n_groups + 1):
             for r in range(1, self.replicas + 1):
                 group, bid = f"g{g}", f"g{g}b{r}"
-                self.brokers[bid] = BrokerProc(group, bid, free_port(), self.workdir / f"{bid}.log")
+                self.brokers[bid] = self._new_broker(group, bid)
+        init_cluster(
+            str(self.zk_hosts), self.chroot, [f"g{g}" for g in range(1, self.n_groups + 1)], 64
+        )
         for b in self.brokers.values():
             self._spawn(b)
         for b in self.brokers.values():
@@ -96,6 +142,7 @@ class DevCluster:
         return self
 
     def stop(self) -> None:
+        self.heal()  # so that a SIGTERMed broker can close its ZooKeeper session
         for b in self.brokers.values():
             if b.alive and b.proc is not None:
                 b.proc.send_signal(signal.SIGCONT)
@@ -107,6 +154,8 @@ class DevCluster:
                 except subprocess.TimeoutExpired:
                     b.proc.kill()
                     b.proc.wait()
+        for p in self._proxies():
+            p.stop()
         if self.zk_server is not None:
             self.zk_server.stop()
         if self._tmp is not None:
@@ -120,12 +169,36 @@ class DevCluster:
 
     # --- brokers -------------------------------------------------------------------
 
+    def _new_broker(self, group: str, bid: str) -> BrokerProc:
+        log_path = self.workdir / f"{bid}.log"
+        if not self.isolated:
+            return BrokerProc(group, bid, free_port(), log_path)
+        n = len(self.brokers)
+        if n >= _MAX_ISOLATED:
+            raise CoordinationError(f"an isolated cluster has at most {_MAX_ISOLATED} brokers")
+        host = f"127.0.0.{_FIRST_HOST + n}"
+        b = BrokerProc(group, bid, _free_port_on(host), log_path, host=host)
+        repl = self.repl_proxies[bid] = Proxy(host, b.port)
+        repl.start()
+        b.repl_url = f"ws://{repl.address}"
+        servers, slash, chroot = str(self.zk_hosts).partition("/")
+        zks = self.zk_proxies[bid] = []
+        for server in servers.split(","):
+            zk_host, _, zk_port = server.rpartition(":")
+            p = Proxy(zk_host, int(zk_port))
+            zks.append(p)
+            p.start()
+        b.zk = ",".join(p.address for p in zks) + slash + chroot
+        return b
+
     def _spawn(self, b: BrokerProc) -> None:
         cmd = [
             sys.executable, "-m", "tritonmq", "broker",
-            "--zk", str(self.zk_hosts), "--group", b.group, "--id", b.id,
-            "--listen", f"127.0.0.1:{b.port}", "--chroot", self.chroot,
+            "--zk", b.zk or str(self.zk_hosts), "--group", b.group, "--id", b.id,
+            "--listen", f"{b.host}:{b.port}", "--chroot", self.chroot,
         ]  # fmt: skip
+        if b.repl_url:
+            cmd += ["--advertise-repl", b.repl_url]
         if self.config:
             cmd += ["--config", self.config]
         cmd += self.broker_args + b.extra
@@ -168,7 +241,89 @@ class DevCluster:
         self._await_url(b, timeout)
         return b
 
+    # --- partitions (isolated clusters) ---------------------------------------------
+
+    def cut_replication(self, a: str, b: str) -> None:
+        """Partition brokers ``a`` and ``b`` from each other, both ways; both still reach
+        ZooKeeper, their clients and the rest of the group. Held until healed."""
+        for x in (a, b):
+            self._check_repl_advertised(x)
+        self._repl_proxy(a).cut({self.brokers[b].host})
+        self._repl_proxy(b).cut({self.brokers[a].host})
+
+    def heal_replication(self, a: str | None = None, b: str | None = None) -> None:
+        """Undo :meth:`cut_replication` of ``a`` and ``b``, or (no arguments) every such cut."""
+        if a is None or b is None:
+            for p in self.repl_proxies.values():
+                p.heal()
+            return
+        self._repl_proxy(a).heal({self.brokers[b].host})
+        self._repl_proxy(b).heal({self.brokers[a].host})
+
+    def cut_zk(self, bid: str) -> None:
+        """Partition broker ``bid`` from every ZooKeeper server; it still reaches its peers
+        and clients. Its session expires after ``session_timeout`` unless healed first."""
+        for p in self._zk_proxies(bid):
+            p.cut()
+
+    def heal_zk(self, bid: str | None = None) -> None:
+        """Undo :meth:`cut_zk` of ``bid``, or of every broker."""
+        for b in [bid] if bid is not None else list(self.zk_proxies):
+            for p in self._zk_proxies(b):
+                p.heal()
+
+    def heal(self) -> None:
+        """Undo every cut."""
+        for p in self._proxies():
+            p.heal()
+
+    def _proxies(self) -> list[Proxy]:
+        return [*self.repl_proxies.values(), *(p for ps in self.zk_proxies.values() for p in ps)]
+
+    def _repl_proxy(self, bid: str) -> Proxy:
+        if bid not in self.repl_proxies:
+            raise CoordinationError(f"no replication proxy for {bid}: start with isolated=True")
+        return self.repl_proxies[bid]
+
+    def _zk_proxies(self, bid: str) -> list[Proxy]:
+        if bid not in self.zk_proxies:
+            raise CoordinationError(f"no ZooKeeper proxy for {bid}: start with isolated=True")
+        return self.zk_proxies[bid]
+
+    def _check_repl_advertised(self, bid: str) -> None:
+        """A cut of the proxy means nothing if peers dial the broker directly: refuse it."""
+        member = self.member(bid)
+        want = self.brokers[bid].repl_url
+        if member is not None and member.get("repl_url", "") != want:
+            raise CoordinationError(
+                f"{bid} registered {member} in ZooKeeper, without repl_url {want!r}: peers would "
+                "replicate around the proxy (the broker must put advertise_repl in its Member)"
+            )
+
     # --- views ---------------------------------------------------------------------
+
+    def member(self, bid: str) -> dict[str, Any] | None:
+        """Broker ``bid``'s member znode (``{"url", "boot", ...}``), None while unregistered."""
+        b = self.brokers[bid]
+        path = f"{self.chroot.rstrip('/')}/groups/{b.group}/members/{bid}"
+        zk = KazooClient(hosts=str(self.zk_hosts), timeout=2.0)
+        try:
+            zk.start(timeout=10)
+        except Exception as e:
+            raise CoordinationError(f"cannot reach ZooKeeper at {self.zk_hosts}: {e}") from e
+        try:
+            raw, _ = zk.get(path)
+        except NoNodeError:
+            return None
+        finally:
+            zk.stop()
+            zk.close()
+        data: dict[str, Any] = json.loads(raw)
+        return data
+
+    @property
+    def groups(self) -> list[str]:
+        return [f"g{g}" for g in range(1, self.n_groups + 1)]
 
     def status(self) -> dict[str, Any]:
         return fetch_cluster(str(self.zk_hosts), self.chroot)

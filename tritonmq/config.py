@@ -19,6 +19,7 @@ class BrokerConfig:
     id: str = "b1"
     listen: str = "127.0.0.1:0"
     advertise_host: str = ""
+    advertise_repl: str = ""  # URL other brokers replicate from; empty: the client URL
     replicas: int = 3
     min_insync: int = 2
     unclean_election: bool = False
@@ -30,6 +31,14 @@ class BrokerConfig:
     max_batch_records: int = 10_000
     max_value_bytes: int = 1024 * 1024
     log_level: str = "INFO"
+    # delivery, offsets, purge
+    ack_timeout: float = 30.0
+    ephemeral_grace: float = 10.0
+    retention_s: float = 0.0
+    topic_retention: dict[str, float] = dataclasses.field(default_factory=dict)
+    dedup_window_s: float = 300.0
+    max_bytes: int = 1024 * 1024 * 1024
+    offset_interval: float = 0.2
 
     @property
     def effective_min_insync(self) -> int:
@@ -66,6 +75,10 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
     cfg = BrokerConfig(**values)
     if cfg.replicas < 1 or cfg.min_insync < 1:
         raise ConfigError("replicas and min_insync must be at least 1")
+    if cfg.advertise_repl and not cfg.advertise_repl.startswith(("ws://", "wss://")):
+        raise ConfigError("advertise_repl must be a ws:// or wss:// URL")
+    if not all(isinstance(v, int | float) and v >= 0 for v in cfg.topic_retention.values()):
+        raise ConfigError("topic_retention maps topic names to seconds >= 0")
     if cfg.session_timeout < 0.4:
         raise ConfigError("session_timeout must be at least 0.4 s")
     return cfg

@@ -16,7 +16,9 @@ flag; the wire never carries tracebacks.
     │   ├── RetriableError          retriable=True
     │   │   ├── NotPrimary          code NOT_PRIMARY (carries where the primary is, if known)
     │   │   ├── NotEnoughReplicas   code NOT_ENOUGH_REPLICAS (ISR below min_insync)
-    │   │   └── Unavailable         code UNAVAILABLE (fenced, no ZooKeeper session)
+    │   │   ├── Unavailable         code UNAVAILABLE (fenced, no ZooKeeper session)
+    │   │   ├── WrongGroup          code WRONG_GROUP (the topic's slot belongs to another group)
+    │   │   └── Full                code FULL (the group's memory limit is reached)
     │   └── RequestRejected         retriable=False (BAD_REQUEST and the protocol codes)
     ├── ReplicationError            broker-to-broker
     │   ├── StaleEpoch              a frame from an older epoch
@@ -94,6 +96,18 @@ class Unavailable(RetriableError):
     code = "UNAVAILABLE"
 
 
+class WrongGroup(RetriableError):
+    code = "WRONG_GROUP"
+
+    def __init__(self, message: str = "", *, group: str | None = None) -> None:
+        super().__init__(message)
+        self.group = group
+
+
+class Full(RetriableError):
+    code = "FULL"
+
+
 class RequestRejected(BrokerError):
     code = "BAD_REQUEST"
 
@@ -127,15 +141,19 @@ class ClientClosed(ClientError):
     code = "CLOSED"
 
 
-_RETRIABLE = {c.code: c for c in (NotPrimary, NotEnoughReplicas, Unavailable)}
+_RETRIABLE: dict[str, type[RetriableError]] = {
+    c.code: c for c in (NotPrimary, NotEnoughReplicas, Unavailable, Full)
+}
 
 
 def error_from_wire(
-    code: str, message: str, retriable: bool, primary: str | None = None
+    code: str, message: str, retriable: bool, primary: str | None = None, group: str | None = None
 ) -> BrokerError:
     """Build the typed exception for an ``error`` frame received from a broker."""
     if code == "NOT_PRIMARY":
         return NotPrimary(message, primary_url=primary)
+    if code == "WRONG_GROUP":
+        return WrongGroup(message, group=group)
     cls = _RETRIABLE.get(code)
     if cls is not None:
         return cls(message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -10,24 +11,42 @@ from typing import Any
 import pytest
 
 from tritonmq.cluster import DevCluster, wait_for
+from tritonmq.coord.zkensemble import ZooKeeperEnsemble
 from tritonmq.coord.zkserver import ZooKeeperServer
 
 
 @pytest.fixture
 def make_cluster(zk_server: ZooKeeperServer, tmp_path: Any) -> Iterator[Callable[..., DevCluster]]:
-    """Start clusters on the session's ZooKeeper, each under its own chroot; stopped at teardown."""
+    """Start clusters on the session's ZooKeeper (or ``zk``), each under its own chroot;
+    ``isolated=True`` puts partition proxies in the way. Stopped at teardown."""
     started: list[DevCluster] = []
 
     def make(
-        groups: int = 1, replicas: int = 3, broker_args: list[str] | None = None
+        groups: int = 1,
+        replicas: int = 3,
+        broker_args: list[str] | None = None,
+        *,
+        isolated: bool = False,
+        zk: str | None = None,
+        settings: dict[str, Any] | None = None,
     ) -> DevCluster:
+        workdir = tmp_path / f"cluster{len(started)}"
+        config = None
+        if settings:
+            workdir.mkdir(parents=True, exist_ok=True)
+            config = workdir / "broker.toml"
+            config.write_text(
+                "[broker]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
+            )
         c = DevCluster(
             groups,
             replicas,
-            zk=zk_server.hostport,
+            zk=zk or zk_server.hostport,
             chroot=f"/t-{uuid.uuid4().hex[:8]}",
-            workdir=tmp_path / f"cluster{len(started)}",
+            workdir=workdir,
+            config=str(config) if config else None,
             broker_args=broker_args,
+            isolated=isolated,
         )
         started.append(c)
         return c.start(timeout=60)
@@ -39,8 +58,16 @@ def make_cluster(zk_server: ZooKeeperServer, tmp_path: Any) -> Iterator[Callable
 
 @pytest.fixture
 def cluster(make_cluster: Callable[..., DevCluster]) -> DevCluster:
-    """A healthy 1 group x 3 replicas cluster."""
-    return make_cluster()
+    """A healthy 1 group x 3 replicas cluster that keeps records 5 minutes (retention), so
+    tests can publish first and replay from ``earliest`` without a subscription holding them."""
+    return make_cluster(settings={"retention_s": 300.0})
+
+
+@pytest.fixture
+def zk_ensemble(tmp_path: Any) -> Iterator[ZooKeeperEnsemble]:
+    """A fresh 3-server ZooKeeper ensemble (request it before make_cluster: it outlives it)."""
+    with ZooKeeperEnsemble(3, data_dir=tmp_path / "zks") as ensemble:
+        yield ensemble
 
 
 def group_info(c: DevCluster, group: str = "g1") -> dict[str, Any]:

@@ -27,8 +27,10 @@ def run(
 
 def test_dev_status_pub_sub_and_clean_stop(tmp_path: Path) -> None:
     state_file = tmp_path / "state.json"
+    config = tmp_path / "broker.toml"
+    config.write_text("[broker]\nretention_s = 300.0\n")  # replay below needs records kept
     dev = subprocess.Popen(
-        [*TRITONMQ, "dev", "--state-file", str(state_file)],
+        [*TRITONMQ, "dev", "--state-file", str(state_file), "--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -82,8 +82,8 @@ def test_every_client_frame_round_trips(frame: ClientFrame) -> None:
 
 @given(ids, ids, entries)
 def test_append_round_trips_with_its_entries(epoch: int, commit: int, ents: list[Any]) -> None:
-    decoded = codec.decode_repl(codec.enc_append(epoch, commit, ents))
-    assert decoded == Append(epoch, commit, ents)
+    decoded = codec.decode_repl(codec.enc_append(epoch, commit, 1, ents))
+    assert decoded == Append(epoch, commit, 1, ents)
 
 
 @given(st.builds(Follow, short_names, short_names, short_names, ids, ids, epoch_lists))
@@ -303,7 +303,7 @@ _anything = st.recursive(
 _valid_frames = st.one_of(
     st.builds(Pub, ids, names, st.lists(pub_records, min_size=1, max_size=4)).map(codec.enc_client),
     client_frames.map(codec.enc_client),
-    st.builds(codec.enc_append, ids, ids, entries),
+    st.builds(codec.enc_append, ids, ids, ids, entries),
     st.builds(Follow, short_names, short_names, short_names, ids, ids, epoch_lists).map(
         codec.enc_follow
     ),

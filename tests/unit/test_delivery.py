@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tritonmq.core.actions import Deliver
-from tritonmq.core.delivery import Delivery
+from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
+from tritonmq.core.delivery import Delivery, Mode
 from tritonmq.core.log import GroupLog
 from tritonmq.wire.frames import From
 
@@ -184,3 +184,91 @@ def test_records_of_other_topics_are_not_delivered() -> None:
     d = delivery(make_log(MIXED), window=10)
     _, frames = d.subscribe("c1", 1, "x", None, From.EARLIEST, None, commit_ts=8)
     assert ts_of(frames, topic="x") == [2, 4, 6, 8]
+
+
+# --- durable subscriptions, holds and shared mode -----------------------------------
+
+
+def test_a_durable_subscription_registers_and_resumes_after_its_offset() -> None:
+    d = delivery(make_log(ALL_T), window=100)
+    next_ts, out = d.subscribe("c1", 1, "t", "s", From.EARLIEST, None, commit_ts=10)
+    assert [a for a in out if isinstance(a, RegisterSubscription)] == [
+        RegisterSubscription("t", "s", "broadcast", 0)
+    ]
+    d.registered("t", "s", 0)
+    d.ack("c1", 1, 4, commit_ts=10)
+    d.drop_conn("c1")
+    assert d.offsets_to_store() == StoreOffsets((("t", "s", 4),))
+    next_ts, out = d.subscribe("c2", 1, "t", "s", From.LATEST, None, commit_ts=10)
+    assert next_ts == 5 and ts_of(out, "c2") == [5, 6, 7, 8, 9, 10]
+
+
+def test_purge_is_held_by_what_zookeeper_stores_not_by_memory() -> None:
+    d = delivery(make_log(ALL_T), window=100)
+    d.load([("t", "s", "broadcast", 2)])
+    d.subscribe("c1", 1, "t", "s", From.LATEST, None, commit_ts=10)
+    d.ack("c1", 1, 8, commit_ts=10)
+    assert d.holds() == {"t": 2}  # acked to 8, but ZooKeeper still says 2
+    d.stored((("t", "s", 8),))
+    assert d.holds() == {"t": 8}
+
+
+def test_an_ephemeral_subscription_holds_while_connected_and_for_the_grace() -> None:
+    d = Delivery(make_log(ALL_T), window=100, window_bytes=BIG, grace=5.0)
+    d.subscribe("c1", 1, "t", None, From.EARLIEST, None, commit_ts=10)
+    d.ack("c1", 1, 3, commit_ts=10)
+    assert d.holds() == {"t": 3}
+    d.drop_conn("c1", now=100.0)
+    d.tick(10, now=104.0)
+    assert d.holds() == {"t": 3}
+    d.tick(10, now=105.5)
+    assert d.holds() == {}
+
+
+def test_resume_moves_the_position_but_not_the_ack_point() -> None:
+    d = delivery(make_log(ALL_T), window=100)
+    d.load([("t", "s", "broadcast", 2)])
+    next_ts, out = d.subscribe("c1", 1, "t", "s", 8, None, commit_ts=10, resume=True)
+    assert next_ts == 8 and ts_of(out) == [8, 9, 10]
+    d.stored((("t", "s", 2),))
+    assert d.holds() == {"t": 2}, "resuming acknowledged nothing"
+
+
+def shared_ts(frames: Sequence[Deliver]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for f in frames:
+        out.setdefault(f.conn, []).extend(r[0] for r in f.records)
+    return out
+
+
+def test_shared_members_split_records_and_a_leaver_s_go_to_the_others() -> None:
+    d = delivery(make_log(ALL_T), window=2)
+    _, out1 = d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 10, mode=Mode.SHARED)
+    _, out2 = d.subscribe("b", 1, "t", "s", From.EARLIEST, None, 10, mode=Mode.SHARED)
+    got = shared_ts([o for o in [*out1, *out2] if isinstance(o, Deliver)])
+    assert got == {"a": [1, 2], "b": [3, 4]}, "joining did not rewind the shared cursor"
+    assert shared_ts(d.ack("a", 1, 1, 10, many=(2,))) == {"a": [5, 6]}
+    d.drop_conn("b")  # 3 and 4 were never acknowledged: they go to a member still here
+    assert shared_ts(d.ack("a", 1, 5, 10, many=(6,))) == {"a": [3, 4]}
+    assert d.durables[("t", "s")].offset == 2  # 3 and 4 are out again: the offset waits
+
+
+def test_shared_unacked_past_the_timeout_is_redelivered_and_offset_is_the_low_watermark() -> None:
+    d = Delivery(make_log(ALL_T), window=3, window_bytes=BIG, ack_timeout=10.0)
+    _, out = d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 10, mode=Mode.SHARED, now=0.0)
+    assert shared_ts([o for o in out if isinstance(o, Deliver)]) == {"a": [1, 2, 3]}
+    d.ack("a", 1, 1, 10, many=(3,), now=1.0)  # 2 stays unacknowledged
+    dur = d.durables[("t", "s")]
+    assert dur.offset == 1
+    assert shared_ts(d.tick(10, now=5.0)) == {}
+    late = shared_ts(d.tick(10, now=11.0))
+    assert 2 in late["a"]
+    d.ack("a", 1, 2, 10, many=tuple(late["a"]), now=12.0)
+    assert dur.offset >= 3
+
+
+def test_a_nacked_shared_record_is_handed_out_again() -> None:
+    d = delivery(make_log(ALL_T), window=1)
+    d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 10, mode=Mode.SHARED)
+    again = shared_ts(d.nack("a", 1, 1, 10))
+    assert again == {"a": [1]}

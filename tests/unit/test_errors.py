@@ -7,12 +7,14 @@ import pytest
 from tritonmq import errors
 from tritonmq.errors import (
     BrokerError,
+    Full,
     NotEnoughReplicas,
     NotPrimary,
     RequestRejected,
     RetriableError,
     TritonError,
     Unavailable,
+    WrongGroup,
     error_from_wire,
 )
 from tritonmq.wire import codec
@@ -30,7 +32,12 @@ def test_not_primary_carries_where_the_primary_is() -> None:
 
 @pytest.mark.parametrize(
     ("code", "cls"),
-    [("NOT_ENOUGH_REPLICAS", NotEnoughReplicas), ("UNAVAILABLE", Unavailable)],
+    [
+        ("NOT_ENOUGH_REPLICAS", NotEnoughReplicas),
+        ("UNAVAILABLE", Unavailable),
+        ("FULL", Full),
+        ("WRONG_GROUP", WrongGroup),
+    ],
 )
 def test_retriable_codes_map_to_their_types(code: str, cls: type[BrokerError]) -> None:
     err = error_from_wire(code, "later", True)

@@ -25,6 +25,8 @@ def test_only_routing_and_capacity_errors_are_retriable() -> None:
         ErrorCode.NOT_PRIMARY,
         ErrorCode.NOT_ENOUGH_REPLICAS,
         ErrorCode.UNAVAILABLE,
+        ErrorCode.WRONG_GROUP,
+        ErrorCode.FULL,
     }
 
 

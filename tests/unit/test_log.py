@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tritonmq.core.log import GroupLog, TopicLog, divergence
+from tritonmq.core.log import COMPACT_AT, GroupLog, TopicLog, divergence
 from tritonmq.errors import LogGap
 from tritonmq.wire.frames import Entry
 
@@ -38,7 +38,7 @@ def assert_consistent(log: GroupLog) -> None:
     assert log.last_ts == log.base_ts + len(log) - 1
     assert log.uuids == {rec[1]: rec[0] for _, rec in log.entries}
     fresh = GroupLog(log.base_ts)
-    fresh.append_replicated(log.entries)
+    fresh.append_replicated(log.base_ts, log.entries)
     for topic in {t for t, _ in log.entries} | set(log.topics):
         expected = [rec for t, rec in log.entries if t == topic]
         assert log.topic(topic).records == expected
@@ -125,9 +125,9 @@ def test_replicated_entries_rebuild_topics_and_dedup_table() -> None:
     producer = Producer()
     producer.write(primary, [("chat", b"hi"), ("orders", b"o1"), ("chat", b"yo")])
     backup = GroupLog()
-    backup.append_replicated(primary.entries_between(1, 2))
-    backup.append_replicated(primary.entries_between(3, 3))
-    backup.append_replicated([])
+    backup.append_replicated(1, primary.entries_between(1, 2))
+    backup.append_replicated(3, primary.entries_between(3, 3))
+    backup.append_replicated(backup.last_ts + 1, [])
     assert backup.entries == primary.entries
     assert backup.uuids == primary.uuids
     assert backup.topic("chat").records == primary.topic("chat").records
@@ -144,10 +144,10 @@ def test_replicated_entries_rebuild_topics_and_dedup_table() -> None:
 )
 def test_replicated_append_must_continue_the_log(batch: list[Entry]) -> None:
     log = GroupLog()
-    log.append_replicated(_entries(1, 3))
+    log.append_replicated(1, _entries(1, 3))
     before = list(log.entries)
     with pytest.raises(LogGap):
-        log.append_replicated(batch)
+        log.append_replicated(batch[0][1][0], batch)
     assert log.entries == before
     assert_consistent(log)
 
@@ -210,7 +210,7 @@ def _sync(follower: GroupLog, leader: GroupLog, take: int) -> None:
     assert agree in (len(mine), len(theirs)) or mine[agree] != theirs[agree], "not maximal"
     follower.truncate_after(agree)
     follower.adopt_epochs(agree, leader.epochs)
-    follower.append_replicated(leader.entries_between(agree + 1, agree + take))
+    follower.append_replicated(agree + 1, leader.entries_between(agree + 1, agree + take))
     assert follower.entries == theirs[: follower.last_ts]
     assert_consistent(follower)
     # Having copied a prefix, a second handshake finds nothing to cut.
@@ -243,3 +243,46 @@ def test_divergence_finds_the_longest_common_prefix_in_any_history(data: st.Data
         if i != primary:
             _sync(log, replicas[primary], len(replicas[primary]))
             assert log.entries == replicas[primary].entries
+
+
+# --- purge ---------------------------------------------------------------------------
+
+
+def test_purge_frees_one_topic_keeps_ts_dense_and_keeps_dedup_until_forgotten() -> None:
+    log = GroupLog()
+    for i in range(10):
+        log.append_new("a" if i % 2 == 0 else "b", b"u%d" % i, None, b"x" * 100, None)
+    before = log.stored_bytes()
+    assert log.purge("a", 7) == 4  # a's ts 1, 3, 5, 7
+    assert [r[0] for r in log.topic("a").records] == [9]
+    assert [r[0] for r in log.topic("b").records] == [2, 4, 6, 8, 10]
+    assert log.stored_bytes() == before - 4 * log.topic("b").bytes // 5
+    assert log.last_ts == 10 and log.entries[0] is None and log.entries[1] is not None
+    assert log.lookup(b"u0") == 1, "a purged record's uuid still deduplicates"
+    log.forget_uuids_upto(5)
+    assert log.lookup(b"u0") is None and log.lookup(b"u6") == 7
+
+
+def test_purged_heads_are_compacted_and_indexing_stays_exact() -> None:
+    log = GroupLog()
+    for i in range(COMPACT_AT + 10):
+        log.append_new("t", b"%d" % i, None, b"v", None)
+    log.purge("t", COMPACT_AT + 2)
+    assert log.base_ts == COMPACT_AT + 3
+    assert log.entries_between(COMPACT_AT + 3, COMPACT_AT + 3)[0][1][0] == COMPACT_AT + 3  # type: ignore[index]
+    assert log.last_ts == COMPACT_AT + 10
+    log.purge("t", COMPACT_AT + 10)
+    assert len(log) == 0 and log.last_ts == COMPACT_AT + 10 and log.stored_bytes() == 0
+    assert log.append_new("t", b"next", None, b"v", None) == COMPACT_AT + 11
+
+
+def test_a_backup_behind_the_purge_horizon_starts_over_at_the_primary_base() -> None:
+    primary = GroupLog()
+    for i in range(20):
+        primary.append_new("t", b"%d" % i, None, b"v", None)
+    primary.purge("t", 15)
+    backup = GroupLog()
+    backup.reset_to(primary.base_ts)
+    backup.append_replicated(primary.base_ts, primary.entries_between(primary.base_ts, 20))
+    assert [r[0] for r in backup.topic("t").records] == [16, 17, 18, 19, 20]
+    assert backup.last_ts == primary.last_ts

@@ -291,7 +291,7 @@ def test_backup_takes_only_its_epoch_after_the_handshake_and_without_gaps() -> N
     src = _source(4)
     backup = BackupCore(GroupLog(), 1)
     with pytest.raises(LogGap):
-        backup.on_append(Append(1, 0, src.entries_between(1, 1)))
+        backup.on_append(Append(1, 0, 1, src.entries_between(1, 1)))
     with pytest.raises(StaleEpoch):
         backup.on_leader(Leader(2, 0, [(2, 1)]))
     backup.on_leader(Leader(1, 0, list(src.epochs)))
@@ -301,12 +301,12 @@ def test_backup_takes_only_its_epoch_after_the_handshake_and_without_gaps() -> N
         (1, 2, 3, LogGap),
     ):
         with pytest.raises(error):
-            backup.on_append(Append(epoch, 0, src.entries_between(start, end)))
+            backup.on_append(Append(epoch, 0, start, src.entries_between(start, end)))
     assert len(backup.log) == 0
-    assert backup.on_append(Append(1, 0, src.entries_between(1, 2))) == 2
+    assert backup.on_append(Append(1, 0, 1, src.entries_between(1, 2))) == 2
     for start, end in ((4, 4), (2, 3)):  # a gap, an overlap
         with pytest.raises(LogGap):
-            backup.on_append(Append(1, 0, src.entries_between(start, end)))
+            backup.on_append(Append(1, 0, start, src.entries_between(start, end)))
     assert backup.log.entries == src.entries_between(1, 2)
 
 
@@ -314,22 +314,22 @@ def test_backup_commit_follows_the_primary_but_never_passes_its_own_log() -> Non
     src = _source(5)
     backup = BackupCore(GroupLog(), 1)
     backup.on_leader(Leader(1, 0, list(src.epochs)))
-    backup.on_append(Append(1, 100, src.entries_between(1, 2)))
+    backup.on_append(Append(1, 100, 1, src.entries_between(1, 2)))
     assert backup.commit_ts == 2
-    backup.on_append(Append(1, 4, src.entries_between(3, 5)))
-    backup.on_append(Append(1, 3, []))
+    backup.on_append(Append(1, 4, 3, src.entries_between(3, 5)))
+    backup.on_append(Append(1, 3, 0, []))
     assert backup.commit_ts == 4
-    backup.on_append(Append(1, 5, []))
+    backup.on_append(Append(1, 5, 0, []))
     assert backup.commit_ts == 5
 
 
 def test_backup_truncates_uncommitted_divergent_tail_on_leader() -> None:
     old = BackupCore(GroupLog(), 1)
     old.on_leader(Leader(1, 0, [(1, 1)]))
-    old.on_append(Append(1, 3, _source(5).entries))  # 4 and 5 were never committed
+    old.on_append(Append(1, 3, 1, _source(5).entries))  # 4 and 5 were never committed
     new_log = GroupLog()
     new_log.begin_epoch(1, 1)
-    new_log.append_replicated(_source(5).entries_between(1, 3))
+    new_log.append_replicated(1, _source(5).entries_between(1, 3))
     p = primary("b", "bc", log=new_log, epoch=2, min_insync=1, commit_ts=3)
     p.publish("prod", 1, "chat", recs("n4"))
     follower = BackupCore(old.log, 2)
@@ -354,7 +354,7 @@ def test_round_trip_then_failover_keeps_committed_records_and_dedup() -> None:
     out += run(p, backups, p.publish("prod", 2, "news", recs("u3")))
     assert out == [SendPubAck("prod", 1, (1, 2)), SendPubAck("prod", 2, (3,))]
     for f, bk in backups.items():  # a heartbeat: an empty append carrying the commit point
-        p.acked(f, 1, bk.on_append(Append(1, p.commit_ts, [])), 0.0)
+        p.acked(f, 1, bk.on_append(Append(1, p.commit_ts, 0, [])), 0.0)
     # a dies; b takes over with a new epoch starting after its log, c follows b.
     b, c = backups["b"], backups["c"]
     p2 = primary("b", "bc", log=b.log, epoch=2, commit_ts=b.commit_ts, members="bc")
@@ -408,7 +408,7 @@ def test_backup_elected_before_catching_up_still_truncates_followers() -> None:
     for f, log in logs.items():
         bk = BackupCore(log, 1)
         bk.on_leader(Leader(1, 0, list(d.epochs)))
-        bk.on_append(Append(1, 8, d.entries_between(1, 8 if f == "b" else 10)))
+        bk.on_append(Append(1, 8, 1, d.entries_between(1, 8 if f == "b" else 10)))
     pa = primary("a", "abc", log=logs["a"], epoch=2, commit_ts=8, members="abc")
     BackupCore(logs["b"], 2).on_leader(attach(pa, "b", logs["b"]))
     pb = primary("b", "bc", log=logs["b"], epoch=3, commit_ts=8, members="bc")

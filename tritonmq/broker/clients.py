@@ -6,12 +6,15 @@ over ``max_frame_bytes`` is refused by the websocket layer with close code 1009.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from tritonmq.core.delivery import Mode
 from tritonmq.errors import ProtocolError
 from tritonmq.wire import codec
 from tritonmq.wire.frames import Ack, ErrorCode, Fetch, Hello, Meta, Nack, Pub, Sub, Unsub
@@ -33,24 +36,53 @@ def _not_primary(broker: Broker, *, id: int | None = None, sid: int | None = Non
     )
 
 
-def _meta(broker: Broker, id: int) -> bytes:
+def _meta(broker: Broker, id: int) -> dict[str, Any]:
     coord = broker.coord
     state = coord.state if coord else None
     members = coord.members if coord else {}
-    return codec.packb(
-        {
-            "op": "meta",
-            "id": id,
-            "group": broker.cfg.group,
-            "broker": broker.cfg.id,
-            "role": "primary" if broker.primary else "backup",
-            "epoch": state.epoch if state else 0,
-            "primary": state.primary if state else None,
-            "primary_url": broker.primary_url(),
-            "isr": list(state.isr) if state else [],
-            "members": {m.id: m.url for m in members.values()},
-        }
-    )
+    return {
+        "op": "meta",
+        "id": id,
+        "group": broker.cfg.group,
+        "broker": broker.cfg.id,
+        "role": "primary" if broker.primary else "backup",
+        "epoch": state.epoch if state else 0,
+        "primary": state.primary if state else None,
+        "primary_url": broker.primary_url(),
+        "isr": list(state.isr) if state else [],
+        "members": {m.id: m.url for m in members.values()},
+        "bytes": broker.log.bytes,
+        "records": sum(len(t.records) for t in broker.log.topics.values()),
+    }
+
+
+def _wrong_group(broker: Broker, frame: Pub | Sub | Fetch, owner: str) -> bytes:
+    msg = f"topic {frame.topic!r} belongs to group {owner}, not {broker.cfg.group}"
+    if isinstance(frame, Sub):
+        return codec.enc_error(ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=owner)
+    return codec.enc_error(ErrorCode.WRONG_GROUP, msg, id=frame.id, group=owner)
+
+
+async def _meta_with_cluster(broker: Broker, id: int) -> bytes:
+    """``meta`` plus the slot map and every group's brokers, so a ws:// client can route."""
+    frame = _meta(broker, id)
+    coord = broker.coord
+    if coord is not None:
+        try:
+            frame["groups"] = await coord.read_groups()
+        except Exception as e:  # ZooKeeper unreachable: answer with what we know
+            log.debug("meta without cluster view: %s", e)
+        if coord.slot_map is not None:
+            frame["slots"] = coord.slot_map.as_dict()
+    return codec.packb(frame)
+
+
+async def _durables_loaded(broker: Broker, timeout: float = 5.0) -> bool:
+    try:
+        await asyncio.wait_for(broker.durables_ready.wait(), timeout)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _fetched(broker: Broker, frame: Fetch, commit_ts: int) -> bytes:
@@ -80,17 +112,29 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                 continue
             p = broker.primary
             commit = broker.commit_ts
+            if isinstance(frame, Pub | Sub | Fetch) and (owner := broker.other_owner(frame.topic)):
+                send(ws, _wrong_group(broker, frame, owner))
+                continue
             match frame:
                 case Pub(id=pub_id, topic=topic, records=records):
                     if p is None:
                         send(ws, _not_primary(broker, id=pub_id))
                     else:
                         broker.perform(p.publish(ws, pub_id, topic, records))
-                case Ack(sid=sid, ts=ts):
-                    broker.perform(broker.delivery.ack(ws, sid, ts, commit))
+                case Ack(sid=sid, ts=ts, many=many):
+                    now = time.monotonic()
+                    broker.perform(broker.delivery.ack(ws, sid, ts, commit, many, now))
                 case Nack(sid=sid, ts=ts):
-                    broker.perform(broker.delivery.nack(ws, sid, ts, commit))
+                    broker.perform(broker.delivery.nack(ws, sid, ts, commit, time.monotonic()))
                 case Sub():
+                    if p is None:
+                        send(ws, _not_primary(broker, sid=frame.sid))
+                        continue
+                    if frame.subscription and not await _durables_loaded(broker):
+                        msg = "the new primary is still loading subscriptions; retry"
+                        send(ws, codec.enc_error(ErrorCode.UNAVAILABLE, msg, sid=frame.sid))
+                        continue
+                    p = broker.primary
                     if p is None:
                         send(ws, _not_primary(broker, sid=frame.sid))
                         continue
@@ -102,15 +146,18 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                         frame.start,
                         frame.window,
                         p.commit_ts,
+                        mode=Mode(frame.mode),
+                        resume=frame.resume,
+                        now=time.monotonic(),
                     )
                     send(ws, codec.enc_subok(frame.sid, next_ts))
                     broker.perform(first)
                 case Unsub(sid=sid):
-                    broker.delivery.unsubscribe(ws, sid)
+                    broker.perform(broker.delivery.unsubscribe(ws, sid, time.monotonic()))
                 case Hello():
-                    send(ws, _meta(broker, 0))
+                    send(ws, codec.packb(_meta(broker, 0)))
                 case Meta(id=meta_id):
-                    send(ws, _meta(broker, meta_id))
+                    send(ws, await _meta_with_cluster(broker, meta_id))
                 case Fetch():
                     if p is None:
                         send(ws, _not_primary(broker, id=frame.id))
@@ -119,6 +166,6 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
     except ConnectionClosed:
         pass
     finally:
-        broker.delivery.drop_conn(ws)
+        broker.delivery.drop_conn(ws, time.monotonic())
         if broker.primary is not None:
             broker.primary.drop_conn(ws)

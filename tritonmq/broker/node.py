@@ -19,14 +19,24 @@ from typing import Any
 import websockets
 from websockets.asyncio.server import Server, ServerConnection
 
-from tritonmq.broker import clients, replica
+from tritonmq.broker import clients, offsets, replica
 from tritonmq.config import BrokerConfig
 from tritonmq.coord.group import GroupCoordinator, Session
-from tritonmq.core.actions import Action, Deliver, ProposeIsr, Replicate, SendError, SendPubAck
+from tritonmq.coord.offsets import Offsets
+from tritonmq.core.actions import (
+    Action,
+    Deliver,
+    ProposeIsr,
+    RegisterSubscription,
+    Replicate,
+    SendError,
+    SendPubAck,
+)
 from tritonmq.core.delivery import Delivery
 from tritonmq.core.group import Member, Verdict, decide
 from tritonmq.core.log import GroupLog
 from tritonmq.core.replication import BackupCore, PrimaryCore
+from tritonmq.core.retention import Retention
 from tritonmq.wire import codec
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode
 
@@ -39,7 +49,19 @@ class Broker:
         self.cfg = cfg
         self.boot = uuid.uuid4().hex[:12]
         self.log = GroupLog()
-        self.delivery = Delivery(self.log, window=cfg.window_records, window_bytes=cfg.window_bytes)
+        self.delivery = Delivery(
+            self.log,
+            window=cfg.window_records,
+            window_bytes=cfg.window_bytes,
+            ack_timeout=cfg.ack_timeout,
+            grace=cfg.ephemeral_grace,
+        )
+        self.retention = Retention(
+            default_s=cfg.retention_s,
+            per_topic=cfg.topic_retention,
+            dedup_window_s=cfg.dedup_window_s,
+        )
+        self.durables_ready = asyncio.Event()
         self.primary: PrimaryCore | None = None
         self.backup: BackupCore | None = None
         self.commit_ts = 0  # what we know is committed (as backup: from the primary's appends)
@@ -83,6 +105,7 @@ class Broker:
             on_change=self._wake.set,
         )
         await self.coord.start()
+        self.offsets = Offsets(self.coord)
         log.info(
             "broker %s of group %s listening on %s (boot %s)",
             self.cfg.id,
@@ -93,6 +116,7 @@ class Broker:
         self._tasks = [
             asyncio.ensure_future(self._reconcile()),
             asyncio.ensure_future(self._ticker()),
+            asyncio.ensure_future(offsets.run(self)),
         ]
 
     async def serve_forever(self) -> None:
@@ -108,6 +132,7 @@ class Broker:
         if self.follow_task:
             self.follow_task.cancel()
         if self.primary is not None:
+            await offsets.flush_now(self)
             self._step_down("shutting down")
         if self.coord is not None:
             await self.coord.stop()
@@ -212,7 +237,10 @@ class Broker:
             lag_timeout=self.cfg.replica_lag_timeout,
             commit_ts=commit,
             now=time.monotonic(),
+            max_bytes=self.cfg.max_bytes,
         )
+        self.durables_ready.clear()
+        asyncio.ensure_future(offsets.load(self, self.primary))
         self.commit_ts = self.primary.commit_ts
         assert self.coord is not None
         self.perform(
@@ -232,12 +260,12 @@ class Broker:
             asyncio.ensure_future(ws.close(1012, "primary stepped down"))
         self.repl_links.clear()
         self.perform(p.step_down())
-        for sub in list(self.delivery.subs.values()):
+        for c in list(self.delivery.consumers.values()):
             self.send(
-                sub.conn,
-                codec.enc_error(ErrorCode.NOT_PRIMARY, "primary stepped down", sid=sub.sid),
+                c.conn, codec.enc_error(ErrorCode.NOT_PRIMARY, "primary stepped down", sid=c.sid)
             )
         self.delivery.drop_all()
+        self.durables_ready.clear()
         self._wake.set()
 
     def _start_following(self, primary: Member, epoch: int) -> None:
@@ -261,7 +289,10 @@ class Broker:
             await asyncio.sleep(TICK)
             p = self.primary
             if p is not None:
-                self.perform(p.tick(time.monotonic()))
+                now = time.monotonic()
+                self.perform(p.tick(now))
+                self.perform(self.delivery.tick(p.commit_ts, now))
+                self.retention.committed(p.commit_ts, now)
                 replica.heartbeat(self, p)
 
     # --- performing actions -----------------------------------------------------------
@@ -281,9 +312,11 @@ class Broker:
                 self.send(a.conn, codec.enc_error(a.code, a.message, id=a.id, primary=hint))
             elif type(a) is ProposeIsr:
                 asyncio.ensure_future(self._propose(a))
+            elif type(a) is RegisterSubscription:
+                asyncio.ensure_future(offsets.register(self, a))
         if p is not None and p.commit_ts > self.commit_ts:
             self.commit_ts = p.commit_ts
-            for d in self.delivery.on_commit(p.commit_ts):
+            for d in self.delivery.on_commit(p.commit_ts, time.monotonic()):
                 self.send(d.conn, codec.enc_deliver(d.sid, d.topic, d.records))
 
     async def _propose(self, prop: ProposeIsr) -> None:
@@ -319,6 +352,14 @@ class Broker:
             await replica.serve_follower(self, ws)
         else:
             await clients.serve(self, ws)
+
+    def other_owner(self, topic: str) -> str | None:
+        """The group that owns ``topic`` when it is not ours (None: ours, or no slot map yet)."""
+        smap = self.coord.slot_map if self.coord else None
+        if smap is None:
+            return None
+        g = smap.group_of(topic)
+        return g if g != self.cfg.group else None
 
     def primary_url(self) -> str | None:
         coord = self.coord

@@ -8,9 +8,11 @@ acknowledges batches. Entries for several caught-up backups are encoded once.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import websockets
 from websockets.asyncio.server import ServerConnection
@@ -21,7 +23,15 @@ from tritonmq.core.group import Member
 from tritonmq.core.replication import PrimaryCore, Rejected
 from tritonmq.errors import ProtocolError, ReplicationError
 from tritonmq.wire import codec
-from tritonmq.wire.frames import REPL_SUBPROTOCOL, Append, ErrorCode, Follow, Leader, ReplAck
+from tritonmq.wire.frames import (
+    REPL_SUBPROTOCOL,
+    Append,
+    ErrorCode,
+    Follow,
+    Leader,
+    Purge,
+    ReplAck,
+)
 
 if TYPE_CHECKING:
     from tritonmq.broker.node import Broker
@@ -83,18 +93,43 @@ def send_entries(broker: Broker, p: PrimaryCore, a: Replicate) -> None:
     links = [broker.repl_links[f] for f in a.followers if f in broker.repl_links]
     if not links:
         return
-    epoch, commit, entries = p.entries_for(a.start, a.end)
-    websockets.broadcast(links, codec.enc_append(epoch, commit, entries))
+    websockets.broadcast(links, codec.enc_append(*p.entries_for(a.start, a.end)))
 
 
 def heartbeat(broker: Broker, p: PrimaryCore) -> None:
     """Tell caught-up backups the commit point when no new entries would carry it."""
     links = [broker.repl_links[f] for f in p.heartbeat() if f in broker.repl_links]
     if links:
-        websockets.broadcast(links, codec.enc_append(p.epoch, p.commit_ts, []))
+        websockets.broadcast(links, codec.enc_append(p.epoch, p.commit_ts, p.log.last_ts + 1, []))
 
 
 # --- backup side --------------------------------------------------------------------
+
+
+def dial_from(listen: str, url: str) -> tuple[str, int] | None:
+    """The local address to dial ``url`` from: our listen address when it can reach ``url``.
+
+    A broker bound to one address of a multi-homed host (or, in an isolated dev
+    cluster, to its own loopback address) then calls from that address, so the
+    primary, a firewall or a test's partition proxy sees which broker is calling.
+    None (any address) when either side is not an IP literal, for a wildcard
+    listen address, and where a loopback source could not reach the target or
+    the address families differ.
+    """
+    host = listen.rpartition(":")[0].strip("[]")
+    try:
+        src = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if src.is_unspecified:
+        return None
+    try:
+        dst = ipaddress.ip_address(urlsplit(url).hostname or "")
+    except ValueError:
+        return None
+    if dst.version != src.version or dst.is_loopback != src.is_loopback:
+        return None
+    return (str(src), 0)
 
 
 async def follow(broker: Broker, primary: Member, epoch: int) -> None:
@@ -102,10 +137,13 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
     backoff = 0.05
     core = broker.backup
     assert core is not None and broker.me is not None
+    url = primary.repl_url or primary.url
+    local_addr = dial_from(broker.cfg.listen, url)
     while True:
         try:
             async with websockets.connect(
-                primary.url,
+                url,
+                local_addr=local_addr,
                 subprotocols=[REPL_SUBPROTOCOL],  # type: ignore[list-item]
                 max_size=REPL_MAX_FRAME,
                 compression=None,
@@ -147,6 +185,8 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
                         ts = core.on_append(frame)
                         broker.commit_ts = core.commit_ts
                         await ws.send(codec.enc_rack(epoch, ts))
+                    elif isinstance(frame, Purge):
+                        core.on_purge(frame)
         except asyncio.CancelledError:
             raise
         except (OSError, ConnectionClosed, ReplicationError, ProtocolError, TimeoutError) as e:

@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlparse
+
+import websockets
 
 from tritonmq.client.consumer import Subscription
 from tritonmq.client.link import Link
 from tritonmq.client.types import Ack
-from tritonmq.errors import ConfigError
+from tritonmq.core.slots import SlotMap
+from tritonmq.errors import ClientClosed, ConfigError, WrongGroup
+from tritonmq.wire import codec
+from tritonmq.wire.frames import SUBPROTOCOL
+
+REROUTES = 5
 
 
 class Client:
     """Connect with ``Client("zk://host:port")`` or ``Client("ws://host:port")``.
 
-    ``zk://`` finds the primary through ZooKeeper; ``ws://`` asks any broker,
-    which names the primary and the group's other members. Either way the
-    client follows the primary across failovers on its own.
+    ``zk://`` reads the cluster (slot map, groups, primaries) from ZooKeeper;
+    ``ws://`` asks any broker for it. Each topic is routed to the group that owns
+    its slot, over one connection per group that follows that group's primary
+    across failovers.
     """
 
     def __init__(
@@ -43,47 +52,108 @@ class Client:
         self._chroot = parsed.path if parsed.path not in ("", "/") else "/tritonmq"
         self._known: list[str] = [url] if parsed.scheme != "zk" else []
         self._connect_timeout = connect_timeout
-        self._link = Link(
-            self._resolve,
-            learn=self._remember,
-            max_in_flight=max_in_flight,
-            batch_size=batch_size,
-            linger=linger,
-            timeout=timeout,
-            retries=retries,
-        )
+        self._link_options: dict[str, Any] = {
+            "max_in_flight": max_in_flight,
+            "batch_size": batch_size,
+            "linger": linger,
+            "timeout": timeout,
+            "retries": retries,
+        }
+        self._groups: dict[str, dict[str, Any]] = {}
+        self._slots: SlotMap | None = None
+        self._links: dict[str, Link] = {}
+        self._closed = False
 
-    async def _resolve(self) -> list[str]:
-        """Candidate broker URLs, the likely primary first."""
+    # --- the cluster view -----------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Re-read the slot map and every group's brokers."""
         if self._scheme == "zk":
             from tritonmq.coord.inspect import fetch_cluster
 
             info = await asyncio.to_thread(fetch_cluster, self._zk_hosts, self._chroot, 5.0)
-            urls: list[str] = []
-            for g in info["groups"].values():
-                if g.get("primary_url"):
-                    urls.append(g["primary_url"])
-                urls.extend(u for u in g["members"].values() if u not in urls)
-            return urls
-        return list(self._known)
+        else:
+            info = await self._ask_a_broker()
+        self._groups = info["groups"]
+        self._slots = SlotMap.from_dict(info["slots"]) if info.get("slots") else None
 
-    def _remember(self, urls: list[str]) -> None:
-        """Brokers named by ``meta``: where a ws:// client looks when its seed is gone."""
-        if self._scheme != "zk":
-            self._known.extend(u for u in urls if u not in self._known)
+    async def _ask_a_broker(self) -> dict[str, Any]:
+        last: BaseException | None = None
+        for url in list(self._known):
+            try:
+                async with websockets.connect(
+                    url,
+                    subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+                    open_timeout=3,
+                    compression=None,
+                ) as ws:
+                    await ws.send(codec.packb({"op": "meta", "id": 0}))
+                    meta = codec.decode_broker(await asyncio.wait_for(ws.recv(), 5))
+            except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as e:
+                last = e
+                continue
+            groups = meta.get("groups") or {
+                meta["group"]: {
+                    "primary_url": meta.get("primary_url"),
+                    "members": meta.get("members", {}),
+                }
+            }
+            for g in groups.values():
+                self._known.extend(u for u in g.get("members", {}).values() if u not in self._known)
+            return {"groups": groups, "slots": meta.get("slots")}
+        raise ClientClosed(f"no broker reachable among {self._known}: {last}")
+
+    def _candidates(self, group: str) -> list[str]:
+        g = self._groups.get(group, {})
+        urls = [g["primary_url"]] if g.get("primary_url") else []
+        urls += [u for u in g.get("members", {}).values() if u not in urls]
+        return urls
+
+    def _group_of(self, topic: str) -> str:
+        if self._slots is not None:
+            return self._slots.group_of(topic)
+        if self._groups:  # no slot map: a single-group cluster
+            return sorted(self._groups)[0]
+        return ""
+
+    def _link(self, group: str) -> Link:
+        link = self._links.get(group)
+        if link is None:
+            if self._closed:
+                raise ClientClosed("client closed")
+
+            async def resolve() -> list[str]:
+                await self.refresh()
+                return self._candidates(group)
+
+            link = self._links[group] = Link(resolve, group=group, **self._link_options)
+            link.start()
+        return link
+
+    # --- lifecycle -------------------------------------------------------------------
 
     async def connect(self) -> Client:
-        await self._link.start(self._connect_timeout)
+        try:
+            await asyncio.wait_for(self.refresh(), self._connect_timeout)
+        except TimeoutError:
+            raise ClientClosed(
+                f"cluster not reachable within {self._connect_timeout:.0f}s"
+            ) from None
+        if not self._groups:
+            raise ClientClosed(f"no broker group is registered at {self.url}")
         return self
 
     async def close(self) -> None:
-        await self._link.close()
+        self._closed = True
+        await asyncio.gather(*(link.close() for link in self._links.values()))
 
     async def __aenter__(self) -> Client:
         return await self.connect()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    # --- producing -------------------------------------------------------------------
 
     async def publish(
         self,
@@ -94,12 +164,27 @@ class Client:
         headers: dict[str, Any] | None = None,
     ) -> Ack:
         """Publish one record; returns once every in-sync replica holds it."""
-        return await self._link.publish_nowait(topic, value, key, headers)
+        return (await self._publish(topic, [(os.urandom(16), value, key, headers)]))[0]
 
     async def publish_many(self, topic: str, values: Iterable[bytes]) -> list[Ack]:
         """Publish many records at once (batched on the wire); acks in the same order."""
-        futs = [self._link.publish_nowait(topic, v, None, None) for v in values]
-        return list(await asyncio.gather(*futs))
+        return await self._publish(topic, [(os.urandom(16), v, None, None) for v in values])
+
+    async def _publish(
+        self, topic: str, items: Sequence[tuple[bytes, bytes, Any, Any]]
+    ) -> list[Ack]:
+        """Send to the topic's group; if its slot moved, re-route with the same uuids."""
+        for _ in range(REROUTES):
+            link = self._link(self._group_of(topic))
+            futs = [link.publish_nowait(topic, v, k, h, u) for u, v, k, h in items]
+            try:
+                return list(await asyncio.gather(*futs))
+            except WrongGroup:
+                await asyncio.gather(*futs, return_exceptions=True)
+                await self.refresh()
+        raise WrongGroup(f"topic {topic!r} kept moving between groups")
+
+    # --- consuming -------------------------------------------------------------------
 
     def subscribe(
         self,
@@ -108,12 +193,19 @@ class Client:
         from_: str | int = "latest",
         *,
         window: int | None = None,
+        mode: str = "broadcast",
     ) -> Subscription:
-        """``async with client.subscribe(topic) as sub: async for msg in sub: await msg.ack()``."""
+        """``async with client.subscribe(topic) as sub: async for msg in sub: await msg.ack()``.
+
+        Naming a ``subscription`` makes it durable: its offset lives in ZooKeeper and
+        ``from_="latest"`` resumes after what it acknowledged. ``mode="shared"``
+        splits its records among every consumer using the same name.
+        """
         if not (from_ in ("latest", "earliest") or (isinstance(from_, int) and from_ >= 0)):
             raise ConfigError("from_ must be 'latest', 'earliest' or a ts >= 0")
-        return self._link.new_subscription(topic, subscription, from_, window)
-
-    @property
-    def group(self) -> str:
-        return self._link.group
+        if mode not in ("broadcast", "shared"):
+            raise ConfigError("mode must be 'broadcast' or 'shared'")
+        if mode == "shared" and not subscription:
+            raise ConfigError("a shared subscription needs a name")
+        link = self._link(self._group_of(topic))
+        return link.new_subscription(topic, subscription, from_, window, mode)

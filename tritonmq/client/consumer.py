@@ -19,6 +19,11 @@ class Subscription:
     Records arrive in ``ts`` order. After a failover the client resumes from the
     last record it received, and drops anything with a ``ts`` it already handed
     to the application, so the application never sees a record twice.
+
+    In ``shared`` mode the members of a subscription split its records, each is
+    acknowledged on its own, and one that is not acknowledged in time is given to
+    another member: records may then arrive out of ``ts`` order, and a record can
+    reach the application again (at least once).
     """
 
     def __init__(
@@ -29,6 +34,7 @@ class Subscription:
         name: str | None,
         start: str | int,
         window: int | None,
+        mode: str = "broadcast",
     ) -> None:
         self._link = link
         self.sid = sid
@@ -36,6 +42,8 @@ class Subscription:
         self.name = name
         self.start = start
         self.window = window
+        self.mode = mode
+        self.shared = mode == "shared"
         self.position: int | None = None  # where the broker started us (from subok)
         self.last_ts = -1  # last ts handed to the application
         self.max_seen = -1  # last ts received from a broker
@@ -46,6 +54,8 @@ class Subscription:
         self._closed = False
 
     def resume_from(self) -> str | int:
+        if self.shared:
+            return "latest"  # the subscription's own cursor, kept by the broker
         if self.max_seen >= 0:
             return self.max_seen + 1
         if self.position is not None:
@@ -55,6 +65,10 @@ class Subscription:
     # called by the link ---------------------------------------------------------
 
     def on_records(self, records: Any) -> None:
+        if self.shared:
+            self._records.extend(records)
+            self._ready.set()
+            return
         seen = self.max_seen
         for rec in records:
             if rec[0] > seen:
@@ -106,9 +120,9 @@ class Subscription:
                 self._ready.clear()
                 await self._ready.wait()
             ts, uuid, key, value, headers = recs.popleft()
-            if ts <= self.last_ts:
+            if ts <= self.last_ts and not self.shared:
                 continue
-            self.last_ts = ts
+            self.last_ts = max(ts, self.last_ts)
             return Message(self.topic, ts, uuid, key, value, headers, self._ack)
 
     async def get(self, timeout: float | None = None) -> Message:

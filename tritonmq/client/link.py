@@ -29,6 +29,7 @@ from tritonmq.errors import (
     ProtocolError,
     PublishTimeout,
     TritonError,
+    WrongGroup,
     error_from_wire,
 )
 from tritonmq.wire import codec
@@ -60,7 +61,7 @@ class Link:
         self,
         resolve: Resolver,
         *,
-        learn: Callable[[list[str]], None] | None = None,
+        group: str = "",
         max_in_flight: int = 32,
         batch_size: int = 1000,
         linger: float = 0.0,
@@ -69,7 +70,7 @@ class Link:
         max_frame: int = 64 * 1024 * 1024,
     ) -> None:
         self._resolve = resolve
-        self._learn = learn
+        self.expected_group = group  # "" : whichever group the primary we find leads
         self._pause = 0.0  # back-off before reconnecting after a refused batch
         self.max_in_flight = max_in_flight
         self.batch_size = batch_size
@@ -78,7 +79,7 @@ class Link:
         self.retries = retries
         self.max_frame = max_frame
         self.ws: ClientConnection | None = None
-        self.group = ""
+        self.group = group
         self.connected = asyncio.Event()
         self._batches: dict[int, _Batch] = {}
         self._unsent: deque[int] = deque()
@@ -89,6 +90,7 @@ class Link:
         self._subs: dict[int, Subscription] = {}
         self._next_sid = 1
         self._acks: dict[int, int] = {}
+        self._shared_acks: dict[int, list[int]] = {}
         self._ack_scheduled = False
         self._closed = False
         self._last_error: BaseException | None = None
@@ -96,8 +98,16 @@ class Link:
 
     # --- lifecycle -------------------------------------------------------------------
 
-    async def start(self, connect_timeout: float = 30.0) -> None:
-        self._tasks = [asyncio.ensure_future(self._run()), asyncio.ensure_future(self._expire())]
+    def start(self) -> None:
+        """Connect in the background; requests queue until the primary is reached."""
+        if not self._tasks:
+            self._tasks = [
+                asyncio.ensure_future(self._run()),
+                asyncio.ensure_future(self._expire()),
+            ]
+
+    async def wait_connected(self, connect_timeout: float = 30.0) -> None:
+        self.start()
         try:
             await asyncio.wait_for(self.connected.wait(), connect_timeout)
         except TimeoutError:
@@ -178,17 +188,15 @@ class Link:
                 ping_interval=5,
                 ping_timeout=10,
             )
-            await ws.send(codec.packb({"op": "meta", "id": 0}))
+            await ws.send(codec.packb({"op": "hello", "client": "tritonmq-python"}))
             meta = codec.decode_broker(await asyncio.wait_for(ws.recv(), 3))
-            members = meta.get("members")
-            if self._learn is not None and isinstance(members, dict):
-                self._learn([u for u in members.values() if isinstance(u, str)])
-            if meta.get("op") == "meta" and meta.get("role") == "primary":
+            wrong = self.expected_group and meta.get("group") != self.expected_group
+            if meta.get("op") == "meta" and meta.get("role") == "primary" and not wrong:
                 self.group = str(meta.get("group", ""))
                 return ws
             await ws.close()
             hint = meta.get("primary_url")
-            if isinstance(hint, str) and hint not in tried:
+            if isinstance(hint, str) and hint not in tried and not wrong:
                 candidates.insert(0, hint)
         raise BrokerError("no primary among the known brokers", code="NOT_PRIMARY")
 
@@ -222,7 +230,12 @@ class Link:
     # --- producing -------------------------------------------------------------------
 
     def publish_nowait(
-        self, topic: str, value: bytes, key: bytes | None, headers: dict[str, Any] | None
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None,
+        headers: dict[str, Any] | None,
+        uuid: bytes | None = None,
     ) -> asyncio.Future[Ack]:
         if self._closed:
             raise ClientClosed("client closed")
@@ -234,7 +247,7 @@ class Link:
         buf = self._buffer.get(topic)
         if buf is None:
             buf = self._buffer[topic] = []
-        buf.append(((os.urandom(16), key, bytes(value), headers), fut))
+        buf.append(((uuid or os.urandom(16), key, bytes(value), headers), fut))
         if len(buf) >= self.batch_size:
             self._flush()
         elif self._flush_handle is None:
@@ -290,7 +303,7 @@ class Link:
         self._pump()
 
     def _on_pub_error(self, b: _Batch, err: BrokerError) -> None:
-        if err.retriable and b.attempts <= self.retries:
+        if err.retriable and b.attempts <= self.retries and not isinstance(err, WrongGroup):
             self._last_error = err
             self._pause = min(max(0.05, self._pause * 2), MAX_PAUSE)
             self._reset(f"batch {b.id}: {err.code}")
@@ -328,11 +341,11 @@ class Link:
     # --- consuming -------------------------------------------------------------------
 
     def new_subscription(
-        self, topic: str, name: str | None, start: str | int, window: int | None
+        self, topic: str, name: str | None, start: str | int, window: int | None, mode: str
     ) -> Subscription:
         sid = self._next_sid
         self._next_sid += 1
-        return Subscription(self, sid, topic, name, start, window)
+        return Subscription(self, sid, topic, name, start, window, mode)
 
     def add_subscription(self, sub: Subscription) -> None:
         self._subs[sub.sid] = sub
@@ -349,14 +362,20 @@ class Link:
             "topic": sub.topic,
             "from": sub.resume_from(),
         }
+        if sub.position is not None:
+            frame["resume"] = True  # a reconnect: keep the subscription's ack point
         if sub.name:
             frame["subscription"] = sub.name
+        if sub.shared:
+            frame["mode"] = "shared"
         if sub.window:
             frame["window"] = sub.window
         self._send(codec.packb(frame))
 
     def ack(self, sub: Subscription, ts: int) -> None:
-        if ts > self._acks.get(sub.sid, -1):
+        if sub.shared:
+            self._shared_acks.setdefault(sub.sid, []).append(ts)
+        elif ts > self._acks.get(sub.sid, -1):
             self._acks[sub.sid] = ts
         if not self._ack_scheduled:
             self._ack_scheduled = True
@@ -368,6 +387,10 @@ class Link:
         for sid, ts in acks.items():
             if sid in self._subs:
                 self._send(codec.packb({"op": "ack", "sid": sid, "ts": ts}))
+        shared, self._shared_acks = self._shared_acks, {}
+        for sid, many in shared.items():
+            if sid in self._subs:
+                self._send(codec.packb({"op": "ack", "sid": sid, "ts": many}))
 
     # --- frames from the broker ----------------------------------------------------------
 
@@ -397,6 +420,7 @@ class Link:
             str(frame.get("message", "")),
             bool(frame.get("retriable", False)),
             frame.get("primary"),
+            frame.get("group"),
         )
         if "id" in frame:
             b = self._batches.get(frame["id"])
@@ -406,7 +430,7 @@ class Link:
             sub = self._subs.get(frame["sid"])
             if sub is None:
                 return
-            if err.retriable:
+            if err.retriable and not isinstance(err, WrongGroup):
                 self._reset(f"subscription {sub.sid}: {err.code}")
             else:
                 self._subs.pop(sub.sid, None)

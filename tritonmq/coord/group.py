@@ -18,7 +18,9 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from tritonmq.coord.bridge import to_future
+from tritonmq.coord.slots import cluster_path, parse_cluster, slot_path
 from tritonmq.core.group import GroupState, Member
+from tritonmq.core.slots import SlotMap
 from tritonmq.errors import CoordinationError
 
 log = logging.getLogger("tritonmq.coord")
@@ -57,6 +59,8 @@ class GroupCoordinator:
         self.session_epoch = 0  # bumps every time a new session is established
         self.state: GroupState | None = None
         self.members: dict[str, Member] = {}
+        self.slot_map: SlotMap | None = None  # None: no map yet, every topic is ours
+        self.chroot = chroot
         self.registered = False
         self._on_change = on_change
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -123,7 +127,10 @@ class GroupCoordinator:
     async def register(self) -> None:
         """Create our ephemeral member znode, waiting out a previous incarnation's session."""
         path = f"{self.members_path}/{self.me.id}"
-        data = json.dumps({"url": self.me.url, "boot": self.me.boot}).encode()
+        znode = {"url": self.me.url, "boot": self.me.boot}
+        if self.me.repl_url:
+            znode["repl_url"] = self.me.repl_url
+        data = json.dumps(znode).encode()
         warned = False
         while not self._closing:
             try:
@@ -193,7 +200,7 @@ class GroupCoordinator:
             except NoNodeError:
                 continue
             d = json.loads(raw)
-            members[child] = Member(child, d["url"], d["boot"])
+            members[child] = Member(child, d["url"], d["boot"], d.get("repl_url", ""))
         self.members = members
         try:
             raw, stat = await self._call(self.zk.get_async(self.state_path, watch=self._watch))
@@ -201,6 +208,46 @@ class GroupCoordinator:
         except NoNodeError:
             await self._call(self.zk.exists_async(self.state_path, watch=self._watch))
             self.state = None
+        await self._read_slots()
+
+    async def _read_slots(self) -> None:
+        """Re-read the slot map when ``/cluster``'s version moved (watched, like the rest)."""
+        path = cluster_path(self.chroot)
+        try:
+            raw, _ = await self._call(self.zk.get_async(path, watch=self._watch))
+        except NoNodeError:
+            await self._call(self.zk.exists_async(path, watch=self._watch))
+            return
+        slots, version = parse_cluster(raw)
+        if self.slot_map is not None and self.slot_map.version == version:
+            return
+        gets = [self._call(self.zk.get_async(slot_path(self.chroot, n))) for n in range(slots)]
+        owners = [str(json.loads(raw)["group"]) for raw, _ in await asyncio.gather(*gets)]
+        self.slot_map = SlotMap(tuple(owners), version)
+
+    async def read_groups(self) -> dict[str, Any]:
+        """Every group's primary and live members: ``{g: {"primary", "primary_url", "members"}}``."""
+        root = self.members_path.rsplit("/", 2)[0]  # .../groups
+        out: dict[str, Any] = {}
+        for g in await self._call(self.zk.get_children_async(root)):
+            members: dict[str, str] = {}
+            try:
+                ids = await self._call(self.zk.get_children_async(f"{root}/{g}/members"))
+            except NoNodeError:
+                ids = []
+            for m in ids:
+                try:
+                    raw, _ = await self._call(self.zk.get_async(f"{root}/{g}/members/{m}"))
+                except NoNodeError:
+                    continue
+                members[m] = json.loads(raw)["url"]
+            try:
+                raw, _ = await self._call(self.zk.get_async(f"{root}/{g}/state"))
+                primary = json.loads(raw)["primary"]
+            except NoNodeError:
+                primary = None
+            out[g] = {"primary": primary, "primary_url": members.get(primary), "members": members}
+        return out
 
     # --- writes ------------------------------------------------------------------
 
@@ -228,6 +275,10 @@ class GroupCoordinator:
         if self.state is None or self.state.version < new.version:
             self.state = new
         return new
+
+    async def call(self, async_result: Any) -> Any:
+        """Await a kazoo async call from the event loop."""
+        return await self._call(async_result)
 
     async def _call(self, async_result: Any) -> Any:
         assert self._loop is not None

@@ -8,11 +8,13 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from tritonmq.coord.slots import read_slot_map
 from tritonmq.errors import CoordinationError
 
 
 def read_cluster(zk: KazooClient, chroot: str = "/tritonmq") -> dict[str, Any]:
-    """``{"groups": {G: {"epoch", "primary", "isr", "members": {id: url}, "primary_url"}}}``."""
+    """``{"groups": {G: {"epoch", "primary", "isr", "members": {id: url}, "primary_url"}},
+    "slots": SlotMap.as_dict() or None}``."""
     root = f"{chroot.rstrip('/')}/groups"
     out: dict[str, Any] = {}
     try:
@@ -42,7 +44,8 @@ def read_cluster(zk: KazooClient, chroot: str = "/tritonmq") -> dict[str, Any]:
             "members": members,
             "primary_url": members.get(st["primary"]) if st["primary"] else None,
         }
-    return {"groups": out}
+    smap = read_slot_map(zk, chroot)
+    return {"groups": out, "slots": smap.as_dict() if smap else None}
 
 
 def fetch_cluster(hosts: str, chroot: str = "/tritonmq", timeout: float = 10.0) -> dict[str, Any]:

@@ -50,4 +50,23 @@ class Deliver:
     records: list[Record]
 
 
-Action: TypeAlias = SendPubAck | SendError | Replicate | ProposeIsr | Deliver
+@dataclass(frozen=True, slots=True)
+class RegisterSubscription:
+    """Create ``/subscriptions/<topic>/<name>`` and its offset in ZooKeeper."""
+
+    topic: str
+    name: str
+    mode: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOffsets:
+    """Write these (topic, name, offset) to ZooKeeper: one coalesced batch."""
+
+    offsets: tuple[tuple[str, str, int], ...]
+
+
+Action: TypeAlias = (
+    SendPubAck | SendError | Replicate | ProposeIsr | Deliver | RegisterSubscription | StoreOffsets
+)

@@ -1,57 +1,169 @@
-"""Windowed push of committed records to subscribers.
+"""Subscriptions: windowed push of committed records, offsets, and what purge must keep.
 
-Each subscription has a position ``next_ts`` (the next record to push) and an
-acknowledged point ``acked_ts``; at most ``window`` records and ``window_bytes``
-bytes lie between them, sent in frames of at most ``frame_bytes`` (a single
-larger record still goes alone). Acks are cumulative. A slow consumer therefore
-holds back only itself.
+* A **consumer** is one ``(connection, sid)``. It has a position ``next_ts``, a
+  cumulative ack point ``acked_ts``, and a window of records and bytes in
+  flight. ``floor`` is where this attachment started, so resuming past the ack
+  point does not count records it never received as in flight.
+* A **durable** subscription (one with a name) outlives its consumers: its
+  ``offset`` (everything up to it acknowledged) is kept in ZooKeeper. In
+  ``broadcast`` mode every consumer of the name gets every record and the offset
+  is the lowest of their ack points. In ``shared`` mode the consumers split the
+  records; each record is acknowledged on its own, and one not acknowledged
+  within ``ack_timeout``, nacked, or held by a consumer that leaves goes to
+  another member.
+* An **ephemeral** subscription (no name) holds records back while its
+  connection lives and for ``grace`` seconds after.
+
+:meth:`Delivery.holds` says, per topic, the last ``ts`` that purge may remove.
+A durable subscription holds back from what ZooKeeper has stored, never from
+what is only in memory: a new primary resumes from ZooKeeper.
 """
 
 from __future__ import annotations
 
+import enum
+import heapq
+from collections.abc import Iterable
 from typing import Any
 
-from tritonmq.core.actions import Deliver
+from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
 from tritonmq.core.log import GroupLog
-from tritonmq.wire.frames import From
+from tritonmq.wire.frames import From, Record
 
 MAX_RECORDS_PER_FRAME = 2_000
 FRAME_BYTES = 1024 * 1024
 
 
-class Subscription:
-    __slots__ = ("conn", "sid", "topic", "name", "next_ts", "acked_ts", "window", "window_bytes")
+class Mode(enum.StrEnum):
+    BROADCAST = "broadcast"
+    SHARED = "shared"
+
+
+class Consumer:
+    __slots__ = (
+        "conn",
+        "sid",
+        "topic",
+        "durable",
+        "next_ts",
+        "acked_ts",
+        "floor",
+        "window",
+        "window_bytes",
+        "inflight",
+    )
 
     def __init__(
-        self,
-        conn: Any,
-        sid: int,
-        topic: str,
-        name: str | None,
-        next_ts: int,
-        window: int,
-        window_bytes: int,
+        self, conn: Any, sid: int, topic: str, durable: Durable | None, next_ts: int, acked_ts: int
     ) -> None:
         self.conn = conn
         self.sid = sid
         self.topic = topic
-        self.name = name
+        self.durable = durable
         self.next_ts = next_ts
-        self.acked_ts = next_ts - 1
-        self.window = window
-        self.window_bytes = window_bytes
+        self.acked_ts = acked_ts
+        self.floor = next_ts - 1
+        self.window = 0
+        self.window_bytes = 0
+        self.inflight = 0  # shared mode: records handed to this consumer, not yet acked
+
+
+class Durable:
+    __slots__ = (
+        "topic",
+        "name",
+        "mode",
+        "offset",
+        "stored",
+        "consumers",
+        "cursor",
+        "inflight",
+        "redeliver",
+        "turn",
+    )
+
+    def __init__(self, topic: str, name: str, mode: Mode, offset: int, stored: int | None) -> None:
+        self.topic = topic
+        self.name = name
+        self.mode = mode
+        self.offset = offset  # every record up to here is acknowledged
+        self.stored = stored  # the offset ZooKeeper holds (None: not registered yet)
+        self.consumers: list[Consumer] = []
+        # shared mode
+        self.cursor = offset + 1  # next record never yet dispatched
+        self.inflight: dict[int, tuple[Consumer, float]] = {}
+        self.redeliver: list[int] = []  # heap of ts to hand out again
+        self.turn = 0
+
+    def low_watermark(self) -> int:
+        low = self.cursor
+        if self.inflight:
+            low = min(low, min(self.inflight))
+        if self.redeliver:
+            low = min(low, self.redeliver[0])
+        return low - 1
+
+    def hold(self) -> int:
+        return self.offset if self.stored is None else min(self.stored, self.offset)
 
 
 class Delivery:
     def __init__(
-        self, log: GroupLog, *, window: int, window_bytes: int, frame_bytes: int = FRAME_BYTES
+        self,
+        log: GroupLog,
+        *,
+        window: int,
+        window_bytes: int,
+        frame_bytes: int = FRAME_BYTES,
+        ack_timeout: float = 30.0,
+        grace: float = 10.0,
     ) -> None:
         self.log = log
         self.window = window
         self.window_bytes = window_bytes
         self.frame_bytes = frame_bytes
-        self.subs: dict[tuple[int, int], Subscription] = {}
-        self.by_topic: dict[str, list[Subscription]] = {}
+        self.ack_timeout = ack_timeout
+        self.grace = grace
+        self.consumers: dict[tuple[int, int], Consumer] = {}
+        self.by_topic: dict[str, list[Consumer]] = {}
+        self.durables: dict[tuple[str, str], Durable] = {}
+        self.ghosts: list[
+            tuple[str, int, float]
+        ] = []  # (topic, acked_ts, until) of gone ephemerals
+        self.loaded = False  # durable subscriptions read from ZooKeeper: purge may run
+
+    # --- durable subscriptions known to ZooKeeper ----------------------------------
+
+    def load(self, durables: Iterable[tuple[str, str, str, int]]) -> None:
+        """The subscriptions ZooKeeper holds for our topics: (topic, name, mode, offset)."""
+        for topic, name, mode, offset in durables:
+            d = self.durables.get((topic, name))
+            if d is None:
+                self.durables[(topic, name)] = Durable(topic, name, Mode(mode), offset, offset)
+            else:
+                d.stored = offset if d.stored is None else max(d.stored, offset)
+        self.loaded = True
+
+    def registered(self, topic: str, name: str, offset: int) -> None:
+        d = self.durables.get((topic, name))
+        if d is not None and d.stored is None:
+            d.stored = offset
+
+    def stored(self, offsets: Iterable[tuple[str, str, int]]) -> None:
+        for topic, name, offset in offsets:
+            d = self.durables.get((topic, name))
+            if d is not None:
+                d.stored = offset
+
+    def offsets_to_store(self) -> StoreOffsets | None:
+        due = tuple(
+            (d.topic, d.name, d.offset)
+            for d in self.durables.values()
+            if d.stored is not None and d.stored != d.offset
+        )
+        return StoreOffsets(due) if due else None
+
+    # --- consumers -----------------------------------------------------------------
 
     def subscribe(
         self,
@@ -62,79 +174,242 @@ class Delivery:
         start: From | int,
         window: int | None,
         commit_ts: int,
-    ) -> tuple[int, list[Deliver]]:
-        """Register a subscription; returns its starting position and a first push."""
+        *,
+        mode: Mode = Mode.BROADCAST,
+        resume: bool = False,
+        now: float = 0.0,
+    ) -> tuple[int, list[Deliver | RegisterSubscription]]:
+        """Attach a consumer; returns where it starts and what to do first.
+
+        ``latest`` on an existing durable subscription resumes after its offset.
+        ``resume`` (a client reconnecting) moves the position, not the ack point.
+        """
+        self.unsubscribe(conn, sid, now)
+        out: list[Deliver | RegisterSubscription] = []
+        d = self.durables.get((topic, name)) if name else None
+        t = self.log.topics.get(topic)
+        first = t.first_ts() if t is not None else None
         if start == From.LATEST:
-            next_ts = commit_ts + 1
+            next_ts = d.offset + 1 if d is not None else commit_ts + 1
         elif start == From.EARLIEST:
-            t = self.log.topics.get(topic)
-            first = t.first_ts() if t is not None else None
             next_ts = first if first is not None else commit_ts + 1
         else:
             next_ts = int(start)
-        key = (id(conn), sid)
-        self.unsubscribe(conn, sid)
-        w = min(window or self.window, self.window)
-        sub = Subscription(conn, sid, topic, name, next_ts, w, self.window_bytes)
-        self.subs[key] = sub
-        self.by_topic.setdefault(topic, []).append(sub)
-        return next_ts, self._pump(sub, commit_ts)
+        if name and d is None:
+            d = Durable(topic, name, mode, next_ts - 1, None)
+            self.durables[(topic, name)] = d
+            out.append(RegisterSubscription(topic, name, str(mode), d.offset))
+        elif d is not None and d.mode is Mode.SHARED and isinstance(start, int) and not resume:
+            # Joining an existing shared subscription takes its cursor ("earliest" and
+            # "latest" only place a new one); an explicit ts is a replay for all members.
+            d.cursor = next_ts
+        acked = next_ts - 1
+        if d is not None and (resume or start == From.LATEST):
+            acked = min(d.offset, next_ts - 1)
+        c = Consumer(conn, sid, topic, d, next_ts, acked)
+        c.window = min(window or self.window, self.window)
+        c.window_bytes = self.window_bytes
+        self.consumers[(id(conn), sid)] = c
+        self.by_topic.setdefault(topic, []).append(c)
+        if d is not None:
+            d.consumers.append(c)
+            if d.mode is Mode.SHARED:
+                out.extend(self._dispatch(d, commit_ts, now))
+                return d.cursor, out
+        out.extend(self._pump(c, commit_ts))
+        return next_ts, out
 
-    def unsubscribe(self, conn: Any, sid: int) -> None:
-        sub = self.subs.pop((id(conn), sid), None)
-        if sub is not None:
-            peers = self.by_topic[sub.topic]
-            peers.remove(sub)
-            if not peers:
-                del self.by_topic[sub.topic]
+    def unsubscribe(self, conn: Any, sid: int, now: float = 0.0) -> list[Deliver]:
+        c = self.consumers.pop((id(conn), sid), None)
+        if c is None:
+            return []
+        peers = self.by_topic[c.topic]
+        peers.remove(c)
+        if not peers:
+            del self.by_topic[c.topic]
+        d = c.durable
+        if d is None:
+            if self.grace > 0:
+                self.ghosts.append((c.topic, c.acked_ts, now + self.grace))
+            return []
+        d.consumers.remove(c)
+        if d.mode is Mode.SHARED:
+            for ts in [ts for ts, (who, _) in d.inflight.items() if who is c]:
+                del d.inflight[ts]
+                heapq.heappush(d.redeliver, ts)
+        else:
+            self._broadcast_offset(d)
+        return []
+
+    def drop_conn(self, conn: Any, now: float = 0.0) -> None:
+        for c in [c for c in self.consumers.values() if c.conn is conn]:
+            self.unsubscribe(conn, c.sid, now)
 
     def drop_all(self) -> None:
-        self.subs.clear()
+        """We stopped being primary: consumers will resubscribe at the new one."""
+        self.consumers.clear()
         self.by_topic.clear()
+        self.durables.clear()
+        self.ghosts.clear()
+        self.loaded = False
 
-    def drop_conn(self, conn: Any) -> None:
-        for sub in [s for s in self.subs.values() if s.conn is conn]:
-            self.unsubscribe(conn, sub.sid)
+    # --- acknowledgements ----------------------------------------------------------------
 
-    def ack(self, conn: Any, sid: int, ts: int, commit_ts: int) -> list[Deliver]:
-        sub = self.subs.get((id(conn), sid))
-        if sub is None or ts <= sub.acked_ts:
+    def ack(
+        self,
+        conn: Any,
+        sid: int,
+        ts: int,
+        commit_ts: int,
+        many: Iterable[int] = (),
+        now: float = 0.0,
+    ) -> list[Deliver]:
+        """Broadcast: everything up to ``ts``. Shared: ``ts`` and each of ``many``, one by one."""
+        c = self.consumers.get((id(conn), sid))
+        if c is None:
             return []
-        sub.acked_ts = min(ts, sub.next_ts - 1)
-        return self._pump(sub, commit_ts)
-
-    def nack(self, conn: Any, sid: int, ts: int, commit_ts: int) -> list[Deliver]:
-        """Redeliver from ``ts`` on (never before what was already acknowledged)."""
-        sub = self.subs.get((id(conn), sid))
-        if sub is None:
+        d = c.durable
+        if d is not None and d.mode is Mode.SHARED:
+            for one in (ts, *many):
+                held = d.inflight.pop(one, None)
+                if held is not None:
+                    held[0].inflight -= 1
+                elif one in d.redeliver:  # acked by its first holder after being requeued
+                    d.redeliver.remove(one)
+                    heapq.heapify(d.redeliver)
+            d.offset = max(d.offset, d.low_watermark())
+            return self._dispatch(d, commit_ts, now)
+        if ts <= c.acked_ts:
             return []
-        sub.next_ts = max(sub.acked_ts + 1, min(ts, sub.next_ts))
-        return self._pump(sub, commit_ts)
+        c.acked_ts = min(ts, c.next_ts - 1)
+        if d is not None:
+            self._broadcast_offset(d)
+        return self._pump(c, commit_ts)
 
-    def on_commit(self, commit_ts: int) -> list[Deliver]:
-        out = []
-        for subs in self.by_topic.values():
-            for sub in subs:
-                if sub.next_ts <= commit_ts:
-                    out.extend(self._pump(sub, commit_ts))
+    def nack(self, conn: Any, sid: int, ts: int, commit_ts: int, now: float = 0.0) -> list[Deliver]:
+        """Broadcast: redeliver from ``ts`` on. Shared: hand ``ts`` to a member again."""
+        c = self.consumers.get((id(conn), sid))
+        if c is None:
+            return []
+        d = c.durable
+        if d is not None and d.mode is Mode.SHARED:
+            held = d.inflight.pop(ts, None)
+            if held is not None:
+                held[0].inflight -= 1
+                heapq.heappush(d.redeliver, ts)
+            return self._dispatch(d, commit_ts, now)
+        c.next_ts = max(c.acked_ts + 1, min(ts, c.next_ts))
+        c.floor = min(c.floor, c.next_ts - 1)
+        return self._pump(c, commit_ts)
+
+    def _broadcast_offset(self, d: Durable) -> None:
+        if d.consumers:
+            d.offset = min(c.acked_ts for c in d.consumers)
+
+    # --- pushing -----------------------------------------------------------------
+
+    def on_commit(self, commit_ts: int, now: float = 0.0) -> list[Deliver]:
+        out: list[Deliver] = []
+        shared: set[int] = set()
+        for consumers in self.by_topic.values():
+            for c in consumers:
+                d = c.durable
+                if d is not None and d.mode is Mode.SHARED:
+                    if id(d) not in shared:
+                        shared.add(id(d))
+                        out.extend(self._dispatch(d, commit_ts, now))
+                elif c.next_ts <= commit_ts:
+                    out.extend(self._pump(c, commit_ts))
         return out
 
-    def _pump(self, sub: Subscription, commit_ts: int) -> list[Deliver]:
-        """Frames for ``sub`` until its window is full or it has everything committed."""
+    def tick(self, commit_ts: int, now: float) -> list[Deliver]:
+        """Redeliver what shared consumers did not acknowledge in time; forget old ghosts."""
         out: list[Deliver] = []
-        t = self.log.topics.get(sub.topic)
+        self.ghosts = [g for g in self.ghosts if g[2] > now]
+        for d in self.durables.values():
+            if d.mode is not Mode.SHARED or not d.inflight:
+                continue
+            late = [ts for ts, (_, deadline) in d.inflight.items() if deadline <= now]
+            for ts in late:
+                who, _ = d.inflight.pop(ts)
+                who.inflight -= 1
+                heapq.heappush(d.redeliver, ts)
+            if late:
+                out.extend(self._dispatch(d, commit_ts, now))
+        return out
+
+    def _pump(self, c: Consumer, commit_ts: int) -> list[Deliver]:
+        """Frames for a broadcast consumer until its window is full or it has everything."""
+        out: list[Deliver] = []
+        t = self.log.topics.get(c.topic)
         if t is None:
             return out
-        while sub.next_ts <= commit_ts:
-            i = t.index_of(sub.next_ts)
-            a = t.index_of(sub.acked_ts + 1)
-            room = min(sub.window - (i - a), MAX_RECORDS_PER_FRAME)
-            room_bytes = sub.window_bytes - t.bytes_in(a, i)
+        while c.next_ts <= commit_ts:
+            i = t.index_of(c.next_ts)
+            a = t.index_of(max(c.acked_ts, c.floor) + 1)
+            room = min(c.window - (i - a), MAX_RECORDS_PER_FRAME)
+            room_bytes = c.window_bytes - t.bytes_in(a, i)
             if room <= 0 or room_bytes <= 0:
                 break
-            recs = t.between(sub.next_ts, commit_ts, room, min(room_bytes, self.frame_bytes))
+            recs = t.between(c.next_ts, commit_ts, room, min(room_bytes, self.frame_bytes))
             if not recs:
                 break
-            sub.next_ts = recs[-1][0] + 1
-            out.append(Deliver(sub.conn, sub.sid, sub.topic, recs))
+            c.next_ts = recs[-1][0] + 1
+            out.append(Deliver(c.conn, c.sid, c.topic, recs))
+        return out
+
+    def _dispatch(self, d: Durable, commit_ts: int, now: float) -> list[Deliver]:
+        """Hand a shared subscription's records to its members with room, in turn."""
+        out: list[Deliver] = []
+        t = self.log.topics.get(d.topic)
+        members = d.consumers
+        if t is None or not members:
+            return out
+        deadline = now + self.ack_timeout
+        idle = 0
+        while idle < len(members):
+            c = members[d.turn % len(members)]
+            d.turn += 1
+            room = min(c.window - c.inflight, MAX_RECORDS_PER_FRAME)
+            recs: list[Record] = []
+            while d.redeliver and len(recs) < room:
+                ts = heapq.heappop(d.redeliver)
+                i = t.index_of(ts)
+                if i < len(t.records) and t.records[i][0] == ts:
+                    recs.append(t.records[i])
+            if len(recs) < room and d.cursor <= commit_ts:
+                fresh = t.between(d.cursor, commit_ts, room - len(recs), self.frame_bytes)
+                if fresh:
+                    d.cursor = fresh[-1][0] + 1
+                    recs.extend(fresh)
+                else:
+                    d.cursor = commit_ts + 1
+            if not recs:
+                idle += 1
+                continue
+            idle = 0
+            for r in recs:
+                d.inflight[r[0]] = (c, deadline)
+            c.inflight += len(recs)
+            out.append(Deliver(c.conn, c.sid, c.topic, recs))
+        d.offset = max(d.offset, d.low_watermark())
+        return out
+
+    # --- what purge must keep ----------------------------------------------------------
+
+    def holds(self) -> dict[str, int]:
+        """Per topic with a subscriber: the last ``ts`` purge may remove."""
+        out: dict[str, int] = {}
+
+        def keep(topic: str, ts: int) -> None:
+            out[topic] = min(out.get(topic, ts), ts)
+
+        for d in self.durables.values():
+            keep(d.topic, d.hold())
+        for consumers in self.by_topic.values():
+            for c in consumers:
+                if c.durable is None:
+                    keep(c.topic, c.acked_ts)
+        for topic, acked, _ in self.ghosts:
+            keep(topic, acked)
         return out

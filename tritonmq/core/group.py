@@ -19,6 +19,7 @@ class Member:
     id: str
     url: str
     boot: str
+    repl_url: str = ""  # where backups replicate from; empty: ``url``
 
 
 @dataclass(frozen=True, slots=True)

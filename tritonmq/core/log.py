@@ -11,6 +11,7 @@ say they do (see :func:`divergence`).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,25 +39,42 @@ def record_size(rec: Record) -> int:
 
 
 class TopicLog:
-    """Records of one topic, ascending by ``ts`` (not dense: other topics interleave).
+    """Retained records of one topic, ascending by ``ts`` (not dense: other topics interleave).
 
-    ``cum[i]`` is the size of ``records[0..i]``, so the bytes of any range is one
+    ``cum[i]`` is the size of every record up to ``records[i]`` since the topic began
+    (``cum0`` covers those already purged), so the bytes of any range is one
     subtraction and a byte limit is one bisect.
     """
 
-    __slots__ = ("records", "cum")
+    __slots__ = ("records", "cum", "cum0")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.cum: list[int] = []
+        self.cum0 = 0
 
     @property
     def bytes(self) -> int:
-        return self.cum[-1] if self.cum else 0
+        return self.cum[-1] - self.cum0 if self.cum else 0
+
+    def add(self, rec: Record, size: int) -> None:
+        self.records.append(rec)
+        self.cum.append((self.cum[-1] if self.cum else self.cum0) + size)
 
     def pop(self) -> None:
         self.records.pop()
         self.cum.pop()
+
+    def purge_upto(self, ts: int) -> list[Record]:
+        """Remove and return the records with ``ts <= ts``."""
+        j = bisect_left(self.records, ts + 1, key=_ts_of)
+        if j == 0:
+            return []
+        gone = self.records[:j]
+        self.cum0 = self.cum[j - 1]
+        del self.records[:j]
+        del self.cum[:j]
+        return gone
 
     def index_of(self, ts: int) -> int:
         """Position of the first record with ``ts >= ts``."""
@@ -66,7 +84,7 @@ class TopicLog:
         """Size of ``records[i:j]``."""
         if j <= i:
             return 0
-        return self.cum[j - 1] - (self.cum[i - 1] if i > 0 else 0)
+        return self.cum[j - 1] - (self.cum[i - 1] if i > 0 else self.cum0)
 
     def between(
         self, start: int, end: int, limit: int, max_bytes: int | None = None
@@ -79,7 +97,7 @@ class TopicLog:
         if j > i and recs[j - 1][0] > end:
             j = bisect_left(recs, end + 1, i, j, key=_ts_of)
         if max_bytes is not None and j > i + 1 and self.bytes_in(i, j) > max_bytes:
-            base = self.cum[i - 1] if i > 0 else 0
+            base = self.cum[i - 1] if i > 0 else self.cum0
             j = max(i + 1, bisect_right(self.cum, base + max_bytes, i, j))
         return recs[i:j]
 
@@ -87,16 +105,36 @@ class TopicLog:
         return self.records[0][0] if self.records else None
 
 
+COMPACT_AT = 4096  # purged placeholders at the head of the group log before it is shifted
+
+
 class GroupLog:
-    __slots__ = ("base_ts", "entries", "cum", "topics", "uuids", "epochs")
+    """Entries are dense by ``ts``; a purged record leaves a ``None`` placeholder so that
+    indexing stays one subtraction, and runs of placeholders at the head are dropped.
+    Purged records' uuids stay in the dedup table until :meth:`forget_uuids_upto`."""
+
+    __slots__ = (
+        "base_ts",
+        "entries",
+        "cum",
+        "cum0",
+        "topics",
+        "uuids",
+        "purged",
+        "epochs",
+        "bytes",
+    )
 
     def __init__(self, base_ts: int = 1) -> None:
         self.base_ts = base_ts
-        self.entries: list[Entry] = []
-        self.cum: list[int] = []  # cum[i]: size of entries[0..i]
+        self.entries: list[Entry | None] = []
+        self.cum: list[int] = []  # cum[i]: size of everything up to entries[i]
+        self.cum0 = 0
         self.topics: dict[str, TopicLog] = {}
         self.uuids: dict[bytes, int] = {}
+        self.purged: deque[tuple[int, bytes]] = deque()  # (ts, uuid) still in the dedup table
         self.epochs: list[tuple[int, int]] = []
+        self.bytes = 0  # retained record bytes
 
     @property
     def last_ts(self) -> int:
@@ -140,39 +178,41 @@ class GroupLog:
         if t is None:
             t = self.topics[topic] = TopicLog()
         size = record_size(rec)
-        t.records.append(rec)
-        t.cum.append((t.cum[-1] if t.cum else 0) + size)
-        self.cum.append((self.cum[-1] if self.cum else 0) + size)
+        t.add(rec, size)
+        self.cum.append((self.cum[-1] if self.cum else self.cum0) + size)
+        self.bytes += size
         self.uuids[uuid] = ts
         return ts
 
-    def append_replicated(self, entries: Sequence[Entry]) -> None:
-        """Append entries streamed by the primary; the first must be ``last_ts + 1``."""
+    def append_replicated(self, start: int, entries: Sequence[Entry | None]) -> None:
+        """Append entries streamed by the primary from ``start``, which must be ``last_ts + 1``."""
         if not entries:
             return
         expect = self.base_ts + len(self.entries)
-        first = entries[0][1][0]
-        if first != expect:
-            raise LogGap(f"append at ts {first}, expected {expect}")
-        if entries[-1][1][0] != first + len(entries) - 1:
-            raise LogGap("replicated entries are not dense")
-        self.entries.extend(entries)
+        if start != expect:
+            raise LogGap(f"append at ts {start}, expected {expect}")
+        for i, e in enumerate(entries):  # check all before changing anything
+            if e is not None and e[1][0] != start + i:
+                raise LogGap(f"entry {i} of an append at {start} has ts {e[1][0]}")
         topics = self.topics
         uuids = self.uuids
         cum = self.cum
-        total = cum[-1] if cum else 0
-        for topic, rec in entries:
-            t = topics.get(topic)
-            if t is None:
-                t = topics[topic] = TopicLog()
-            size = record_size(rec)
-            t.records.append(rec)
-            t.cum.append((t.cum[-1] if t.cum else 0) + size)
-            total += size
+        total = cum[-1] if cum else self.cum0
+        for e in entries:
+            if e is not None:
+                topic, rec = e
+                t = topics.get(topic)
+                if t is None:
+                    t = topics[topic] = TopicLog()
+                size = record_size(rec)
+                t.add(rec, size)
+                total += size
+                self.bytes += size
+                uuids[rec[1]] = rec[0]
             cum.append(total)
-            uuids[rec[1]] = rec[0]
+        self.entries.extend(entries)
 
-    def entries_between(self, start: int, end: int) -> list[Entry]:
+    def entries_between(self, start: int, end: int) -> list[Entry | None]:
         """Entries with ``start <= ts <= end`` (clamped to what the log holds)."""
         i = max(0, start - self.base_ts)
         j = max(i, min(len(self.entries), end - self.base_ts + 1))
@@ -183,7 +223,7 @@ class GroupLog:
         i = max(0, start - self.base_ts)
         j = max(i, min(len(self.entries), end - self.base_ts + 1))
         if j > i + 1:
-            base = self.cum[i - 1] if i > 0 else 0
+            base = self.cum[i - 1] if i > 0 else self.cum0
             if self.cum[j - 1] - base > max_bytes:
                 j = max(i + 1, bisect_right(self.cum, base + max_bytes, i, j))
         return self.base_ts + j - 1
@@ -196,12 +236,67 @@ class GroupLog:
         dropped = self.entries[keep:]
         del self.entries[keep:]
         del self.cum[keep:]
-        for topic, rec in reversed(dropped):
-            self.topics[topic].pop()
+        for e in reversed(dropped):
+            if e is None:
+                continue
+            topic, rec = e
+            t = self.topics[topic]
+            self.bytes -= t.bytes_in(len(t.records) - 1, len(t.records))
+            t.pop()
             if self.uuids.get(rec[1]) == rec[0]:
                 del self.uuids[rec[1]]
         self.epochs = [e for e in self.epochs if e[1] <= ts]
         return len(dropped)
+
+    def reset_to(self, base_ts: int) -> None:
+        """Forget everything: the primary has purged what precedes ``base_ts``."""
+        self.base_ts = base_ts
+        self.entries = []
+        self.cum = []
+        self.cum0 = 0
+        self.topics = {}
+        self.uuids = {}
+        self.purged = deque()
+        self.bytes = 0
+        self.epochs = [e for e in self.epochs if e[1] < base_ts]
+
+    def purge(self, topic: str, upto: int) -> int:
+        """Drop ``topic``'s records with ``ts <= upto``; returns how many. Their uuids stay
+        in the dedup table (see :meth:`forget_uuids_upto`)."""
+        t = self.topics.get(topic)
+        if t is None:
+            return 0
+        before = t.bytes
+        gone = t.purge_upto(upto)
+        if not gone:
+            return 0
+        self.bytes -= before - t.bytes
+        base, entries, purged = self.base_ts, self.entries, self.purged
+        for rec in gone:
+            entries[rec[0] - base] = None
+            purged.append((rec[0], rec[1]))
+        self._compact()
+        return len(gone)
+
+    def _compact(self) -> None:
+        entries = self.entries
+        k = 0
+        n = len(entries)
+        while k < n and entries[k] is None:
+            k += 1
+        if k and (k >= COMPACT_AT or k == n):
+            self.cum0 = self.cum[k - 1]
+            del entries[:k]
+            del self.cum[:k]
+            self.base_ts += k
+
+    def forget_uuids_upto(self, ts: int) -> None:
+        """End deduplication for purged records with ``ts <= ts``."""
+        purged, uuids = self.purged, self.uuids
+        while purged and purged[0][0] <= ts:
+            old_ts, uuid = purged.popleft()
+            if uuids.get(uuid) == old_ts:
+                del uuids[uuid]
 
     def adopt_epochs(self, after_ts: int, primary_epochs: Sequence[tuple[int, int]]) -> None:
         """Keep our history up to ``after_ts`` (where we agree), take the primary's after it."""
@@ -213,7 +308,7 @@ class GroupLog:
         self.epochs = mine + [e for e in primary_epochs if e[1] > after_ts and e[0] > newest]
 
     def stored_bytes(self) -> int:
-        return sum(t.bytes for t in self.topics.values())
+        return self.bytes
 
 
 def epoch_ends(epochs: Sequence[tuple[int, int]], last_ts: int) -> dict[int, tuple[int, int]]:

@@ -24,9 +24,9 @@ from typing import Any
 
 from tritonmq.core.actions import Action, ProposeIsr, Replicate, SendError, SendPubAck
 from tritonmq.core.group import GroupState
-from tritonmq.core.log import GroupLog, divergence
+from tritonmq.core.log import RECORD_OVERHEAD, GroupLog, divergence
 from tritonmq.errors import LogGap, StaleEpoch
-from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord
+from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord, Purge
 
 MAX_INFLIGHT_ENTRIES = 20_000
 CATCHUP_CHUNK = 5_000
@@ -63,6 +63,7 @@ class PrimaryCore:
         lag_timeout: float,
         commit_ts: int,
         now: float,
+        max_bytes: int = 1 << 62,
     ) -> None:
         if state.start_ts != log.last_ts + 1:
             raise ValueError("the epoch must start right after the primary's log end")
@@ -73,6 +74,7 @@ class PrimaryCore:
         self.boots: dict[str, str] = dict(state.boots)
         self.joining: set[str] = set()
         self.min_insync = min_insync
+        self.max_bytes = max_bytes
         self.lag_timeout = lag_timeout
         self.commit_ts = min(commit_ts, log.last_ts)
         self.followers: dict[str, FollowerProgress] = {}
@@ -84,6 +86,7 @@ class PrimaryCore:
         self._seq = 0
         self._refused: dict[Any, ErrorCode] = {}
         self._beat_commit = -1
+        self._forgot = 0
         log.begin_epoch(state.epoch, state.start_ts)
 
     # --- producers -----------------------------------------------------------
@@ -113,6 +116,13 @@ class PrimaryCore:
         if len(self.isr) < self.min_insync:
             msg = f"{len(self.isr)} in-sync replica(s), {self.min_insync} required"
             return [self._refuse(conn, pub_id, ErrorCode.NOT_ENOUGH_REPLICAS, msg)]
+        incoming = sum(len(r[2]) for r in records) + RECORD_OVERHEAD * len(records)
+        if log.bytes + incoming > self.max_bytes:
+            msg = (
+                f"group memory is full ({log.bytes} of {self.max_bytes} bytes): records are kept"
+                " until every subscription has acknowledged them; retry later"
+            )
+            return [self._refuse(conn, pub_id, ErrorCode.FULL, msg)]
         append = log.append_new
         first_new = log.last_ts + 1
         stamps = []
@@ -215,9 +225,14 @@ class PrimaryCore:
         if self.members.get(fid) not in (None, boot):
             return Rejected(ErrorCode.BAD_REQUEST, f"{fid} is registered with another boot id")
         agree = divergence(epochs, last_ts, self.log.epochs, self.log.last_ts)
+        reset = agree < self.log.base_ts - 1
+        if (
+            reset
+        ):  # it lacks records we have purged (acknowledged by everyone): start it at our base
+            agree = self.log.base_ts - 1
         self.followers[fid] = FollowerProgress(fid, boot, agree, now)
         self.absent_since.pop(fid, None)
-        return Leader(self.epoch, agree, list(self.log.epochs))
+        return Leader(self.epoch, agree, list(self.log.epochs), reset)
 
     def detach(self, fid: str, now: float) -> None:
         if self.followers.pop(fid, None) is not None:
@@ -321,8 +336,24 @@ class PrimaryCore:
         last = self.log.last_ts
         return tuple(f.id for f in self.followers.values() if f.sent == last)
 
-    def entries_for(self, start: int, end: int) -> tuple[int, int, list[Any]]:
-        return self.epoch, self.commit_ts, self.log.entries_between(start, end)
+    def entries_for(self, start: int, end: int) -> tuple[int, int, int, list[Any]]:
+        return self.epoch, self.commit_ts, start, self.log.entries_between(start, end)
+
+    def purge(self, upto: Mapping[str, int], forget: int) -> Purge | None:
+        """Purge what every subscription has let go of, here and (returned) on every backup.
+
+        Only committed records are ever purged; ``forget`` ends deduplication of purged
+        records up to that ``ts``.
+        """
+        done = [(t, min(ts, self.commit_ts)) for t, ts in upto.items()]
+        done = [(t, ts) for t, ts in done if self.log.purge(t, ts)]
+        forget = min(forget, self.commit_ts)
+        if forget > self._forgot:
+            self.log.forget_uuids_upto(forget)
+            self._forgot = forget
+        elif not done:
+            return None
+        return Purge(self.epoch, done, self._forgot)
 
 
 class BackupCore:
@@ -338,7 +369,11 @@ class BackupCore:
         """Apply the primary's answer to our ``follow``; returns how many entries were cut."""
         if lead.epoch != self.epoch:
             raise StaleEpoch(f"leader answered for epoch {lead.epoch}, we follow {self.epoch}")
-        cut = self.log.truncate_after(lead.truncate_to)
+        if lead.reset:
+            cut = len(self.log)
+            self.log.reset_to(lead.truncate_to + 1)
+        else:
+            cut = self.log.truncate_after(lead.truncate_to)
         self.log.adopt_epochs(lead.truncate_to, lead.epochs)
         self.synced = True
         return cut
@@ -349,7 +384,15 @@ class BackupCore:
             raise StaleEpoch(f"append from epoch {ap.epoch}, we follow {self.epoch}")
         if not self.synced:
             raise LogGap("append before the follow handshake")
-        self.log.append_replicated(ap.entries)
+        self.log.append_replicated(ap.start, ap.entries)
         if ap.commit > self.commit_ts:
             self.commit_ts = min(ap.commit, self.log.last_ts)
         return self.log.last_ts
+
+    def on_purge(self, p: Purge) -> None:
+        """Purge in step with the primary (it never purges past what ZooKeeper holds)."""
+        if p.epoch != self.epoch:
+            raise StaleEpoch(f"purge from epoch {p.epoch}, we follow {self.epoch}")
+        for topic, upto in p.topics:
+            self.log.purge(topic, upto)
+        self.log.forget_uuids_upto(p.forget)

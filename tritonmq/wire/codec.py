@@ -30,6 +30,7 @@ from tritonmq.wire.frames import (
     Nack,
     Pub,
     PubRecord,
+    Purge,
     Record,
     ReplAck,
     ReplFrame,
@@ -152,9 +153,15 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
             _str(obj, "topic", max_len=MAX_TOPIC_LEN),
             _pub_records(obj.get("records"), max_records, max_value),
         )
-    if op == "ack" or op == "nack":
-        cls = Ack if op == "ack" else Nack
-        return cls(_int(obj, "sid"), _int(obj, "ts"))
+    if op == "ack":
+        ts = obj.get("ts")
+        if type(ts) is tuple and ts and len(ts) <= 100_000:
+            if not all(type(t) is int and t >= 0 for t in ts):
+                raise MalformedFrame("'ts' must be a ts or an array of ts >= 0")
+            return Ack(_int(obj, "sid"), ts[0], ts[1:])
+        return Ack(_int(obj, "sid"), _int(obj, "ts"))
+    if op == "nack":
+        return Nack(_int(obj, "sid"), _int(obj, "ts"))
     if op == "sub":
         start_raw = obj.get("from", "latest")
         start: From | int
@@ -170,7 +177,16 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         name = obj.get("subscription")
         if name is not None and (not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_LEN):
             raise MalformedFrame("'subscription' must be a non-empty string")
-        return Sub(_int(obj, "sid"), _str(obj, "topic", max_len=MAX_TOPIC_LEN), name, start, window)
+        mode = obj.get("mode", "broadcast")
+        if mode not in ("broadcast", "shared"):
+            raise MalformedFrame("'mode' must be 'broadcast' or 'shared'")
+        if mode == "shared" and name is None:
+            raise MalformedFrame("a shared subscription needs a 'subscription' name")
+        resume = obj.get("resume", False)
+        if type(resume) is not bool:
+            raise MalformedFrame("'resume' must be a boolean")
+        topic = _str(obj, "topic", max_len=MAX_TOPIC_LEN)
+        return Sub(_int(obj, "sid"), topic, name, start, window, mode, resume)
     if op == "unsub":
         return Unsub(_int(obj, "sid"))
     if op == "hello":
@@ -200,6 +216,22 @@ def _epochs(raw: Any) -> list[tuple[int, int]]:
     return out
 
 
+def _entry_ok(e: Any) -> bool:
+    if type(e) is not tuple or len(e) != 2 or type(e[0]) is not str:
+        return False
+    rec = e[1]
+    if type(rec) is not tuple or len(rec) != 5:
+        return False
+    ts, u, k, v, h = rec
+    return (
+        type(ts) is int
+        and type(u) is bytes
+        and (k is None or type(k) is bytes)
+        and type(v) is bytes
+        and (h is None or type(h) is dict)
+    )
+
+
 def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> ReplFrame:
     """Decode a broker-to-broker frame. Entries are trusted in shape once the frame checks out."""
     obj = _unpack(data, max_frame)
@@ -209,9 +241,17 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
         if not isinstance(entries, tuple):
             raise MalformedFrame("'entries' must be an array")
         for e in entries:
-            if type(e) is not tuple or len(e) != 2 or type(e[1]) is not tuple or len(e[1]) != 5:
-                raise MalformedFrame("an entry is [topic, [ts, uuid, key, value, headers]]")
-        return Append(_int(obj, "epoch"), _int(obj, "commit"), list(entries))
+            if e is not None and not _entry_ok(e):
+                raise MalformedFrame("an entry is nil or [topic, [ts, uuid, key, value, headers]]")
+        return Append(_int(obj, "epoch"), _int(obj, "commit"), _int(obj, "start"), list(entries))
+    if op == "purge":
+        topics = obj.get("topics")
+        if not isinstance(topics, tuple) or not all(
+            type(t) is tuple and len(t) == 2 and type(t[0]) is str and type(t[1]) is int
+            for t in topics
+        ):
+            raise MalformedFrame("'topics' must be an array of [topic, ts]")
+        return Purge(_int(obj, "epoch"), [(t, u) for t, u in topics], _int(obj, "forget"))
     if op == "rack":
         return ReplAck(_int(obj, "epoch"), _int(obj, "ts"))
     if op == "follow":
@@ -224,7 +264,12 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             _epochs(obj.get("epochs")),
         )
     if op == "leader":
-        return Leader(_int(obj, "epoch"), _int(obj, "truncate_to"), _epochs(obj.get("epochs")))
+        return Leader(
+            _int(obj, "epoch"),
+            _int(obj, "truncate_to"),
+            _epochs(obj.get("epochs")),
+            obj.get("reset") is True,
+        )
     raise UnknownOp(f"unknown replication op {op[:40]!r}")
 
 
@@ -246,6 +291,7 @@ def enc_error(
     id: int | None = None,
     sid: int | None = None,
     primary: str | None = None,
+    group: str | None = None,
 ) -> bytes:
     frame: dict[str, Any] = {
         "op": "error",
@@ -259,6 +305,8 @@ def enc_error(
         frame["sid"] = sid
     if primary:
         frame["primary"] = primary
+    if group:
+        frame["group"] = group
     return _packb(frame)
 
 
@@ -278,8 +326,14 @@ def enc_fetched(id: int, records: Sequence[Record], next_ts: int) -> bytes:
     return _packb({"op": "fetched", "id": id, "records": records, "next": next_ts})
 
 
-def enc_append(epoch: int, commit: int, entries: Sequence[Entry]) -> bytes:
-    return _packb({"op": "append", "epoch": epoch, "commit": commit, "entries": entries})
+def enc_append(epoch: int, commit: int, start: int, entries: Sequence[Entry | None]) -> bytes:
+    return _packb(
+        {"op": "append", "epoch": epoch, "commit": commit, "start": start, "entries": entries}
+    )
+
+
+def enc_purge(p: Purge) -> bytes:
+    return _packb({"op": "purge", "epoch": p.epoch, "topics": p.topics, "forget": p.forget})
 
 
 def enc_rack(epoch: int, ts: int) -> bytes:
@@ -307,6 +361,7 @@ def enc_leader(lead: Leader) -> bytes:
             "epoch": lead.epoch,
             "truncate_to": lead.truncate_to,
             "epochs": lead.epochs,
+            "reset": lead.reset,
         }
     )
 
@@ -315,10 +370,11 @@ def enc_client(frame: ClientFrame) -> bytes:
     """Encode a client frame (used by the Python client and tests)."""
     if isinstance(frame, Pub):
         return _packb({"op": "pub", "id": frame.id, "topic": frame.topic, "records": frame.records})
-    if isinstance(frame, Ack | Nack):
-        return _packb(
-            {"op": "ack" if isinstance(frame, Ack) else "nack", "sid": frame.sid, "ts": frame.ts}
-        )
+    if isinstance(frame, Ack):
+        ts: int | tuple[int, ...] = (frame.ts, *frame.many) if frame.many else frame.ts
+        return _packb({"op": "ack", "sid": frame.sid, "ts": ts})
+    if isinstance(frame, Nack):
+        return _packb({"op": "nack", "sid": frame.sid, "ts": frame.ts})
     if isinstance(frame, Sub):
         d: dict[str, Any] = {
             "op": "sub",
@@ -330,6 +386,10 @@ def enc_client(frame: ClientFrame) -> bytes:
             d["from"] = str(frame.start)
         if frame.subscription is not None:
             d["subscription"] = frame.subscription
+        if frame.mode != "broadcast":
+            d["mode"] = frame.mode
+        if frame.resume:
+            d["resume"] = True
         if frame.window is not None:
             d["window"] = frame.window
         return _packb(d)

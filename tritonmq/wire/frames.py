@@ -31,6 +31,8 @@ class ErrorCode(enum.StrEnum):
     NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"
     UNAVAILABLE = "UNAVAILABLE"
     STALE_EPOCH = "STALE_EPOCH"
+    WRONG_GROUP = "WRONG_GROUP"
+    FULL = "FULL"
     INTERNAL = "INTERNAL"
 
     @property
@@ -38,7 +40,13 @@ class ErrorCode(enum.StrEnum):
         return self in _RETRIABLE
 
 
-_RETRIABLE = {ErrorCode.NOT_PRIMARY, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.UNAVAILABLE}
+_RETRIABLE = {
+    ErrorCode.NOT_PRIMARY,
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.UNAVAILABLE,
+    ErrorCode.WRONG_GROUP,
+    ErrorCode.FULL,
+}
 
 
 class From(enum.StrEnum):
@@ -68,12 +76,17 @@ class Sub:
     subscription: str | None
     start: From | int
     window: int | None = None
+    mode: str = "broadcast"  # or "shared" (needs a subscription name)
+    resume: bool = False  # a reconnect: move the position, keep the durable ack point
 
 
 @dataclass(frozen=True, slots=True)
 class Ack:
+    """Cumulative for broadcast subscriptions; for shared ones, ``ts`` and each of ``many``."""
+
     sid: int
     ts: int
+    many: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +131,21 @@ class Follow:
 
 @dataclass(frozen=True, slots=True)
 class Append:
+    """Entries from ``start`` on; a ``None`` entry is a record already purged."""
+
     epoch: int
     commit: int
-    entries: list[Entry]
+    start: int
+    entries: list[Entry | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """Drop ``topic``'s records up to ``upto`` for each pair; end dedup up to ``forget``."""
+
+    epoch: int
+    topics: list[tuple[str, int]]
+    forget: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +164,7 @@ class Leader:
     epoch: int
     truncate_to: int
     epochs: list[tuple[int, int]]
+    reset: bool = False  # the follower lacks what the primary has purged: start over there
 
 
-ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader
+ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge
