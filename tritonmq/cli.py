@@ -243,7 +243,14 @@ def pub(
 @click.argument("topic")
 @_url_option
 @_zk_option
-@click.option("--subscription", default=None, help="Subscription name.")
+@click.option("--subscription", default=None, help="Subscription name (makes it durable).")
+@click.option(
+    "--mode",
+    type=click.Choice(["broadcast", "shared"]),
+    default="broadcast",
+    show_default=True,
+    help="shared: consumers with the same name split the records.",
+)
 @click.option(
     "--from", "from_", default="latest", show_default=True, help="latest, earliest or a ts."
 )
@@ -256,6 +263,7 @@ def sub(
     url: str | None,
     zk_hosts: str | None,
     subscription: str | None,
+    mode: str,
     from_: str,
     count: int | None,
     as_json: bool,
@@ -266,6 +274,8 @@ def sub(
     from tritonmq.client import Client
 
     target = _client_url(url, zk_hosts)
+    if mode == "shared" and not subscription:
+        _fail("--mode shared needs --subscription")
     start: str | int = from_
     if from_ not in ("latest", "earliest"):
         if not from_.isdigit():
@@ -274,11 +284,13 @@ def sub(
 
     async def run() -> None:
         seen = 0
-        async with Client(target) as c, c.subscribe(topic, subscription, start) as s:
+        async with Client(target) as c, c.subscribe(topic, subscription, start, mode=mode) as s:
             async for msg in s:
                 text = msg.value.decode("utf-8", "replace")
                 if as_json:
-                    click.echo(json.dumps({"topic": msg.topic, "ts": msg.ts, "value": text}))
+                    line = json.dumps({"topic": msg.topic, "ts": msg.ts, "value": text})
+                    click.echo(line)
+                    sys.stdout.flush()
                 else:
                     click.echo(f"{msg.ts}\t{text}")
                 await msg.ack()

@@ -352,6 +352,8 @@ class Link:
         self._send_sub(sub)
 
     def remove_subscription(self, sub: Subscription) -> None:
+        if sub.sid in self._subs:
+            self._flush_acks()  # acks still queued for this turn must reach the broker first
         if self._subs.pop(sub.sid, None) is not None:
             self._send(codec.packb({"op": "unsub", "sid": sub.sid}))
 

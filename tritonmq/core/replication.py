@@ -117,10 +117,13 @@ class PrimaryCore:
             msg = f"{len(self.isr)} in-sync replica(s), {self.min_insync} required"
             return [self._refuse(conn, pub_id, ErrorCode.NOT_ENOUGH_REPLICAS, msg)]
         incoming = sum(len(r[2]) for r in records) + RECORD_OVERHEAD * len(records)
+        if incoming > self.max_bytes:
+            msg = f"a batch of {incoming} bytes can never fit in max_bytes={self.max_bytes}"
+            return [SendError(conn, ErrorCode.TOO_LARGE, msg, pub_id)]
         if log.bytes + incoming > self.max_bytes:
             msg = (
-                f"group memory is full ({log.bytes} of {self.max_bytes} bytes): records are kept"
-                " until every subscription has acknowledged them; retry later"
+                f"group memory is full ({log.bytes} + {incoming} > {self.max_bytes} bytes):"
+                " records are kept until every subscription has acknowledged them; retry later"
             )
             return [self._refuse(conn, pub_id, ErrorCode.FULL, msg)]
         append = log.append_new

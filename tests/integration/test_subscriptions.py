@@ -1,0 +1,181 @@
+"""Durable and shared subscriptions, offsets in ZooKeeper, purge and the memory limit,
+on 2 groups x 3 real brokers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import websockets
+from kazoo.client import KazooClient
+
+from tests.integration.conftest import zk_url
+from tritonmq import Client
+from tritonmq.cluster import DevCluster, wait_for
+from tritonmq.core.slots import SlotMap
+from tritonmq.errors import Full
+from tritonmq.wire import codec
+from tritonmq.wire.frames import SUBPROTOCOL
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def two_groups(make_cluster: Callable[..., DevCluster]) -> DevCluster:
+    """2 groups x 3 replicas with the issue's defaults: retention 0, purge on."""
+    return make_cluster(groups=2)
+
+
+def topics_in_both_groups(c: DevCluster, n: int = 4) -> list[str]:
+    smap = SlotMap.from_dict(c.status()["slots"])
+    by_group: dict[str, list[str]] = {"g1": [], "g2": []}
+    for t in (f"topic-{i}" for i in range(200)):
+        by_group[smap.group_of(t)].append(t)
+    return by_group["g1"][: n // 2] + by_group["g2"][: n // 2]
+
+
+def stored_offset(c: DevCluster, topic: str, name: str) -> int | None:
+    zk = KazooClient(hosts=str(c.zk_hosts))
+    zk.start(timeout=10)
+    try:
+        raw, _ = zk.get(f"{c.chroot}/offsets/{topic}/{name}")
+        return int(json.loads(raw)["ts"])
+    except Exception:
+        return None
+    finally:
+        zk.stop()
+        zk.close()
+
+
+async def broker_meta(url: str) -> dict[str, Any]:
+    async with websockets.connect(url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
+        await ws.send(codec.packb({"op": "hello"}))
+        return codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))
+
+
+async def test_a_durable_subscriber_reconnects_from_its_last_ack_without_gap_or_duplicate(
+    two_groups: DevCluster,
+) -> None:
+    url = zk_url(two_groups)
+    topics = topics_in_both_groups(two_groups)
+    for topic in topics:
+        async with Client(url) as c:
+            async with c.subscribe(topic, subscription="billing") as sub:  # registers it
+                acks = await c.publish_many(topic, [f"a{i}".encode() for i in range(300)])
+                last_acked = 0
+                for _ in range(120):
+                    msg = await sub.get(timeout=10)
+                    await msg.ack()
+                    last_acked = msg.ts
+        # Nobody is subscribed now; the subscription still holds what it has not acknowledged.
+        async with Client(url) as p:
+            more = await p.publish_many(topic, [f"b{i}".encode() for i in range(200)])
+        expected = [a.ts for a in acks + more if a.ts > last_acked]
+        await asyncio.to_thread(
+            wait_for,
+            lambda t=topic, at=last_acked: stored_offset(two_groups, t, "billing") == at,
+            10,
+            "offset",
+        )
+        async with Client(url) as c2:
+            async with c2.subscribe(topic, subscription="billing") as sub2:
+                got = [(await sub2.get(timeout=10)).ts for _ in expected]
+                with pytest.raises(TimeoutError):
+                    await sub2.get(timeout=0.3)
+        assert got == expected, f"{topic}: resumed with a gap or a duplicate"
+
+
+async def test_purge_returns_memory_and_backups_purge_in_step(two_groups: DevCluster) -> None:
+    topic = topics_in_both_groups(two_groups, 2)[0]
+    group = SlotMap.from_dict(two_groups.status()["slots"]).group_of(topic)
+    urls = list(two_groups.status()["groups"][group]["members"].values())
+    baseline = [(await broker_meta(u))["bytes"] for u in urls]
+    async with Client(zk_url(two_groups)) as c:
+        async with c.subscribe(topic, subscription="drain") as sub:
+            acks = await c.publish_many(topic, [b"x" * 1000 for _ in range(500)])
+            grown = [(await broker_meta(u))["bytes"] for u in urls]
+            assert all(g >= b + 500_000 for g, b in zip(grown, baseline, strict=True)), grown
+            for _ in acks:
+                msg = await sub.get(timeout=10)
+            await msg.ack()
+
+            async def drained() -> bool:
+                return [(await broker_meta(u))["bytes"] for u in urls] == baseline
+
+            for _ in range(100):  # a condition with a deadline: offsets are stored, then purged
+                if await drained():
+                    break
+                await asyncio.sleep(0.1)
+            assert await drained(), "retained bytes did not return to baseline on every replica"
+
+
+async def test_memory_limit_pushes_back_and_never_drops_acknowledged_records(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    c = make_cluster(groups=2, settings={"max_bytes": 400_000})
+    topic = topics_in_both_groups(c, 2)[0]
+    async with Client(zk_url(c), timeout=60) as pub, Client(zk_url(c)) as subc:
+        async with subc.subscribe(topic, subscription="slow") as sub:
+            # Fill the group: the broker refuses with the retriable FULL error.
+            async with Client(zk_url(c), timeout=2, retries=0) as impatient:
+                with pytest.raises(Full):
+                    for _ in range(100):
+                        await impatient.publish_many(topic, [b"y" * 1000] * 100)
+            received: list[bytes] = []
+
+            async def consume() -> None:
+                while True:
+                    msg = await sub.get(timeout=30)
+                    received.append(msg.value)
+                    await msg.ack()
+
+            consumer = asyncio.create_task(consume())
+            # A patient producer is pushed back (FULL, back-off, retry) until the consumer frees room.
+            values = [f"z{i:06}".encode() * 10 for i in range(2000)]  # 1000-record batches fit
+            acks = await pub.publish_many(topic, values)
+            assert len(acks) == 2000
+            await asyncio.to_thread(
+                wait_for, lambda: set(values) <= set(received), 60, "every record"
+            )
+            consumer.cancel()
+
+
+def _shared_consumer(c: DevCluster, topic: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "tritonmq", "sub", topic, "--url", zk_url(c)]
+    cmd += ["--subscription", "workers", "--mode", "shared", "--json"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+async def test_shared_subscription_survives_a_sigkilled_member(two_groups: DevCluster) -> None:
+    topic = topics_in_both_groups(two_groups, 2)[0]
+    async with Client(zk_url(two_groups)) as c:
+        async with c.subscribe(topic, subscription="workers", mode="shared"):
+            pass  # the subscription exists from here on: nothing published later is missed
+        members = [_shared_consumer(two_groups, topic) for _ in range(3)]
+        try:
+            await asyncio.sleep(1.0)  # let the consumer processes attach (not a correctness wait)
+            acks = []
+            for i in range(20):
+                acks += await c.publish_many(topic, [f"job-{i}-{j}".encode() for j in range(100)])
+                if i == 8:
+                    members[0].send_signal(signal.SIGKILL)
+            last = max(a.ts for a in acks)
+            await asyncio.to_thread(
+                wait_for,
+                lambda: (stored_offset(two_groups, topic, "workers") or 0) >= last,
+                60,
+                "every job acknowledged by some member",
+            )
+        finally:
+            for m in members:
+                m.kill()
+            outputs = [m.communicate(timeout=30)[0] for m in members]
+    seen = {json.loads(line)["value"] for out in outputs for line in out.splitlines() if line}
+    assert {f"job-{i}-{j}" for i in range(20) for j in range(100)} <= seen
+    assert all(out.strip() for out in outputs[1:]), "the surviving members shared the work"
