@@ -129,3 +129,13 @@ def test_state_json_round_trips(
     boots = {m: data.draw(ids) for m in isr}
     s = GroupState(epoch, isr[0], tuple(isr), boots, start_ts, version)
     assert GroupState.from_json(s.to_json(), version) == s
+
+
+def test_a_primary_seen_dead_is_replaced_before_its_session_expires_and_left_out() -> None:
+    # A's member znode is still there, but B saw A's port refuse connections.
+    d = decide(B, STATE, live(A, B, C), last_ts=20, suspect=A)
+    assert d.verdict is Verdict.CLAIM and d.state is not None
+    assert d.state.primary == "b" and "a" not in d.state.isr
+    # A suspicion about another incarnation (A restarted) changes nothing.
+    a_again = Member("a", A.url, "new-boot")
+    assert decide(B, STATE, live(A, B, C), last_ts=20, suspect=a_again).verdict is Verdict.FOLLOW

@@ -67,6 +67,7 @@ class Broker:
         self.commit_ts = 0  # what we know is committed (as backup: from the primary's appends)
         self.follow_task: asyncio.Task[None] | None = None
         self.following: tuple[str, int] | None = None
+        self.suspect: Member | None = None  # a primary we saw die before ZooKeeper did
         self.repl_links: dict[str, ServerConnection] = {}
         self.coord: GroupCoordinator | None = None
         self.server: Server | None = None
@@ -191,7 +192,12 @@ class Broker:
                 )
                 return
         d = decide(
-            me, state, coord.members, self.log.last_ts, unclean_election=self.cfg.unclean_election
+            me,
+            state,
+            coord.members,
+            self.log.last_ts,
+            unclean_election=self.cfg.unclean_election,
+            suspect=self.suspect,
         )
         if d.verdict is Verdict.CREATE:
             assert d.state is not None
@@ -268,8 +274,17 @@ class Broker:
         self.durables_ready.clear()
         self._wake.set()
 
+    def suspect_dead(self, primary: Member) -> None:
+        """Our link to the primary is refused: its process is gone. Decide without waiting."""
+        if self.suspect != primary:
+            log.warning("primary %s refuses connections: treating it as gone", primary.id)
+            self.suspect = primary
+            self._wake.set()
+
     def _start_following(self, primary: Member, epoch: int) -> None:
         self._stop_following()
+        if self.suspect is not None and self.suspect.id != primary.id:
+            self.suspect = None
         self.following = (primary.id, epoch)
         self.backup = BackupCore(self.log, epoch)
         self.backup.commit_ts = self.commit_ts

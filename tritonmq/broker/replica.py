@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tritonmq.replica")
 REPL_MAX_FRAME = 256 * 1024 * 1024
+DEAD_AFTER_REFUSALS = 3
+DEAD_AFTER_SECONDS = 0.1
 
 
 # --- primary side -------------------------------------------------------------------
@@ -139,6 +141,7 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
     assert core is not None and broker.me is not None
     url = primary.repl_url or primary.url
     local_addr = dial_from(broker.cfg.listen, url)
+    refused, first_refused = 0, 0.0
     while True:
         try:
             async with websockets.connect(
@@ -189,7 +192,16 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
                         core.on_purge(frame)
         except asyncio.CancelledError:
             raise
+        except ConnectionRefusedError:
+            # Nothing listens on the primary's port: its process is gone. A few refusals in
+            # a row let us claim before ZooKeeper expires its session (a freeze or a
+            # partition times out instead, and waits for the session).
+            now = time.monotonic()
+            refused, first_refused = refused + 1, first_refused if refused else now
+            if refused >= DEAD_AFTER_REFUSALS and now - first_refused >= DEAD_AFTER_SECONDS:
+                broker.suspect_dead(primary)
         except (OSError, ConnectionClosed, ReplicationError, ProtocolError, TimeoutError) as e:
+            refused = 0
             log.debug("following %s: %s; retrying", primary.id, e)
         except Exception:  # never stop following silently: that would stall the ISR for good
             log.exception("following %s failed unexpectedly; retrying", primary.id)

@@ -86,6 +86,7 @@ def decide(
     last_ts: int,
     *,
     unclean_election: bool = False,
+    suspect: Member | None = None,
 ) -> Decision:
     """What a broker that is not acting as primary should do, given the group state and the
     live members it sees.
@@ -93,7 +94,14 @@ def decide(
     If the state still names this very incarnation as primary, the broker lost its
     ZooKeeper session (and stepped down) in between: it must not resume the old
     epoch, whose followers may have moved on, but claims a new one like anyone else.
+
+    ``suspect`` is a primary incarnation this broker has seen die (its port refuses
+    connections) before ZooKeeper noticed: it counts as gone, and stays out of the
+    new ISR. Safety does not depend on the suspicion being right: the claim is a
+    CAS, and an old primary that is alive after all can commit nothing more.
     """
+    if suspect is not None:
+        members = {m: v for m, v in members.items() if v != suspect}
     if state is None:
         new = GroupState(1, me.id, (me.id,), {me.id: me.boot}, last_ts + 1)
         return Decision(Verdict.CREATE, new, reason="no group state yet")
