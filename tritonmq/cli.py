@@ -385,3 +385,24 @@ def demo(records: int, rate: int) -> None:
     except TritonError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
+
+
+@main.command()
+@click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True)
+@click.option("--chroot", default="/tritonmq", show_default=True)
+@click.option("--groups", required=True, help="Comma-separated group names, e.g. g1,g2.")
+@click.option("--slots", type=click.IntRange(1, 4096), default=64, show_default=True)
+def init(zk_hosts: str, chroot: str, groups: str, slots: int) -> None:
+    """Create the slot map (topics -> slots -> groups) unless the cluster has one."""
+    from tritonmq.coord.slots import init_cluster
+
+    names = [g.strip() for g in groups.split(",") if g.strip()]
+    if not names:
+        _fail("--groups needs at least one group name")
+    try:
+        smap = init_cluster(zk_hosts, chroot, names, slots)
+    except TritonError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    counts = {g: smap.owners.count(g) for g in smap.groups}
+    click.echo(f"{smap.slots} slots: " + ", ".join(f"{g} {n}" for g, n in counts.items()))

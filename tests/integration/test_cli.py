@@ -77,6 +77,8 @@ def test_dev_status_pub_sub_and_clean_stop(tmp_path: Path) -> None:
         ["dev", "--groups", "0"],
         ["pub", "t", "v", "--url", "zk://a:1", "--zk", "a:1"],
         ["no-such-command"],
+        ["init", "--groups", " , "],
+        ["sub", "t", "--mode", "shared"],
     ],
 )
 def test_bad_input_exits_2_with_a_message(args: list[str]) -> None:
@@ -130,3 +132,13 @@ def test_bench_writes_the_promised_json(tmp_path: Path) -> None:
     for key in ("publish_acked_msgs_per_s", "e2e_msgs_per_s", "latency_p50_us", "latency_p99_us"):
         assert data[key] > 0, key
     assert data["latency_p50_us"] <= data["latency_p99_us"]
+
+
+def test_init_creates_the_slot_map_once(zk_server: object) -> None:
+    hostport = zk_server.hostport  # type: ignore[attr-defined]
+    first = run(
+        "init", "--zk", hostport, "--chroot", "/cli-init", "--groups", "g1,g2", "--slots", "8"
+    )
+    assert first.returncode == 0 and first.stdout.strip() == "8 slots: g1 4, g2 4"
+    again = run("init", "--zk", hostport, "--chroot", "/cli-init", "--groups", "g9")
+    assert again.returncode == 0 and again.stdout.strip() == "8 slots: g1 4, g2 4"
