@@ -96,7 +96,7 @@ class Broker:
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
         self.url = f"ws://{self.cfg.advertise_host or bound_host}:{bound_port}"
-        self.me = Member(self.cfg.id, self.url, self.boot)
+        self.me = Member(self.cfg.id, self.url, self.boot, self.cfg.advertise_repl)
         self.coord = GroupCoordinator(
             self.cfg.zk,
             self.cfg.chroot,
@@ -132,6 +132,7 @@ class Broker:
             t.cancel()
         if self.follow_task:
             self.follow_task.cancel()
+            await asyncio.gather(self.follow_task, return_exceptions=True)
         if self.primary is not None:
             await offsets.flush_now(self)
             self._step_down("shutting down")
@@ -246,6 +247,9 @@ class Broker:
             max_bytes=self.cfg.max_bytes,
         )
         self.durables_ready.clear()
+        # The old primary's unnamed subscribers are unknown here: purge nothing until
+        # they have had their grace period to reattach.
+        self.delivery.freeze_purge(time.monotonic() + self.cfg.ephemeral_grace)
         asyncio.ensure_future(offsets.load(self, self.primary))
         self.commit_ts = self.primary.commit_ts
         assert self.coord is not None
@@ -303,6 +307,17 @@ class Broker:
         while True:
             await asyncio.sleep(TICK)
             p = self.primary
+            coord = self.coord
+            if (
+                p is not None
+                and coord is not None
+                and coord.session is Session.SUSPENDED
+                and time.monotonic() - coord.suspended_since > self.cfg.session_timeout
+            ):
+                # ZooKeeper has surely expired us by now; it only says so once we reach it
+                # again. Let our clients go to the new primary instead of waiting for that.
+                self._step_down("ZooKeeper unreachable for longer than the session timeout")
+                continue
             if p is not None:
                 now = time.monotonic()
                 self.perform(p.tick(now))

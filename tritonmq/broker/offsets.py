@@ -62,9 +62,9 @@ async def flush(broker: Broker, due: StoreOffsets) -> bool:
 
 def purge(broker: Broker, p: PrimaryCore) -> None:
     d = broker.delivery
-    if not d.loaded:
-        return
     now = time.monotonic()
+    if not d.may_purge(now):
+        return
     topics = [t for t, tl in broker.log.topics.items() if tl.records]
     points = broker.retention.purge_points(topics, d.holds(), p.commit_ts, now)
     frame = p.purge(points, broker.retention.forget_point(now))

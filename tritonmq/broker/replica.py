@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import websockets
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from tritonmq.core.actions import Replicate
 from tritonmq.core.group import Member
@@ -200,7 +200,14 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
             refused, first_refused = refused + 1, first_refused if refused else now
             if refused >= DEAD_AFTER_REFUSALS and now - first_refused >= DEAD_AFTER_SECONDS:
                 broker.suspect_dead(primary)
-        except (OSError, ConnectionClosed, ReplicationError, ProtocolError, TimeoutError) as e:
+        except (
+            OSError,
+            ConnectionClosed,
+            InvalidHandshake,
+            ReplicationError,
+            ProtocolError,
+            TimeoutError,
+        ) as e:
             refused = 0
             log.debug("following %s: %s; retrying", primary.id, e)
         except Exception:  # never stop following silently: that would stall the ISR for good

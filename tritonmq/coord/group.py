@@ -11,6 +11,7 @@ import asyncio
 import enum
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +57,7 @@ class GroupCoordinator:
             connection_retry={"max_tries": -1, "max_delay": 0.5},
         )
         self.session = Session.LOST
+        self.suspended_since = 0.0
         self.session_epoch = 0  # bumps every time a new session is established
         self.state: GroupState | None = None
         self.members: dict[str, Member] = {}
@@ -105,6 +107,7 @@ class GroupCoordinator:
             self.registered = False
         elif state == KazooState.SUSPENDED:
             self.session = Session.SUSPENDED
+            self.suspended_since = time.monotonic()
         else:
             if self.session == Session.LOST:
                 self.session_epoch += 1

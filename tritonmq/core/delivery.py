@@ -131,6 +131,7 @@ class Delivery:
             tuple[str, int, float]
         ] = []  # (topic, acked_ts, until) of gone ephemerals
         self.loaded = False  # durable subscriptions read from ZooKeeper: purge may run
+        self.frozen_until = 0.0  # no purge before this (unnamed subscribers may reattach)
 
     # --- durable subscriptions known to ZooKeeper ----------------------------------
 
@@ -143,6 +144,14 @@ class Delivery:
             else:
                 d.stored = offset if d.stored is None else max(d.stored, offset)
         self.loaded = True
+
+    def freeze_purge(self, until: float) -> None:
+        """A new primary does not know the old one's unnamed subscriptions: hold everything
+        until they have had time to reattach."""
+        self.frozen_until = until
+
+    def may_purge(self, now: float) -> bool:
+        return self.loaded and now >= self.frozen_until
 
     def registered(self, topic: str, name: str, offset: int) -> None:
         d = self.durables.get((topic, name))
