@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
 from tritonmq.core.delivery import Delivery, Mode
 from tritonmq.core.log import GroupLog
+from tritonmq.errors import RequestRejected
 from tritonmq.wire.frames import From
 
 BIG = 1 << 30
@@ -272,3 +275,33 @@ def test_a_nacked_shared_record_is_handed_out_again() -> None:
     d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 10, mode=Mode.SHARED)
     again = shared_ts(d.nack("a", 1, 1, 10))
     assert again == {"a": [1]}
+
+
+def test_a_leaver_s_records_reach_the_others_on_the_next_tick_even_in_an_idle_group() -> None:
+    d = delivery(make_log(["t", "t", "t"]), window=2)
+    d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 3, mode=Mode.SHARED)  # a: 1, 2
+    d.subscribe("b", 1, "t", "s", From.EARLIEST, None, 3, mode=Mode.SHARED)  # b: 3
+    assert shared_ts(d.ack("a", 1, 1, 3, many=(2,))) == {}  # a has room; nothing is left
+    d.drop_conn("b")  # 3 is requeued, and no commit or ack will come along
+    assert shared_ts(d.tick(3, now=0.1)) == {"a": [3]}
+
+
+def test_an_existing_subscription_keeps_its_mode_and_says_so() -> None:
+    d = delivery(make_log(ALL_T))
+    d.subscribe("a", 1, "t", "s", From.LATEST, None, 10)
+    with pytest.raises(RequestRejected, match="broadcast"):
+        d.subscribe("b", 1, "t", "s", From.LATEST, None, 10, mode=Mode.SHARED)
+
+
+def test_a_broadcast_ack_array_acknowledges_up_to_its_largest() -> None:
+    d = delivery(make_log(ALL_T), window=100)
+    d.subscribe("c1", 1, "t", None, From.EARLIEST, None, 10)
+    d.ack("c1", 1, 2, 10, many=(7, 4))
+    assert d.holds() == {"t": 7}
+
+
+def test_a_new_shared_subscription_reports_where_it_starts_and_from_zero_is_offset_zero() -> None:
+    d = delivery(make_log(ALL_T), window=5)
+    next_ts, out = d.subscribe("a", 1, "t", "s", 0, None, 10, mode=Mode.SHARED)
+    assert next_ts == 1  # ts start at 1
+    assert [a for a in out if isinstance(a, RegisterSubscription)][0].offset == 0

@@ -15,7 +15,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from tritonmq.core.delivery import Mode
-from tritonmq.errors import ProtocolError
+from tritonmq.errors import ProtocolError, RequestRejected
 from tritonmq.wire import codec
 from tritonmq.wire.frames import Ack, ErrorCode, Fetch, Hello, Meta, Nack, Pub, Sub, Unsub
 
@@ -69,7 +69,7 @@ async def _meta_with_cluster(broker: Broker, id: int) -> bytes:
     coord = broker.coord
     if coord is not None:
         try:
-            frame["groups"] = await coord.read_groups()
+            frame["groups"] = await asyncio.wait_for(coord.read_groups(), 3.0)
         except Exception as e:  # ZooKeeper unreachable: answer with what we know
             log.debug("meta without cluster view: %s", e)
         if coord.slot_map is not None:
@@ -138,18 +138,22 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                     if p is None:
                         send(ws, _not_primary(broker, sid=frame.sid))
                         continue
-                    next_ts, first = broker.delivery.subscribe(
-                        ws,
-                        frame.sid,
-                        frame.topic,
-                        frame.subscription,
-                        frame.start,
-                        frame.window,
-                        p.commit_ts,
-                        mode=Mode(frame.mode),
-                        resume=frame.resume,
-                        now=time.monotonic(),
-                    )
+                    try:
+                        next_ts, first = broker.delivery.subscribe(
+                            ws,
+                            frame.sid,
+                            frame.topic,
+                            frame.subscription,
+                            frame.start,
+                            frame.window,
+                            p.commit_ts,
+                            mode=Mode(frame.mode),
+                            resume=frame.resume,
+                            now=time.monotonic(),
+                        )
+                    except RequestRejected as e:
+                        send(ws, codec.enc_error(ErrorCode(e.code), e.message, sid=frame.sid))
+                        continue
                     send(ws, codec.enc_subok(frame.sid, next_ts))
                     broker.perform(first)
                 case Unsub(sid=sid):

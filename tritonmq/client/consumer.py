@@ -54,8 +54,8 @@ class Subscription:
         self._closed = False
 
     def resume_from(self) -> str | int:
-        if self.shared:
-            return "latest"  # the subscription's own cursor, kept by the broker
+        if self.shared:  # after the first sub, the subscription's own cursor, kept by the broker
+            return "latest" if self.position is not None else self.start
         if self.max_seen >= 0:
             return self.max_seen + 1
         if self.position is not None:

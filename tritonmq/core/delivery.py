@@ -28,6 +28,7 @@ from typing import Any
 
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
 from tritonmq.core.log import GroupLog
+from tritonmq.errors import RequestRejected
 from tritonmq.wire.frames import From, Record
 
 MAX_RECORDS_PER_FRAME = 2_000
@@ -204,8 +205,10 @@ class Delivery:
             next_ts = first if first is not None else commit_ts + 1
         else:
             next_ts = int(start)
+        if d is not None and d.mode is not mode:
+            raise RequestRejected(f"subscription {name!r} of {topic!r} is {d.mode}, not {mode}")
         if name and d is None:
-            d = Durable(topic, name, mode, next_ts - 1, None)
+            d = Durable(topic, name, mode, max(0, next_ts - 1), None)
             self.durables[(topic, name)] = d
             out.append(RegisterSubscription(topic, name, str(mode), d.offset))
         elif d is not None and d.mode is Mode.SHARED and isinstance(start, int) and not resume:
@@ -223,8 +226,9 @@ class Delivery:
         if d is not None:
             d.consumers.append(c)
             if d.mode is Mode.SHARED:
+                cursor = d.cursor
                 out.extend(self._dispatch(d, commit_ts, now))
-                return d.cursor, out
+                return cursor, out
         out.extend(self._pump(c, commit_ts))
         return next_ts, out
 
@@ -288,6 +292,7 @@ class Delivery:
                     heapq.heapify(d.redeliver)
             d.offset = max(d.offset, d.low_watermark())
             return self._dispatch(d, commit_ts, now)
+        ts = max(ts, *many) if many else ts
         if ts <= c.acked_ts:
             return []
         c.acked_ts = min(ts, c.next_ts - 1)
@@ -336,14 +341,14 @@ class Delivery:
         out: list[Deliver] = []
         self.ghosts = [g for g in self.ghosts if g[2] > now]
         for d in self.durables.values():
-            if d.mode is not Mode.SHARED or not d.inflight:
+            if d.mode is not Mode.SHARED:
                 continue
             late = [ts for ts, (_, deadline) in d.inflight.items() if deadline <= now]
             for ts in late:
                 who, _ = d.inflight.pop(ts)
                 who.inflight -= 1
                 heapq.heappush(d.redeliver, ts)
-            if late:
+            if d.redeliver:  # late ones, and those a leaving member held
                 out.extend(self._dispatch(d, commit_ts, now))
         return out
 
@@ -381,13 +386,16 @@ class Delivery:
             d.turn += 1
             room = min(c.window - c.inflight, MAX_RECORDS_PER_FRAME)
             recs: list[Record] = []
-            while d.redeliver and len(recs) < room:
+            used = 0
+            while d.redeliver and len(recs) < room and (not recs or used < self.frame_bytes):
                 ts = heapq.heappop(d.redeliver)
                 i = t.index_of(ts)
                 if i < len(t.records) and t.records[i][0] == ts:
                     recs.append(t.records[i])
-            if len(recs) < room and d.cursor <= commit_ts:
-                fresh = t.between(d.cursor, commit_ts, room - len(recs), self.frame_bytes)
+                    used += t.bytes_in(i, i + 1)
+            if len(recs) < room and d.cursor <= commit_ts and used < self.frame_bytes:
+                budget = self.frame_bytes - used
+                fresh = t.between(d.cursor, commit_ts, room - len(recs), budget)
                 if fresh:
                     d.cursor = fresh[-1][0] + 1
                     recs.extend(fresh)

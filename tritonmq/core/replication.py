@@ -116,7 +116,8 @@ class PrimaryCore:
         if len(self.isr) < self.min_insync:
             msg = f"{len(self.isr)} in-sync replica(s), {self.min_insync} required"
             return [self._refuse(conn, pub_id, ErrorCode.NOT_ENOUGH_REPLICAS, msg)]
-        incoming = sum(len(r[2]) for r in records) + RECORD_OVERHEAD * len(records)
+        incoming = sum(len(r[2]) + len(r[1] or b"") for r in records)
+        incoming += RECORD_OVERHEAD * len(records)
         if incoming > self.max_bytes:
             msg = f"a batch of {incoming} bytes can never fit in max_bytes={self.max_bytes}"
             return [SendError(conn, ErrorCode.TOO_LARGE, msg, pub_id)]
