@@ -305,3 +305,21 @@ def test_a_new_shared_subscription_reports_where_it_starts_and_from_zero_is_offs
     next_ts, out = d.subscribe("a", 1, "t", "s", 0, None, 10, mode=Mode.SHARED)
     assert next_ts == 1  # ts start at 1
     assert [a for a in out if isinstance(a, RegisterSubscription)][0].offset == 0
+
+
+def test_an_explicit_ts_replays_an_existing_shared_subscription_for_its_members() -> None:
+    d = delivery(make_log(ALL_T), window=100)
+    d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 10, mode=Mode.SHARED)
+    d.ack("a", 1, 1, 10, many=tuple(range(2, 11)))
+    _, out = d.subscribe("b", 1, "t", "s", 7, None, 10, mode=Mode.SHARED)
+    replayed = shared_ts([o for o in out if isinstance(o, Deliver)])
+    assert sorted(ts for got in replayed.values() for ts in got) == [7, 8, 9, 10]
+    assert d.durables[("t", "s")].offset == 6, "what is replayed is held back from purge"
+
+
+def test_replaying_a_broadcast_durable_subscription_holds_what_it_replays() -> None:
+    d = delivery(make_log(ALL_T), window=100)
+    d.load([("t", "s", "broadcast", 9)])
+    d.subscribe("c1", 1, "t", "s", 3, None, 10)
+    d.stored((("t", "s", 2),))
+    assert d.durables[("t", "s")].offset == 2 and d.holds() == {"t": 2}

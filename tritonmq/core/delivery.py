@@ -213,8 +213,10 @@ class Delivery:
             out.append(RegisterSubscription(topic, name, str(mode), d.offset))
         elif d is not None and d.mode is Mode.SHARED and isinstance(start, int) and not resume:
             # Joining an existing shared subscription takes its cursor ("earliest" and
-            # "latest" only place a new one); an explicit ts is a replay for all members.
+            # "latest" only place a new one); an explicit ts is a replay for all members,
+            # and what it replays is held back from purge again.
             d.cursor = next_ts
+            d.offset = min(d.offset, max(0, next_ts - 1))
         acked = next_ts - 1
         if d is not None and (resume or start == From.LATEST):
             acked = min(d.offset, next_ts - 1)
@@ -225,6 +227,8 @@ class Delivery:
         self.by_topic.setdefault(topic, []).append(c)
         if d is not None:
             d.consumers.append(c)
+            if d.mode is Mode.BROADCAST:
+                self._broadcast_offset(d)  # a replay holds what it replays back from purge
             if d.mode is Mode.SHARED:
                 cursor = d.cursor
                 out.extend(self._dispatch(d, commit_ts, now))
