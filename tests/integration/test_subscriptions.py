@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -146,25 +147,55 @@ async def test_memory_limit_pushes_back_and_never_drops_acknowledged_records(
             consumer.cancel()
 
 
-def _shared_consumer(c: DevCluster, topic: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "tritonmq", "sub", topic, "--url", zk_url(c)]
-    cmd += ["--subscription", "workers", "--mode", "shared", "--json"]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+class SharedConsumer:
+    """A `tritonmq sub --mode shared` process whose output is drained as it comes (a full
+    pipe would block it mid-print, and a blocked consumer acknowledges nothing)."""
+
+    def __init__(self, c: DevCluster, topic: str) -> None:
+        cmd = [sys.executable, "-m", "tritonmq", "sub", topic, "--url", zk_url(c)]
+        cmd += ["--subscription", "workers", "--mode", "shared", "--json"]
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        self.values: list[str] = []
+        self.started = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                self.values.append(json.loads(line)["value"])
+                self.started.set()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+        self._reader.join(timeout=30)
 
 
 async def test_shared_subscription_survives_a_sigkilled_member(two_groups: DevCluster) -> None:
     topic = topics_in_both_groups(two_groups, 2)[0]
+    jobs = {f"job-{i}-{j}" for i in range(20) for j in range(100)}
     async with Client(zk_url(two_groups)) as c:
         async with c.subscribe(topic, subscription="workers", mode="shared"):
             pass  # the subscription exists from here on: nothing published later is missed
-        members = [_shared_consumer(two_groups, topic) for _ in range(3)]
+        members = [SharedConsumer(two_groups, topic) for _ in range(3)]
         try:
-            await asyncio.sleep(1.0)  # let the consumer processes attach (not a correctness wait)
-            acks = []
-            for i in range(20):
-                acks += await c.publish_many(topic, [f"job-{i}-{j}".encode() for j in range(100)])
-                if i == 8:
-                    members[0].send_signal(signal.SIGKILL)
+            acks: list[Any] = []
+
+            async def produce() -> None:
+                for i in range(20):
+                    values = [f"job-{i}-{j}".encode() for j in range(100)]
+                    acks.extend(await c.publish_many(topic, values))
+                    await asyncio.sleep(0.05)
+
+            producer = asyncio.create_task(produce())
+            # Kill a member mid-stream: once it has taken (and printed) a job.
+            assert await asyncio.to_thread(members[0].started.wait, 60)
+            members[0].proc.send_signal(signal.SIGKILL)
+            await producer
             last = max(a.ts for a in acks)
             await asyncio.to_thread(
                 wait_for,
@@ -175,7 +206,6 @@ async def test_shared_subscription_survives_a_sigkilled_member(two_groups: DevCl
         finally:
             for m in members:
                 m.kill()
-            outputs = [m.communicate(timeout=30)[0] for m in members]
-    seen = {json.loads(line)["value"] for out in outputs for line in out.splitlines() if line}
-    assert {f"job-{i}-{j}" for i in range(20) for j in range(100)} <= seen
-    assert all(out.strip() for out in outputs[1:]), "the surviving members shared the work"
+    seen = {v for m in members for v in m.values}
+    assert members[0].values, "the killed member was consuming when it died"
+    assert jobs <= seen, f"{len(jobs - seen)} jobs were lost"
