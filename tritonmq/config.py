@@ -36,7 +36,8 @@ class BrokerConfig:
     ephemeral_grace: float = 10.0
     retention_s: float = 0.0
     topic_retention: dict[str, float] = dataclasses.field(default_factory=dict)
-    dedup_window_s: float = 300.0
+    dedup_window_s: float = 60.0
+    dedup_max: int = 2_000_000
     max_bytes: int = 1024 * 1024 * 1024
     offset_interval: float = 0.2
 

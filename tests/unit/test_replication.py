@@ -457,3 +457,13 @@ def test_step_down_tells_every_waiting_producer_to_retry_elsewhere() -> None:
         ("y", 2, ErrorCode.NOT_PRIMARY),
     ]
     assert [a for a in p.publish("z", 3, "t", recs("u3")) if isinstance(a, SendPubAck)] == []
+
+
+def test_dedup_of_purged_records_is_bounded_by_count() -> None:
+    p = primary(isr="a", members="a", min_insync=1)
+    p.dedup_max = 3
+    for i in range(10):
+        p.publish("conn", i, "t", recs(f"u{i}"))
+    frame = p.purge({"t": 10}, forget=0)
+    assert frame is not None and frame.forget == 7  # the 3 newest purged uuids are kept
+    assert [p.log.lookup(f"u{i}".encode()) for i in (6, 7, 9)] == [None, 8, 10]

@@ -245,6 +245,7 @@ class Broker:
             commit_ts=commit,
             now=time.monotonic(),
             max_bytes=self.cfg.max_bytes,
+            dedup_max=self.cfg.dedup_max,
         )
         self.durables_ready.clear()
         # The old primary's unnamed subscribers are unknown here: purge nothing until

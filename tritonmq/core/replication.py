@@ -64,6 +64,7 @@ class PrimaryCore:
         commit_ts: int,
         now: float,
         max_bytes: int = 1 << 62,
+        dedup_max: int = 2_000_000,
     ) -> None:
         if state.start_ts != log.last_ts + 1:
             raise ValueError("the epoch must start right after the primary's log end")
@@ -75,6 +76,7 @@ class PrimaryCore:
         self.joining: set[str] = set()
         self.min_insync = min_insync
         self.max_bytes = max_bytes
+        self.dedup_max = dedup_max  # purged records whose uuids still deduplicate, at most
         self.lag_timeout = lag_timeout
         self.commit_ts = min(commit_ts, log.last_ts)
         self.followers: dict[str, FollowerProgress] = {}
@@ -351,6 +353,9 @@ class PrimaryCore:
         """
         done = [(t, min(ts, self.commit_ts)) for t, ts in upto.items()]
         done = [(t, ts) for t, ts in done if self.log.purge(t, ts)]
+        purged = self.log.purged
+        if len(purged) > self.dedup_max:  # bound memory: forget the oldest beyond the cap
+            forget = max(forget, purged[len(purged) - self.dedup_max - 1][0])
         forget = min(forget, self.commit_ts)
         if forget > self._forgot:
             self.log.forget_uuids_upto(forget)

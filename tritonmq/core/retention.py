@@ -19,7 +19,7 @@ class Retention:
         *,
         default_s: float = 0.0,
         per_topic: Mapping[str, float] | None = None,
-        dedup_window_s: float = 300.0,
+        dedup_window_s: float = 60.0,
     ) -> None:
         self.default_s = default_s
         self.per_topic = dict(per_topic or {})
