@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rich.console import Console
 
@@ -27,7 +27,6 @@ class DemoReport:
     pause_s: float = 0.0
     killed: str = ""
     new_primary: str = ""
-    events: list[str] = field(default_factory=list)
 
 
 async def _run(cluster: DevCluster, records: int, rate: int, console: Console) -> DemoReport:

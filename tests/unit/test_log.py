@@ -43,8 +43,8 @@ def assert_consistent(log: GroupLog) -> None:
         expected = [rec for t, rec in log.entries if t == topic]
         assert log.topic(topic).records == expected
         assert log.topic(topic).bytes == fresh.topic(topic).bytes >= 0
-    assert log.stored_bytes() == fresh.stored_bytes()
-    assert (log.stored_bytes() == 0) == (len(log) == 0)
+    assert log.bytes == fresh.bytes
+    assert (log.bytes == 0) == (len(log) == 0)
 
 
 # --- appending ----------------------------------------------------------------------
@@ -252,11 +252,11 @@ def test_purge_frees_one_topic_keeps_ts_dense_and_keeps_dedup_until_forgotten() 
     log = GroupLog()
     for i in range(10):
         log.append_new("a" if i % 2 == 0 else "b", b"u%d" % i, None, b"x" * 100, None)
-    before = log.stored_bytes()
+    before = log.bytes
     assert log.purge("a", 7) == 4  # a's ts 1, 3, 5, 7
     assert [r[0] for r in log.topic("a").records] == [9]
     assert [r[0] for r in log.topic("b").records] == [2, 4, 6, 8, 10]
-    assert log.stored_bytes() == before - 4 * log.topic("b").bytes // 5
+    assert log.bytes == before - 4 * log.topic("b").bytes // 5
     assert log.last_ts == 10 and log.entries[0] is None and log.entries[1] is not None
     assert log.lookup(b"u0") == 1, "a purged record's uuid still deduplicates"
     log.forget_uuids_upto(5)
@@ -272,7 +272,7 @@ def test_purged_heads_are_compacted_and_indexing_stays_exact() -> None:
     assert log.entries_between(COMPACT_AT + 3, COMPACT_AT + 3)[0][1][0] == COMPACT_AT + 3  # type: ignore[index]
     assert log.last_ts == COMPACT_AT + 10
     log.purge("t", COMPACT_AT + 10)
-    assert len(log) == 0 and log.last_ts == COMPACT_AT + 10 and log.stored_bytes() == 0
+    assert len(log) == 0 and log.last_ts == COMPACT_AT + 10 and log.bytes == 0
     assert log.append_new("t", b"next", None, b"v", None) == COMPACT_AT + 11
 
 

@@ -106,16 +106,6 @@ class Link:
                 asyncio.ensure_future(self._expire()),
             ]
 
-    async def wait_connected(self, connect_timeout: float = 30.0) -> None:
-        self.start()
-        try:
-            await asyncio.wait_for(self.connected.wait(), connect_timeout)
-        except TimeoutError:
-            await self.close()
-            raise ClientClosed(
-                f"no primary reachable within {connect_timeout:.0f}s: {self._last_error}"
-            ) from None
-
     async def close(self) -> None:
         if self._closed:
             return

@@ -19,6 +19,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from tritonmq.coord.bridge import to_future
+from tritonmq.coord.inspect import read_cluster
 from tritonmq.coord.slots import cluster_path, parse_cluster, slot_path
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.slots import SlotMap
@@ -58,7 +59,6 @@ class GroupCoordinator:
         )
         self.session = Session.LOST
         self.suspended_since = 0.0
-        self.session_epoch = 0  # bumps every time a new session is established
         self.state: GroupState | None = None
         self.members: dict[str, Member] = {}
         self.slot_map: SlotMap | None = None  # None: no map yet, every topic is ours
@@ -81,7 +81,6 @@ class GroupCoordinator:
         except Exception as e:
             raise CoordinationError(f"cannot reach ZooKeeper at {self.zk.hosts}: {e}") from e
         self.session = Session.CONNECTED
-        self.session_epoch += 1
         await self._call(self.zk.ensure_path_async(self.members_path))
         await self.register()
         self._started = True
@@ -109,8 +108,6 @@ class GroupCoordinator:
             self.session = Session.SUSPENDED
             self.suspended_since = time.monotonic()
         else:
-            if self.session == Session.LOST:
-                self.session_epoch += 1
             self.session = Session.CONNECTED
             if self._started:
                 asyncio.ensure_future(self._resume())
@@ -229,28 +226,10 @@ class GroupCoordinator:
         self.slot_map = SlotMap(tuple(owners), version)
 
     async def read_groups(self) -> dict[str, Any]:
-        """Every group's primary and live members: ``{g: {"primary", "primary_url", "members"}}``."""
-        root = self.members_path.rsplit("/", 2)[0]  # .../groups
-        out: dict[str, Any] = {}
-        for g in await self._call(self.zk.get_children_async(root)):
-            members: dict[str, str] = {}
-            try:
-                ids = await self._call(self.zk.get_children_async(f"{root}/{g}/members"))
-            except NoNodeError:
-                ids = []
-            for m in ids:
-                try:
-                    raw, _ = await self._call(self.zk.get_async(f"{root}/{g}/members/{m}"))
-                except NoNodeError:
-                    continue
-                members[m] = json.loads(raw)["url"]
-            try:
-                raw, _ = await self._call(self.zk.get_async(f"{root}/{g}/state"))
-                primary = json.loads(raw)["primary"]
-            except NoNodeError:
-                primary = None
-            out[g] = {"primary": primary, "primary_url": members.get(primary), "members": members}
-        return out
+        """Every group's epoch, primary, ISR and live members (as `tritonmq status` reads them)."""
+        info = await asyncio.to_thread(read_cluster, self.zk, self.chroot, with_slots=False)
+        groups: dict[str, Any] = info["groups"]
+        return groups
 
     # --- writes ------------------------------------------------------------------
 

@@ -12,9 +12,11 @@ from tritonmq.coord.slots import read_slot_map
 from tritonmq.errors import CoordinationError
 
 
-def read_cluster(zk: KazooClient, chroot: str = "/tritonmq") -> dict[str, Any]:
+def read_cluster(
+    zk: KazooClient, chroot: str = "/tritonmq", *, with_slots: bool = True
+) -> dict[str, Any]:
     """``{"groups": {G: {"epoch", "primary", "isr", "members": {id: url}, "primary_url"}},
-    "slots": SlotMap.as_dict() or None}``."""
+    "slots": SlotMap.as_dict() or None}`` (``slots`` only ``with_slots``)."""
     root = f"{chroot.rstrip('/')}/groups"
     out: dict[str, Any] = {}
     try:
@@ -44,7 +46,7 @@ def read_cluster(zk: KazooClient, chroot: str = "/tritonmq") -> dict[str, Any]:
             "members": members,
             "primary_url": members.get(st["primary"]) if st["primary"] else None,
         }
-    smap = read_slot_map(zk, chroot)
+    smap = read_slot_map(zk, chroot) if with_slots else None
     return {"groups": out, "slots": smap.as_dict() if smap else None}
 
 

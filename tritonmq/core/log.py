@@ -307,9 +307,6 @@ class GroupLog:
         newest = mine[-1][0] if mine else -1
         self.epochs = mine + [e for e in primary_epochs if e[1] > after_ts and e[0] > newest]
 
-    def stored_bytes(self) -> int:
-        return self.bytes
-
 
 def epoch_ends(epochs: Sequence[tuple[int, int]], last_ts: int) -> dict[int, tuple[int, int]]:
     """Map epoch -> (start_ts, end_ts) for a log whose history is ``epochs`` and end ``last_ts``."""

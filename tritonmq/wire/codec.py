@@ -275,10 +275,7 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
 
 def decode_broker(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> dict[str, Any]:
     """Decode a frame a broker sent to a client: a map with a string ``op``."""
-    try:
-        return _unpack(data, max_frame)
-    except ProtocolError:
-        raise
+    return _unpack(data, max_frame)
 
 
 # --- encoders ---------------------------------------------------------------
