@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tritonmq.coord.zkserver import ZooKeeperServer
+from tritonmq.devtools.zkserver import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

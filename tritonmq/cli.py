@@ -38,7 +38,7 @@ def main() -> None:
 )
 def zk(port: int | None, data_dir: str | None) -> None:
     """Run a standalone ZooKeeper (Debian's) until Ctrl-C; prints host:port when it serves."""
-    from tritonmq.coord.zkserver import run_foreground
+    from tritonmq.devtools.zkserver import run_foreground
 
     sys.exit(run_foreground(port, data_dir))
 
@@ -123,7 +123,7 @@ def dev(
     config_file: str | None,
 ) -> None:
     """Run a local cluster (ZooKeeper + brokers) until Ctrl-C or SIGTERM."""
-    from tritonmq.cluster import DevCluster
+    from tritonmq.devtools.cluster import DevCluster
 
     cluster = DevCluster(groups, replicas, zk=zk_hosts, config=config_file)
     stop = False
@@ -340,8 +340,8 @@ def bench(
     from rich.console import Console
     from rich.table import Table
 
-    from tritonmq.bench import run_bench, write_json
-    from tritonmq.cluster import DevCluster
+    from tritonmq.devtools.bench import run_bench, write_json
+    from tritonmq.devtools.cluster import DevCluster
 
     cluster = None
     try:
@@ -378,7 +378,7 @@ def bench(
 )
 def demo(records: int, rate: int) -> None:
     """Failover demo: publish and subscribe while the primary is SIGKILLed and restarted."""
-    from tritonmq.demo import run_demo
+    from tritonmq.devtools.demo import run_demo
 
     try:
         sys.exit(run_demo(records, rate))

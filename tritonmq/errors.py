@@ -20,6 +20,7 @@ flag; the wire never carries tracebacks.
     │   │   ├── WrongGroup          code WRONG_GROUP (the topic's slot belongs to another group)
     │   │   └── Full                code FULL (the group's memory limit is reached)
     │   └── RequestRejected         retriable=False (BAD_REQUEST and the protocol codes)
+    │       └── Purged              code PURGED (records a reader still needed are gone)
     ├── ReplicationError            broker-to-broker
     │   ├── StaleEpoch              a frame from an older epoch
     │   └── LogGap                  an append that is not ``last + 1``
@@ -112,6 +113,23 @@ class RequestRejected(BrokerError):
     code = "BAD_REQUEST"
 
 
+class Purged(RequestRejected):
+    """Records a reader asked for (a resume point, a fetch range) were already purged.
+
+    Raised instead of silently skipping them: ``first``..``last`` is the missing range
+    when the broker said it.
+    """
+
+    code = "PURGED"
+
+    def __init__(
+        self, message: str = "", *, first: int | None = None, last: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.first = first
+        self.last = last
+
+
 class ReplicationError(TritonError):
     code = "REPLICATION"
 
@@ -154,6 +172,8 @@ def error_from_wire(
         return NotPrimary(message, primary_url=primary)
     if code == "WRONG_GROUP":
         return WrongGroup(message, group=group)
+    if code == "PURGED":
+        return Purged(message)
     cls = _RETRIABLE.get(code)
     if cls is not None:
         return cls(message)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tritonmq.cluster import DevCluster, wait_for
-from tritonmq.coord.zkensemble import ZooKeeperEnsemble
-from tritonmq.coord.zkserver import ZooKeeperServer
+from tritonmq.devtools.cluster import DevCluster, wait_for
+from tritonmq.devtools.zkensemble import ZooKeeperEnsemble
+from tritonmq.devtools.zkserver import ZooKeeperServer
 
 
 @pytest.fixture

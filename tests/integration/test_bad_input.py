@@ -11,7 +11,7 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.integration.conftest import group_info, zk_url
 from tritonmq import Client
-from tritonmq.cluster import DevCluster
+from tritonmq.devtools.cluster import DevCluster
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
 

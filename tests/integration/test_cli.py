@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import process_gone
-from tritonmq.cluster import wait_for
+from tritonmq.devtools.cluster import wait_for
 
 pytestmark = pytest.mark.integration
 TRITONMQ = [sys.executable, "-m", "tritonmq"]

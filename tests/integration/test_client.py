@@ -10,7 +10,7 @@ import websockets
 from tests.integration.conftest import group_info, zk_url
 from tritonmq import Client
 from tritonmq.client import SyncClient
-from tritonmq.cluster import DevCluster
+from tritonmq.devtools.cluster import DevCluster
 from tritonmq.errors import ClientClosed, ConfigError, RequestRejected
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL

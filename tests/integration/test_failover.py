@@ -11,7 +11,7 @@ import websockets
 
 from tests.integration.conftest import group_info, wait_in_isr, wait_new_primary, zk_url
 from tritonmq import Client
-from tritonmq.cluster import DevCluster, wait_for
+from tritonmq.devtools.cluster import DevCluster, wait_for
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
 

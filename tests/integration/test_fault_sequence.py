@@ -16,7 +16,7 @@ from tests.integration.conftest import group_info, wait_in_isr, wait_new_primary
 from tests.integration.test_subscriptions import topics_in_both_groups
 from tritonmq import Client
 from tritonmq.client import Subscription
-from tritonmq.cluster import DevCluster, wait_for
+from tritonmq.devtools.cluster import DevCluster, wait_for
 
 pytestmark = pytest.mark.integration
 NAMES = ("audit", "mirror")

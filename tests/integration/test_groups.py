@@ -9,8 +9,8 @@ import websockets
 
 from tests.integration.conftest import group_info, zk_url
 from tritonmq import Client
-from tritonmq.cluster import DevCluster
 from tritonmq.core.slots import SlotMap
+from tritonmq.devtools.cluster import DevCluster
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
 

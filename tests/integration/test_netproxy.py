@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tritonmq.coord.zkserver import free_port
-from tritonmq.netproxy import Proxy
+from tritonmq.devtools.netproxy import Proxy
+from tritonmq.devtools.zkserver import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """Network partitions on real processes: proxies the test controls sit between brokers and
-between each broker and ZooKeeper (DevCluster(isolated=True), tritonmq.netproxy).
+between each broker and ZooKeeper (DevCluster(isolated=True), tritonmq.devtools.netproxy).
 
 (A) a backup cut off from its primary while both reach ZooKeeper, (B) a primary cut off
 from ZooKeeper but not from its backups or clients, (C) a ZooKeeper ensemble losing a
@@ -22,8 +22,8 @@ import websockets
 
 from tests.integration.conftest import group_info, wait_in_isr, wait_new_primary, zk_url
 from tritonmq import Client
-from tritonmq.cluster import DevCluster, wait_for
-from tritonmq.coord.zkensemble import ZooKeeperEnsemble
+from tritonmq.devtools.cluster import DevCluster, wait_for
+from tritonmq.devtools.zkensemble import ZooKeeperEnsemble
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
 

@@ -18,8 +18,8 @@ from kazoo.client import KazooClient
 
 from tests.integration.conftest import zk_url
 from tritonmq import Client
-from tritonmq.cluster import DevCluster, wait_for
 from tritonmq.core.slots import SlotMap
+from tritonmq.devtools.cluster import DevCluster, wait_for
 from tritonmq.errors import Full
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL

@@ -12,8 +12,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from tests.integration.conftest import process_gone
-from tritonmq.coord.zkensemble import ZooKeeperEnsemble
-from tritonmq.coord.zkserver import ZooKeeperServer, free_port, server_mode
+from tritonmq.devtools.zkensemble import ZooKeeperEnsemble
+from tritonmq.devtools.zkserver import ZooKeeperServer, free_port, server_mode
 from tritonmq.errors import CoordinationError
 
 pytestmark = pytest.mark.integration

@@ -18,6 +18,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from tritonmq.coord import paths
 from tritonmq.coord.bridge import to_future
 from tritonmq.coord.inspect import read_cluster
 from tritonmq.coord.slots import cluster_path, parse_cluster, slot_path
@@ -35,8 +36,7 @@ class Session(enum.Enum):
 
 
 def group_paths(chroot: str, group: str) -> tuple[str, str]:
-    base = f"{chroot.rstrip('/')}/groups/{group}"
-    return f"{base}/members", f"{base}/state"
+    return paths.members(chroot, group), paths.state(chroot, group)
 
 
 class GroupCoordinator:

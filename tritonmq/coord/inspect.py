@@ -8,6 +8,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from tritonmq.coord import paths
 from tritonmq.coord.slots import read_slot_map
 from tritonmq.errors import CoordinationError
 
@@ -17,7 +18,7 @@ def read_cluster(
 ) -> dict[str, Any]:
     """``{"groups": {G: {"epoch", "primary", "isr", "members": {id: url}, "primary_url"}},
     "slots": SlotMap.as_dict() or None}`` (``slots`` only ``with_slots``)."""
-    root = f"{chroot.rstrip('/')}/groups"
+    root = paths.groups(chroot)
     out: dict[str, Any] = {}
     try:
         groups = sorted(zk.get_children(root))

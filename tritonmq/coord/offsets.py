@@ -11,28 +11,25 @@ import asyncio
 import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from tritonmq.coord import paths
 
 if TYPE_CHECKING:
     from tritonmq.coord.group import GroupCoordinator
 
 
-def _seg(name: str) -> str:
-    return quote(name, safe="")
-
-
 class Offsets:
     def __init__(self, coord: GroupCoordinator) -> None:
         self.coord = coord
-        root = coord.chroot.rstrip("/")
-        self.subs_root = f"{root}/subscriptions"
-        self.offsets_root = f"{root}/offsets"
+        self.subs_root = paths.subscriptions(coord.chroot)
+        self.offsets_root = paths.offsets(coord.chroot)
 
     def _paths(self, topic: str, name: str) -> tuple[str, str]:
-        t, n = _seg(topic), _seg(name)
-        return f"{self.subs_root}/{t}/{n}", f"{self.offsets_root}/{t}/{n}"
+        chroot = self.coord.chroot
+        return paths.subscription(chroot, topic, name), paths.offset(chroot, topic, name)
 
     async def register(self, topic: str, name: str, mode: str, offset: int) -> int:
         """Create the subscription (idempotent); returns the offset ZooKeeper holds for it."""

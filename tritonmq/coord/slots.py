@@ -12,16 +12,12 @@ import json
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from tritonmq.coord import paths
 from tritonmq.core.slots import SlotMap
 from tritonmq.errors import CoordinationError
 
-
-def cluster_path(chroot: str) -> str:
-    return f"{chroot.rstrip('/')}/cluster"
-
-
-def slot_path(chroot: str, n: int) -> str:
-    return f"{chroot.rstrip('/')}/slots/{n}"
+cluster_path = paths.cluster
+slot_path = paths.slot
 
 
 def parse_cluster(raw: bytes) -> tuple[int, int]:
@@ -31,8 +27,7 @@ def parse_cluster(raw: bytes) -> tuple[int, int]:
 
 def create_slot_map(zk: KazooClient, chroot: str, smap: SlotMap) -> SlotMap:
     """Write ``smap`` unless a map exists; returns the map that is in force."""
-    root = chroot.rstrip("/")
-    zk.ensure_path(f"{root}/slots")
+    zk.ensure_path(paths.slots(chroot))
     tx = zk.transaction()
     tx.create(cluster_path(chroot), json.dumps({"slots": smap.slots, "version": 0}).encode())
     for n, g in enumerate(smap.owners):

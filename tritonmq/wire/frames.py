@@ -33,6 +33,7 @@ class ErrorCode(enum.StrEnum):
     STALE_EPOCH = "STALE_EPOCH"
     WRONG_GROUP = "WRONG_GROUP"
     FULL = "FULL"
+    PURGED = "PURGED"  # the records asked for were purged: a reader would skip them
     INTERNAL = "INTERNAL"
 
     @property

@@ -1,6 +1,6 @@
 """A ZooKeeper ensemble of child processes on loopback: to test failover of coordination.
 
-Kept apart from :mod:`tritonmq.coord.zkserver`, which runs each member.
+Kept apart from :mod:`tritonmq.devtools.zkserver`, which runs each member.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Self
 
-from tritonmq.coord.zkserver import ZooKeeperServer, free_ports
+from tritonmq.devtools.zkserver import ZooKeeperServer, free_ports
 from tritonmq.errors import CoordinationError
 
 _HOST = "127.0.0.1"

@@ -4,7 +4,7 @@ Signals (SIGKILL, SIGSTOP) fail a whole process. A partition is different: both
 sides keep running and keep reaching everyone else, only the link between them
 is gone. Without root or network namespaces, a proxy in the path is the one
 place where such a link can be cut, so the dev cluster routes replication and
-ZooKeeper traffic through one (:class:`tritonmq.cluster.DevCluster`, isolated).
+ZooKeeper traffic through one (:class:`tritonmq.devtools.cluster.DevCluster`, isolated).
 
 A cut behaves like a real partition, not like a crash: no reset and no FIN
 reaches either side. Bytes already on a matched connection stop moving in both

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from tritonmq.client import Client
-from tritonmq.cluster import DevCluster, wait_for
+from tritonmq.devtools.cluster import DevCluster, wait_for
 
 
 @dataclass

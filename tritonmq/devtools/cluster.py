@@ -6,7 +6,7 @@ that all of them kill and restart the same real processes the same way.
 An *isolated* cluster can also be partitioned. Each broker then listens on a
 loopback address of its own (127.0.0.11, 127.0.0.12, ...: all of 127.0.0.0/8
 is loopback on Linux) and dials replication links from it; other brokers
-replicate from it through a :class:`~tritonmq.netproxy.Proxy` (advertised as
+replicate from it through a :class:`~tritonmq.devtools.netproxy.Proxy` (advertised as
 its ``advertise_repl`` URL), and it reaches ZooKeeper through proxies of its
 own. Cutting a proxy for one source address is a network partition between
 two brokers, or between a broker and ZooKeeper, while clients keep using the
@@ -31,11 +31,12 @@ from typing import Any, Self
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from tritonmq.coord import paths
 from tritonmq.coord.inspect import fetch_cluster
 from tritonmq.coord.slots import init_cluster
-from tritonmq.coord.zkserver import ZooKeeperServer, free_port
+from tritonmq.devtools.netproxy import Proxy
+from tritonmq.devtools.zkserver import ZooKeeperServer, free_port
 from tritonmq.errors import CoordinationError
-from tritonmq.netproxy import Proxy
 
 # Isolated brokers get 127.0.0.11, 127.0.0.12, ...: clear of 127.0.0.1 and not past .254.
 _FIRST_HOST = 11
@@ -305,7 +306,7 @@ class DevCluster:
     def member(self, bid: str) -> dict[str, Any] | None:
         """Broker ``bid``'s member znode (``{"url", "boot", ...}``), None while unregistered."""
         b = self.brokers[bid]
-        path = f"{self.chroot.rstrip('/')}/groups/{b.group}/members/{bid}"
+        path = paths.member(self.chroot, b.group, bid)
         zk = KazooClient(hosts=str(self.zk_hosts), timeout=2.0)
         try:
             zk.start(timeout=10)
