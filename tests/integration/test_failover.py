@@ -199,3 +199,25 @@ async def test_sigterm_closes_the_session_so_failover_starts_at_once(cluster: De
     async with Client(zk_url(cluster)) as c:
         ack = await c.publish("after-sigterm", b"x")
     assert ack.ts > 0 and group_info(cluster)["primary"] == new
+
+
+async def test_sigterm_exits_promptly_with_a_frozen_peer_and_a_backup_takes_over(
+    cluster: DevCluster,
+) -> None:
+    """Bug 9: a planned stop bounds every wait. A frozen backup never answers the close
+    handshake of its replication link; the stopping primary must exit anyway."""
+    info = await asyncio.to_thread(group_info, cluster)
+    old = info["primary"]
+    frozen = next(b for b in info["isr"] if b != old)
+    cluster.kill(frozen, signal.SIGSTOP)
+    try:
+        proc = cluster.brokers[old].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGTERM)
+        # Generous: a prompt stop takes about a second; it used to wait out a 10 s close.
+        await asyncio.to_thread(proc.wait, 6)
+        assert proc.returncode == 0
+        new = await asyncio.to_thread(wait_new_primary, cluster, old)
+        assert new != frozen
+    finally:
+        cluster.kill(frozen, signal.SIGCONT)
