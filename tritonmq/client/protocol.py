@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tritonmq.client.events import (
@@ -218,7 +218,8 @@ class ClientProtocol:
     _unsent: deque[int] = field(default_factory=deque)
     _in_flight: int = 0
     _next_id: int = 1
-    _buffer: dict[str, list[tuple[PubRecord, int, int]]] = field(default_factory=dict)
+    _buffer: dict[str, list[tuple[int, Sequence[PubRecord]]]] = field(default_factory=dict)
+    _buffered: dict[str, int] = field(default_factory=dict)
     _flush_at: float = _NEVER
     _tickets: dict[int, _Ticket] = field(default_factory=dict)
     _subs: dict[int, _Sub] = field(default_factory=dict)
@@ -288,11 +289,11 @@ class ClientProtocol:
         if not e.records:
             self._out.append(PublishDone(e.ticket, (), self.group))
             return
-        self._tickets[e.ticket] = _Ticket(e.topic, [0] * len(e.records), len(e.records))
-        buf = self._buffer.setdefault(e.topic, [])
-        for i, rec in enumerate(e.records):
-            buf.append((rec, e.ticket, i))
-        if len(buf) >= self.settings.batch_size:
+        n = len(e.records)
+        self._tickets[e.ticket] = _Ticket(e.topic, [0] * n, n)
+        self._buffer.setdefault(e.topic, []).append((e.ticket, e.records))
+        self._buffered[e.topic] = buffered = self._buffered.get(e.topic, 0) + n
+        if buffered >= self.settings.batch_size:
             self._flush(now)
         elif self._flush_at == _NEVER:
             self._flush_at = now + self.settings.linger
@@ -301,22 +302,36 @@ class ClientProtocol:
         self._flush_at = _NEVER
         size = self.settings.batch_size
         deadline = now + self.settings.timeout
-        for topic, items in self._buffer.items():
-            for i in range(0, len(items), size):
-                chunk = items[i : i + size]
-                parts: list[tuple[int, int, int]] = []
-                for _, ticket, index in chunk:
-                    if parts and parts[-1][0] == ticket:
-                        t, first, n = parts[-1]
-                        parts[-1] = (t, first, n + 1)
-                    else:
-                        parts.append((ticket, index, 1))
-                b = _Batch(self._next_id, topic, [r for r, _, _ in chunk], parts, deadline)
-                self._next_id += 1
-                self._batches[b.id] = b
-                self._unsent.append(b.id)
+        for topic, segments in self._buffer.items():
+            records: list[PubRecord] = []
+            parts: list[tuple[int, int, int]] = []
+            for ticket, recs in segments:  # whole publish calls, cut where a batch is full
+                at = 0
+                while at < len(recs):
+                    n = min(len(recs) - at, size - len(records))
+                    records.extend(recs[at : at + n])
+                    parts.append((ticket, at, n))
+                    at += n
+                    if len(records) == size:
+                        self._new_batch(topic, records, parts, deadline)
+                        records, parts = [], []
+            if records:
+                self._new_batch(topic, records, parts, deadline)
         self._buffer.clear()
+        self._buffered.clear()
         self._pump(now)
+
+    def _new_batch(
+        self,
+        topic: str,
+        records: list[PubRecord],
+        parts: list[tuple[int, int, int]],
+        deadline: float,
+    ) -> None:
+        b = _Batch(self._next_id, topic, records, parts, deadline)
+        self._next_id += 1
+        self._batches[b.id] = b
+        self._unsent.append(b.id)
 
     def _pump(self, now: float) -> None:
         if self.state is not ConnState.CONNECTED:
@@ -682,6 +697,7 @@ class ClientProtocol:
         self._subs.clear()
         self._batches.clear()
         self._buffer.clear()
+        self._buffered.clear()
         self._unsent.clear()
 
     def _when_closed(self, event: Event) -> None:
