@@ -15,8 +15,8 @@ from websockets.exceptions import WebSocketException
 
 from tritonmq.client.consumer import Subscription
 from tritonmq.client.link import Link
+from tritonmq.client.routing import ClusterView
 from tritonmq.client.types import Ack
-from tritonmq.core.slots import SlotMap
 from tritonmq.errors import ClientClosed, ConfigError, ProtocolError, WrongGroup
 from tritonmq.wire.codec import MSGPACK
 from tritonmq.wire.frames import SUBPROTOCOL, BrokerFrame, Hello, Meta, MetaReply
@@ -67,8 +67,7 @@ class Client:
             "timeout": timeout,
             "retries": retries,
         }
-        self._groups: dict[str, dict[str, Any]] = {}
-        self._slots: SlotMap | None = None
+        self._view = ClusterView()
         self._links: dict[str, Link] = {}
         self._closed = False
         self._zk: KazooClient | None = None
@@ -82,8 +81,7 @@ class Client:
             info = await self._read_zk()
         else:
             info = await self._ask_a_broker()
-        self._groups = info["groups"]
-        self._slots = SlotMap.from_dict(info["slots"]) if info.get("slots") else None
+        self._view = ClusterView.from_info(info)
 
     async def _read_zk(self) -> dict[str, Any]:
         """The cluster view from ZooKeeper, over one session kept for the client's life
@@ -136,7 +134,7 @@ class Client:
             return
         if link is None or primary is None:
             return
-        url = self._groups.get(group, {}).get("members", {}).get(primary)
+        url = self._view.member_url(group, primary)
         if url is not None:
             link.epoch_seen(epoch, url)
             return
@@ -147,7 +145,7 @@ class Client:
             except Exception as e:
                 log.debug("cluster read after a state change failed: %r", e)
                 return
-            found = self._groups.get(group, {}).get("members", {}).get(primary)
+            found = self._view.member_url(group, primary)
             if found is not None and not self._closed:
                 link.epoch_seen(epoch, found)
 
@@ -155,8 +153,7 @@ class Client:
 
     async def _probe(self, group: str, exclude: str) -> tuple[int | None, str | None]:
         """Bug 8 without ZooKeeper: ask the group's other brokers for its epoch and primary."""
-        g = self._groups.get(group, {})
-        urls = [u for u in {*g.get("members", {}).values(), *self._known} if u != exclude]
+        urls = [u for u in {*self._view.candidates(group), *self._known} if u != exclude]
         answers = await asyncio.gather(*(_hello(u) for u in urls), return_exceptions=True)
         best: tuple[int | None, str | None] = (None, None)
         for a in answers:
@@ -197,17 +194,10 @@ class Client:
         raise ClientClosed(f"no broker reachable among {self._known}: {last}")
 
     def _candidates(self, group: str) -> list[str]:
-        g = self._groups.get(group, {})
-        urls = [g["primary_url"]] if g.get("primary_url") else []
-        urls += [u for u in g.get("members", {}).values() if u not in urls]
-        return urls
+        return self._view.candidates(group)
 
     def _group_of(self, topic: str) -> str:
-        if self._slots is not None:
-            return self._slots.group_of(topic)
-        if self._groups:  # no slot map: a single-group cluster
-            return sorted(self._groups)[0]
-        return ""
+        return self._view.group_of(topic)
 
     def _link(self, group: str) -> Link:
         link = self._links.get(group)
@@ -242,7 +232,7 @@ class Client:
             raise ClientClosed(
                 f"cluster not reachable within {self._connect_timeout:.0f}s"
             ) from None
-        if not self._groups:
+        if not self._view.groups:
             raise ClientClosed(f"no broker group is registered at {self.url}")
         return self
 

@@ -134,10 +134,10 @@ class Link:
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
-        tasks = list(self._tasks)
-        for t in tasks:
+        for t in list(self._tasks):
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        while self._tasks:  # cancelled readers leave a websocket close (<= 1 s) behind
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)

@@ -588,6 +588,8 @@ class ClientProtocol:
         if self.state is ConnState.CONNECTED and primary_url == self.url:
             self.epoch = epoch
             return
+        if self.state is ConnState.CONNECTING and primary_url == self.url:
+            return  # already on the way there
         self.last_error = f"group moved to epoch {epoch} at {primary_url}"
         self._hint = primary_url
         if self.state is ConnState.RESOLVING:
