@@ -32,6 +32,8 @@ flag; the wire never carries tracebacks.
 
 from __future__ import annotations
 
+from tritonmq.wire.frames import ErrorCode
+
 
 class TritonError(Exception):
     """Root of every TritonMQ error."""
@@ -165,15 +167,29 @@ _RETRIABLE: dict[str, type[RetriableError]] = {
 
 
 def error_from_wire(
-    code: str, message: str, retriable: bool, primary: str | None = None, group: str | None = None
+    code: str,
+    message: str,
+    retriable: bool,
+    primary: str | None = None,
+    group: str | None = None,
+    *,
+    first: int | None = None,
+    last: int | None = None,
 ) -> BrokerError:
-    """Build the typed exception for an ``error`` frame received from a broker."""
+    """Build the typed exception for an ``error`` frame received from a broker.
+
+    Whether a known code is retriable is decided by ``ErrorCode`` (wire/frames.py), not
+    by the frame's flag; the flag counts only for a code this version does not know.
+    """
+    known = ErrorCode.known(code)
+    if known is not None:
+        retriable = known.retriable
     if code == "NOT_PRIMARY":
         return NotPrimary(message, primary_url=primary)
     if code == "WRONG_GROUP":
         return WrongGroup(message, group=group)
     if code == "PURGED":
-        return Purged(message)
+        return Purged(message, first=first, last=last)
     cls = _RETRIABLE.get(code)
     if cls is not None:
         return cls(message)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 import websockets
+from kazoo.exceptions import ConnectionLoss
 
-from tests.integration.conftest import group_info, zk_url
+from tests.integration.conftest import group_info, wait_new_primary, zk_url
 from tritonmq import Client
 from tritonmq.client import SyncClient
-from tritonmq.devtools.cluster import DevCluster
+from tritonmq.client.types import Ack
+from tritonmq.devtools.cluster import DevCluster, wait_for
 from tritonmq.errors import ClientClosed, ConfigError, RequestRejected
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
@@ -90,3 +93,81 @@ def test_sync_facade(cluster: DevCluster) -> None:
             if len(values) == 3:
                 break
     assert values == [b"a", b"b", b"c"]
+
+
+async def test_a_failed_cluster_read_while_connecting_is_retried(cluster: DevCluster) -> None:
+    """Bug 7: a kazoo exception from the cluster read used to end the link's task for
+    good, and every publish to the group then timed out."""
+    async with Client(zk_url(cluster), timeout=15) as c:
+        real_refresh = c.refresh
+        failures = 0
+
+        async def flaky_refresh() -> None:
+            nonlocal failures
+            if failures == 0:
+                failures += 1
+                raise ConnectionLoss()
+            await real_refresh()
+
+        c.refresh = flaky_refresh  # type: ignore[method-assign]
+        ack = await c.publish("flaky", b"after a failed read")
+        assert failures == 1 and ack.ts > 0
+        async with c.subscribe("flaky", from_=ack.ts) as sub:
+            assert (await sub.get(timeout=10)).value == b"after a failed read"
+
+
+# How long a frozen primary may hold the test before we call the clients stuck: more
+# than session timeout (2 s) + election under load, less than the ~15 s the websocket
+# keepalive needed before bug 8 was fixed (so the test fails without the fix).
+FROZEN_FOR_AT_MOST = 12.0
+
+
+@pytest.mark.parametrize("via", ["zk", "ws"])
+async def test_a_frozen_primary_does_not_stall_its_producers(cluster: DevCluster, via: str) -> None:
+    """Bug 8: SIGSTOP the primary while a producer publishes; acknowledgements resume
+    from the new primary while the old one is still frozen; nothing acked is lost or doubled."""
+    old = await asyncio.to_thread(cluster.primary)
+    assert old is not None
+    backup_url = next(b.url for bid, b in cluster.brokers.items() if bid != old)
+    url = zk_url(cluster) if via == "zk" else backup_url
+    acked: list[tuple[Ack, bytes]] = []
+    stop = asyncio.Event()
+
+    async with Client(url, timeout=60) as c:
+
+        async def produce() -> None:
+            i = 0
+            while not stop.is_set():
+                values = [f"{i}:{j}".encode() for j in range(10)]
+                acks = await c.publish_many("frozen", values)
+                acked.extend(zip(acks, values, strict=True))
+                i += 1
+
+        producer = asyncio.create_task(produce())
+        try:
+            await asyncio.to_thread(wait_for, lambda: len(acked) >= 200, 30, "acks before")
+            cluster.kill(old, signal.SIGSTOP)
+            try:
+                at_freeze = len(acked)
+                new = await asyncio.to_thread(wait_new_primary, cluster, old, FROZEN_FOR_AT_MOST)
+                # The producer moved by itself: acks keep coming while `old` is still frozen.
+                await asyncio.to_thread(
+                    wait_for,
+                    lambda: len(acked) >= at_freeze + 100,
+                    FROZEN_FOR_AT_MOST,
+                    "acknowledgements from the new primary while the old one is frozen",
+                )
+            finally:
+                cluster.kill(old, signal.SIGCONT)
+            assert new != old
+        finally:
+            stop.set()
+            await producer
+
+        async with c.subscribe("frozen", from_="earliest") as sub:
+            got = [await sub.get(timeout=20) for _ in range(len(acked))]
+    by_value = {m.value: m.ts for m in got}
+    assert len(by_value) == len(got), "a record reached the application twice"
+    assert by_value == {v: a.ts for a, v in acked}, "an acknowledged record is missing or moved"
+    stamps = [a.ts for a, _ in acked]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)

@@ -12,20 +12,27 @@ from hypothesis import strategies as st
 from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError, UnknownOp
 from tritonmq.wire import codec
 from tritonmq.wire.frames import (
+    SUBPROTOCOL,
     Ack,
     Append,
     ClientFrame,
+    Deliver,
+    Error,
     ErrorCode,
     Fetch,
+    Fetched,
     Follow,
     From,
     Hello,
     Leader,
     Meta,
+    MetaReply,
     Nack,
     Pub,
+    PubAck,
     ReplAck,
     Sub,
+    SubOk,
     Unsub,
 )
 
@@ -145,6 +152,112 @@ def test_error_frame_carries_code_retriable_flag_and_primary() -> None:
     }
     bare = codec.decode_broker(codec.enc_error(ErrorCode.BAD_REQUEST, "no"))
     assert bare == {"op": "error", "code": "BAD_REQUEST", "message": "no", "retriable": False}
+
+
+# --- typed broker frames -------------------------------------------------------------
+
+_records = st.lists(
+    st.tuples(
+        st.integers(1, 2**53),
+        st.binary(min_size=16, max_size=16),
+        st.none() | st.binary(max_size=8),
+        st.binary(max_size=32),
+        st.none() | st.dictionaries(st.text(max_size=4), st.integers(0, 9), max_size=2),
+    ),
+    max_size=20,
+).map(tuple)
+
+
+@given(st.integers(0, 2**31), st.text(min_size=1, max_size=20), _records)
+def test_deliver_and_fetched_round_trip_typed(sid: int, topic: str, records: Any) -> None:
+    for frame in (Deliver(sid, topic, records), Fetched(sid, records, sid + 1)):
+        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(frame)) == frame
+
+
+def test_typed_broker_frames_round_trip() -> None:
+    meta = MetaReply(
+        0,
+        "g1",
+        "b2",
+        "backup",
+        3,
+        "b1",
+        "ws://h:1",
+        ("b1", "b2"),
+        {"b1": "ws://h:1", "b2": "ws://h:2"},
+        52,
+        8,
+        {"g1": {"primary": "b1", "primary_url": "ws://h:1", "members": {}}},
+        {"slots": 4, "owners": ("g1",) * 4, "version": 0},
+    )
+    frames = [
+        PubAck(3, (5, 6), "g1"),
+        SubOk(2, 8),
+        meta,
+        MetaReply(1, "g1", "b1", "primary"),
+        Error.of(ErrorCode.NOT_PRIMARY, "go away", id=9, primary="ws://b:1"),
+        Error.of(ErrorCode.WRONG_GROUP, "there", sid=2, group="g2"),
+        Error.of(ErrorCode.PURGED, "gone", sid=4, first=10, last=20),
+        Error.of(ErrorCode.BAD_REQUEST, "no"),
+    ]
+    for frame in frames:
+        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(frame)) == frame
+    # The functions the broker calls encode the same bytes as the codec object.
+    assert codec.enc_puback(3, (5, 6), "g1") == codec.MSGPACK.encode(frames[0])
+    assert codec.enc_meta(meta) == codec.MSGPACK.encode(meta)
+
+
+def test_retriable_comes_from_the_code_not_from_the_frame() -> None:
+    lying = codec.packb({"op": "error", "code": "BAD_REQUEST", "message": "", "retriable": True})
+    assert codec.MSGPACK.decode_broker(lying) == Error(ErrorCode.BAD_REQUEST, "", False)
+    hiding = codec.packb({"op": "error", "code": "FULL", "message": "m", "retriable": False})
+    assert codec.MSGPACK.decode_broker(hiding).retriable is True  # type: ignore[union-attr]
+    newer = codec.packb({"op": "error", "code": "LATER_CODE", "message": "", "retriable": True})
+    assert codec.MSGPACK.decode_broker(newer) == Error("LATER_CODE", "", True)
+    assert [c for c in ErrorCode if c.retriable] == [
+        ErrorCode.NOT_PRIMARY,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.UNAVAILABLE,
+        ErrorCode.WRONG_GROUP,
+        ErrorCode.FULL,
+    ]
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"op": "deliver", "sid": 1, "topic": "t", "records": [[1, b"u", None, b"v"]]},
+        {"op": "deliver", "sid": 1, "topic": "t", "records": [["1", b"u", None, b"v", None]]},
+        {"op": "deliver", "sid": 1, "topic": "t", "records": [5]},
+        {"op": "deliver", "sid": -1, "topic": "t", "records": []},
+        {"op": "puback", "id": 1, "ts": [1, "2"], "group": "g"},
+        {"op": "subok", "sid": 1},
+        {"op": "fetched", "id": 1, "records": {}, "next": 1},
+        {"op": "error", "code": 5, "message": "m"},
+        {"op": "error", "code": "FULL", "message": "m", "id": "1"},
+        {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "leader"},
+        {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "isr": [1]},
+        {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "members": []},
+    ],
+)
+def test_bad_broker_frames_are_malformed(frame: dict[str, Any]) -> None:
+    with pytest.raises(MalformedFrame):
+        codec.MSGPACK.decode_broker(codec.packb(frame))
+
+
+def test_unknown_broker_op_and_the_codec_seam() -> None:
+    with pytest.raises(UnknownOp):
+        codec.MSGPACK.decode_broker(codec.packb({"op": "pub", "id": 1}))
+    with pytest.raises(MalformedFrame):
+        codec.MSGPACK.decode_broker("a text frame")
+    assert codec.CODECS[SUBPROTOCOL] is codec.MSGPACK
+    small = codec.MsgpackCodec(max_frame=10, max_records=1, max_value=1)
+    with pytest.raises(FrameTooLarge):
+        small.decode_broker(codec.enc_subok(1, 2) * 2)
+    with pytest.raises(FrameTooLarge):
+        small.decode_client(codec.enc_subok(1, 2) * 2)
+    pub = Pub(1, "t", [(b"u", None, b"v", None)])
+    assert codec.MSGPACK.decode_client(codec.MSGPACK.encode(pub)) == pub
 
 
 # --- defaults -----------------------------------------------------------------------
@@ -273,7 +386,13 @@ def test_bad_replication_frames_are_malformed(frame: dict[str, Any]) -> None:
 
 # --- hostile input never escapes as anything but ProtocolError ---------------------
 
-_DECODERS = (codec.decode_client, codec.decode_repl, codec.decode_broker)
+_DECODERS = (
+    codec.decode_client,
+    codec.decode_repl,
+    codec.decode_broker,
+    codec.MSGPACK.decode_broker,
+    codec.MSGPACK.decode_client,
+)
 
 
 def _only_protocol_errors(data: bytes) -> None:

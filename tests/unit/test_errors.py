@@ -10,6 +10,7 @@ from tritonmq.errors import (
     Full,
     NotEnoughReplicas,
     NotPrimary,
+    Purged,
     RequestRejected,
     RetriableError,
     TritonError,
@@ -112,3 +113,10 @@ def test_code_can_be_overridden_per_instance() -> None:
     err = TritonError("boom", code="CUSTOM")
     assert err.code == "CUSTOM" and err.message == "boom"
     assert TritonError("x").code == "INTERNAL"
+
+
+def test_a_known_codes_retriable_flag_comes_from_error_code_not_the_frame() -> None:
+    assert type(error_from_wire("BAD_REQUEST", "x", True)) is RequestRejected
+    assert type(error_from_wire("FULL", "x", False)) is Full
+    purged = error_from_wire("PURGED", "gone", False, first=3, last=9)
+    assert isinstance(purged, Purged) and (purged.first, purged.last) == (3, 9)

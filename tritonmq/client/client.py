@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Coroutine, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import websockets
+from websockets.exceptions import WebSocketException
 
 from tritonmq.client.consumer import Subscription
 from tritonmq.client.link import Link
+from tritonmq.client.routing import ClusterView
 from tritonmq.client.types import Ack
-from tritonmq.core.slots import SlotMap
-from tritonmq.errors import ClientClosed, ConfigError, WrongGroup
-from tritonmq.wire import codec
-from tritonmq.wire.frames import SUBPROTOCOL
+from tritonmq.errors import ClientClosed, ConfigError, ProtocolError, WrongGroup
+from tritonmq.wire.codec import MSGPACK
+from tritonmq.wire.frames import SUBPROTOCOL, BrokerFrame, Hello, Meta, MetaReply
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+log = logging.getLogger("tritonmq.client")
 
 REROUTES = 5
 
@@ -59,23 +67,105 @@ class Client:
             "timeout": timeout,
             "retries": retries,
         }
-        self._groups: dict[str, dict[str, Any]] = {}
-        self._slots: SlotMap | None = None
+        self._view = ClusterView()
         self._links: dict[str, Link] = {}
         self._closed = False
+        self._zk: KazooClient | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- the cluster view -----------------------------------------------------------
 
     async def refresh(self) -> None:
         """Re-read the slot map and every group's brokers."""
         if self._scheme == "zk":
-            from tritonmq.coord.inspect import fetch_cluster
-
-            info = await asyncio.to_thread(fetch_cluster, self._zk_hosts, self._chroot, 5.0)
+            info = await self._read_zk()
         else:
             info = await self._ask_a_broker()
-        self._groups = info["groups"]
-        self._slots = SlotMap.from_dict(info["slots"]) if info.get("slots") else None
+        self._view = ClusterView.from_info(info)
+
+    async def _read_zk(self) -> dict[str, Any]:
+        """The cluster view from ZooKeeper, over one session kept for the client's life
+        (it also carries the watches on each group's state, bug 8)."""
+        from kazoo.client import KazooClient
+
+        from tritonmq.coord.inspect import read_cluster
+
+        zk = self._zk
+        if zk is None:
+            zk = KazooClient(hosts=self._zk_hosts, timeout=2.0)
+            try:
+                await asyncio.to_thread(zk.start, 5.0)
+            except Exception as e:
+                await asyncio.to_thread(zk.close)
+                raise ClientClosed(f"cannot reach ZooKeeper at {self._zk_hosts}: {e}") from e
+            if self._closed:
+                await asyncio.to_thread(_stop_zk, zk)
+                raise ClientClosed("client closed")
+            self._zk = zk
+        info: dict[str, Any] = await asyncio.to_thread(read_cluster, zk, self._chroot)
+        return info
+
+    def _watch_group(self, group: str) -> None:
+        """Bug 8: a new epoch in ``/groups/<g>/state`` moves the group's link at once,
+        instead of waiting for a frozen primary to thaw or its pings to time out."""
+        zk, loop = self._zk, asyncio.get_running_loop()
+        if zk is None or not group:
+            return
+        from kazoo.recipe.watchers import DataWatch
+
+        from tritonmq.coord import paths
+
+        def changed(data: bytes | None, _stat: object) -> bool:  # on kazoo's thread
+            if self._closed:
+                return False  # stop watching
+            if data:
+                loop.call_soon_threadsafe(self._on_group_state, group, data)
+            return True
+
+        path = paths.state(self._chroot, group)
+        self._spawn(asyncio.to_thread(DataWatch, zk, path, changed))
+
+    def _on_group_state(self, group: str, data: bytes) -> None:
+        link = self._links.get(group)
+        try:
+            state = json.loads(data)
+            epoch, primary = int(state["epoch"]), state.get("primary")
+        except (ValueError, KeyError, TypeError):
+            return
+        if link is None or primary is None:
+            return
+        url = self._view.member_url(group, primary)
+        if url is not None:
+            link.epoch_seen(epoch, url)
+            return
+
+        async def find_url() -> None:  # a broker we have not seen yet: re-read the cluster
+            try:
+                await self.refresh()
+            except Exception as e:
+                log.debug("cluster read after a state change failed: %r", e)
+                return
+            found = self._view.member_url(group, primary)
+            if found is not None and not self._closed:
+                link.epoch_seen(epoch, found)
+
+        self._spawn(find_url())
+
+    async def _probe(self, group: str, exclude: str) -> tuple[int | None, str | None]:
+        """Bug 8 without ZooKeeper: ask the group's other brokers for its epoch and primary."""
+        urls = [u for u in {*self._view.candidates(group), *self._known} if u != exclude]
+        answers = await asyncio.gather(*(_hello(u) for u in urls), return_exceptions=True)
+        best: tuple[int | None, str | None] = (None, None)
+        for a in answers:
+            if isinstance(a, MetaReply) and a.group == group and a.primary_url:
+                if best[0] is None or a.epoch > best[0]:
+                    best = (a.epoch, a.primary_url)
+        return best
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _ask_a_broker(self) -> dict[str, Any]:
         last: BaseException | None = None
@@ -87,34 +177,27 @@ class Client:
                     open_timeout=3,
                     compression=None,
                 ) as ws:
-                    await ws.send(codec.packb({"op": "meta", "id": 0}))
-                    meta = codec.decode_broker(await asyncio.wait_for(ws.recv(), 5))
-            except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as e:
+                    await ws.send(MSGPACK.encode(Meta(0)))
+                    meta = MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 5))
+            except (OSError, TimeoutError, ProtocolError, WebSocketException) as e:
                 last = e
                 continue
-            groups = meta.get("groups") or {
-                meta["group"]: {
-                    "primary_url": meta.get("primary_url"),
-                    "members": meta.get("members", {}),
-                }
+            if not isinstance(meta, MetaReply):
+                last = ProtocolError(f"{url} answered meta with {type(meta).__name__}")
+                continue
+            groups = meta.groups or {
+                meta.group: {"primary_url": meta.primary_url, "members": meta.members}
             }
             for g in groups.values():
                 self._known.extend(u for u in g.get("members", {}).values() if u not in self._known)
-            return {"groups": groups, "slots": meta.get("slots")}
+            return {"groups": groups, "slots": meta.slots}
         raise ClientClosed(f"no broker reachable among {self._known}: {last}")
 
     def _candidates(self, group: str) -> list[str]:
-        g = self._groups.get(group, {})
-        urls = [g["primary_url"]] if g.get("primary_url") else []
-        urls += [u for u in g.get("members", {}).values() if u not in urls]
-        return urls
+        return self._view.candidates(group)
 
     def _group_of(self, topic: str) -> str:
-        if self._slots is not None:
-            return self._slots.group_of(topic)
-        if self._groups:  # no slot map: a single-group cluster
-            return sorted(self._groups)[0]
-        return ""
+        return self._view.group_of(topic)
 
     def _link(self, group: str) -> Link:
         link = self._links.get(group)
@@ -126,8 +209,18 @@ class Client:
                 await self.refresh()
                 return self._candidates(group)
 
-            link = self._links[group] = Link(resolve, group=group, **self._link_options)
+            async def probe(exclude: str) -> tuple[int | None, str | None]:
+                return await self._probe(group, exclude)
+
+            link = self._links[group] = Link(
+                resolve,
+                group=group,
+                probe=probe if self._scheme != "zk" else None,
+                **self._link_options,
+            )
             link.start()
+            if self._scheme == "zk":
+                self._watch_group(group)
         return link
 
     # --- lifecycle -------------------------------------------------------------------
@@ -139,13 +232,19 @@ class Client:
             raise ClientClosed(
                 f"cluster not reachable within {self._connect_timeout:.0f}s"
             ) from None
-        if not self._groups:
+        if not self._view.groups:
             raise ClientClosed(f"no broker group is registered at {self.url}")
         return self
 
     async def close(self) -> None:
         self._closed = True
         await asyncio.gather(*(link.close() for link in self._links.values()))
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        zk, self._zk = self._zk, None
+        if zk is not None:
+            await asyncio.to_thread(_stop_zk, zk)
 
     async def __aenter__(self) -> Client:
         return await self.connect()
@@ -176,11 +275,9 @@ class Client:
         """Send to the topic's group; if its slot moved, re-route with the same uuids."""
         for _ in range(REROUTES):
             link = self._link(self._group_of(topic))
-            futs = [link.publish_nowait(topic, v, k, h, u) for u, v, k, h in items]
             try:
-                return list(await asyncio.gather(*futs))
+                return await link.publish_batch(topic, list(items))
             except WrongGroup:
-                await asyncio.gather(*futs, return_exceptions=True)
                 await self.refresh()
         raise WrongGroup(f"topic {topic!r} kept moving between groups")
 
@@ -209,3 +306,21 @@ class Client:
             raise ConfigError("a shared subscription needs a name")
         link = self._link(self._group_of(topic))
         return link.new_subscription(topic, subscription, from_, window, mode)
+
+
+async def _hello(url: str) -> BrokerFrame:
+    """One broker's own view of its group (``hello``: no cluster read on its side)."""
+    async with websockets.connect(
+        url,
+        subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+        open_timeout=1,
+        close_timeout=1,
+        compression=None,
+    ) as ws:
+        await ws.send(MSGPACK.encode(Hello("tritonmq-python")))
+        return MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 1))
+
+
+def _stop_zk(zk: KazooClient) -> None:
+    zk.stop()
+    zk.close()

@@ -44,46 +44,25 @@ class Subscription:
         self.window = window
         self.mode = mode
         self.shared = mode == "shared"
-        self.position: int | None = None  # where the broker started us (from subok)
-        self.last_ts = -1  # last ts handed to the application
-        self.max_seen = -1  # last ts received from a broker
         self._records: deque[tuple[Any, ...]] = deque()
         self._ready = asyncio.Event()
         self._subscribed: asyncio.Future[int] | None = None
         self._error: BaseException | None = None
         self._closed = False
 
-    def resume_from(self) -> str | int:
-        if self.shared:  # after the first sub, the subscription's own cursor, kept by the broker
-            return "latest" if self.position is not None else self.start
-        if self.max_seen >= 0:
-            return self.max_seen + 1
-        if self.position is not None:
-            return self.position
-        return self.start
-
-    # called by the link ---------------------------------------------------------
+    # called by the link: the protocol already dropped redeliveries -------------------
 
     def on_records(self, records: Any) -> None:
-        if self.shared:
-            self._records.extend(records)
-            self._ready.set()
-            return
-        seen = self.max_seen
-        for rec in records:
-            if rec[0] > seen:
-                self._records.append(rec)
-                seen = rec[0]
-        self.max_seen = seen
+        self._records.extend(records)
         self._ready.set()
 
     def on_subok(self, next_ts: int) -> None:
-        if self.position is None:
-            self.position = next_ts
         if self._subscribed is not None and not self._subscribed.done():
             self._subscribed.set_result(next_ts)
 
     def fail(self, exc: BaseException) -> None:
+        """The subscription ended (e.g. :class:`~tritonmq.errors.Purged`): the iterator raises
+        ``exc`` once the records received before it are consumed."""
         self._error = exc
         if self._subscribed is not None and not self._subscribed.done():
             self._subscribed.set_exception(exc)
@@ -111,19 +90,15 @@ class Subscription:
 
     async def __anext__(self) -> Message:
         recs = self._records
-        while True:
-            while not recs:
-                if self._error is not None:
-                    raise self._error
-                if self._closed:
-                    raise StopAsyncIteration
-                self._ready.clear()
-                await self._ready.wait()
-            ts, uuid, key, value, headers = recs.popleft()
-            if ts <= self.last_ts and not self.shared:
-                continue
-            self.last_ts = max(ts, self.last_ts)
-            return Message(self.topic, ts, uuid, key, value, headers, self._ack)
+        while not recs:
+            if self._error is not None:
+                raise self._error
+            if self._closed:
+                raise StopAsyncIteration
+            self._ready.clear()
+            await self._ready.wait()
+        ts, uuid, key, value, headers = recs.popleft()
+        return Message(self.topic, ts, uuid, key, value, headers, self._ack)
 
     async def get(self, timeout: float | None = None) -> Message:
         """The next message, waiting at most ``timeout`` seconds."""

@@ -1,10 +1,12 @@
-"""One connection to a group's primary, kept alive across failovers.
+"""The connection to one group's primary: a thin asyncio shell around :class:`ClientProtocol`.
 
-Publishing is batched and pipelined (``max_in_flight`` batches on the wire).
-When the connection drops, or the broker refuses a batch with a retriable
-error, every unacknowledged batch is sent again, in order and with the same
-uuids, to whoever is primary now: the primary's dedup table returns the
-original ``ts`` for records it already holds, so order and exactly-once hold.
+Every decision (batching, the in-flight window, resending in order with the same
+uuids, redirects, following a new epoch, dropping redeliveries, backoff) is made
+in :mod:`tritonmq.client.protocol`. This module only decodes what arrives, hands it
+to the protocol with the loop's clock, and performs the actions it returns, in one
+``match``. Every task it starts is kept, and cancelled on close; one that ends
+with an unexpected exception fails every pending call with it instead of leaving
+them to hang.
 """
 
 from __future__ import annotations
@@ -12,48 +14,55 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
-from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any
+import random
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, assert_never
 
 import websockets
 from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed
 
 from tritonmq.client.consumer import Subscription
-from tritonmq.client.types import Ack
-from tritonmq.errors import (
-    BrokerError,
-    ClientClosed,
-    ProtocolError,
-    PublishTimeout,
-    TritonError,
-    WrongGroup,
-    error_from_wire,
+from tritonmq.client.events import (
+    AckRecord,
+    Action,
+    Close,
+    Connect,
+    DeliverRecords,
+    Disconnect,
+    EpochSeen,
+    Event,
+    FrameReceived,
+    Probe,
+    Publish,
+    PublishDone,
+    PublishFailed,
+    Resolve,
+    Resolved,
+    ResolveFailed,
+    Send,
+    Subscribe,
+    Subscribed,
+    SubscriptionFailed,
+    Tick,
+    TransportClosed,
+    TransportFailed,
+    TransportOpened,
+    Unsubscribe,
+    WakeAt,
 )
-from tritonmq.wire import codec
-from tritonmq.wire.frames import SUBPROTOCOL
+from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
+from tritonmq.client.types import Ack
+from tritonmq.errors import ClientClosed, ClientError, ProtocolError
+from tritonmq.wire import codec as wire
+from tritonmq.wire.frames import From
 
 log = logging.getLogger("tritonmq.client")
 
 Resolver = Callable[[], Awaitable[list[str]]]
-MAX_PAUSE = 1.0
-
-
-class _Batch:
-    __slots__ = ("id", "topic", "records", "futures", "deadline", "attempts", "on_wire")
-
-    def __init__(
-        self, id: int, topic: str, records: list[Any], futures: list[Any], deadline: float
-    ) -> None:
-        self.id = id
-        self.topic = topic
-        self.records = records
-        self.futures = futures
-        self.deadline = deadline
-        self.attempts = 0
-        self.on_wire = False  # sent on the current connection, counted in the in-flight window
+Prober = Callable[[str], Awaitable[tuple[int | None, str | None]]]
+"""Ask the group's brokers other than the given URL: ``(epoch, primary_url)``."""
+RESOLVE_TIMEOUT = 10.0
 
 
 class Link:
@@ -68,156 +77,235 @@ class Link:
         timeout: float = 30.0,
         retries: int = 1000,
         max_frame: int = 64 * 1024 * 1024,
+        probe: Prober | None = None,
+        probe_after: float = 1.0,
+        codec: wire.Codec = wire.MSGPACK,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self._resolve = resolve
-        self.expected_group = group  # "" : whichever group the primary we find leads
-        self._pause = 0.0  # back-off before reconnecting after a refused batch
-        self.max_in_flight = max_in_flight
-        self.batch_size = batch_size
-        self.linger = linger
-        self.timeout = timeout
-        self.retries = retries
+        self._probe = probe
+        self._codec = codec
         self.max_frame = max_frame
-        self.ws: ClientConnection | None = None
-        self.group = group
-        self.connected = asyncio.Event()
-        self._batches: dict[int, _Batch] = {}
-        self._unsent: deque[int] = deque()
-        self._inflight = 0
-        self._next_id = 1
-        self._buffer: dict[str, list[tuple[Any, asyncio.Future[Ack]]]] = {}
-        self._flush_handle: asyncio.Handle | asyncio.TimerHandle | None = None
+        self.protocol = ClientProtocol(
+            Settings(
+                max_in_flight=max_in_flight,
+                batch_size=batch_size,
+                linger=linger,
+                timeout=timeout,
+                retries=retries,
+                probe_after=probe_after if probe is not None else None,
+                group=group,
+            ),
+            rand,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ws: ClientConnection | None = None
+        self._ws_conn = 0
+        self._readers: dict[int, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")
+        self._next_ticket = 1
+        self._pending: dict[int, tuple[asyncio.Future[Any], str, bool]] = {}
         self._subs: dict[int, Subscription] = {}
         self._next_sid = 1
-        self._acks: dict[int, int] = {}
-        self._shared_acks: dict[int, list[int]] = {}
-        self._ack_scheduled = False
         self._closed = False
-        self._last_error: BaseException | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def group(self) -> str:
+        return self.protocol.group or self.protocol.settings.group
+
+    @property
+    def state(self) -> ConnState:
+        return self.protocol.state
 
     # --- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
         """Connect in the background; requests queue until the primary is reached."""
-        if not self._tasks:
-            self._tasks = [
-                asyncio.ensure_future(self._run()),
-                asyncio.ensure_future(self._expire()),
-            ]
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._handle(Tick())
 
     async def close(self) -> None:
         if self._closed:
             return
-        self._flush()
+        self._handle(Close())
         self._closed = True
-        for t in self._tasks:
+        if self._timer is not None:
+            self._timer.cancel()
+        for t in list(self._tasks):
             t.cancel()
-        err = ClientClosed("client closed")
-        for b in self._batches.values():
-            for f in b.futures:
-                if not f.done():
-                    f.set_exception(err)
-        self._batches.clear()
-        for s in list(self._subs.values()):
-            s.fail(err)
-        if self.ws is not None:
-            await self.ws.close()
-            self.ws = None
+        while self._tasks:  # cancelled readers leave a websocket close (<= 1 s) behind
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _run(self) -> None:
-        backoff = 0.02
-        while not self._closed:
-            try:
-                ws = await self._connect()
-            except (
-                OSError,
-                TritonError,
-                ConnectionClosed,
-                InvalidHandshake,
-                InvalidURI,
-                TimeoutError,
-            ) as e:
-                self._last_error = e
-                log.debug("connect failed: %s", e)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 0.5)
-                continue
-            backoff = 0.02
-            self.ws = ws
-            self._on_connected(ws)
-            try:
-                async for data in ws:
-                    if self.ws is not ws:
-                        break
-                    self._dispatch(data)
-            except ConnectionClosed:
-                pass
-            finally:
-                if self.ws is ws:
-                    self.ws = None
-                self.connected.clear()
-            if self._pause:
-                await asyncio.sleep(self._pause)
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
 
-    async def _connect(self) -> ClientConnection:
-        """Connect to whichever candidate is primary, following NOT_PRIMARY hints."""
-        candidates = await self._resolve()
-        tried: set[str] = set()
-        while candidates:
-            url = candidates.pop(0)
-            if url in tried:
-                continue
-            tried.add(url)
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        log.error("client task failed: %r", exc)
+        self._fail_everything(ClientError(f"client task failed: {exc!r}"))
+
+    def _fail_everything(self, err: BaseException) -> None:
+        """A bug in this shell: surface it to every caller rather than leave them waiting."""
+        for fut, _, _ in self._pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self._pending.clear()
+        for sub in self._subs.values():
+            sub.fail(err)
+        self._subs.clear()
+
+    # --- the protocol: events in, actions performed ---------------------------------------
+
+    def _handle(self, event: Event) -> None:
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        for action in self.protocol.handle(event, loop.time()):
+            self._perform(action)
+
+    def _perform(self, action: Action) -> None:
+        match action:
+            case Send(frame=frame):
+                ws = self._ws
+                if ws is not None:
+                    websockets.broadcast((ws,), self._codec.encode(frame))
+            case Connect(conn=conn, url=url):
+                self._readers[conn] = self._spawn(self._connection(conn, url))
+            case Disconnect(conn=conn):
+                if self._ws_conn == conn:
+                    self._ws = None
+                reader = self._readers.pop(conn, None)
+                if reader is not None:
+                    reader.cancel()
+            case Resolve():
+                self._spawn(self._resolve_candidates())
+            case Probe(exclude=url):
+                self._spawn(self._probe_epoch(url))
+            case PublishDone(ticket=ticket, ts=ts, group=group):
+                entry = self._pending.pop(ticket, None)
+                if entry is not None and not entry[0].done():
+                    fut, topic, single = entry
+                    acks = [Ack(topic, t, group) for t in ts]
+                    fut.set_result(acks[0] if single else acks)
+            case PublishFailed(ticket=ticket, error=error):
+                entry = self._pending.pop(ticket, None)
+                if entry is not None and not entry[0].done():
+                    entry[0].set_exception(error)
+            case DeliverRecords(sid=sid, records=records):
+                sub = self._subs.get(sid)
+                if sub is not None:
+                    sub.on_records(records)
+            case Subscribed(sid=sid, next=next_ts):
+                sub = self._subs.get(sid)
+                if sub is not None:
+                    sub.on_subok(next_ts)
+            case SubscriptionFailed(sid=sid, error=error):
+                sub = self._subs.pop(sid, None)
+                if sub is not None:
+                    sub.fail(error)
+            case WakeAt(at=at):
+                self._wake_at(at)
+            case _:
+                assert_never(action)
+
+    def _wake_at(self, at: float) -> None:
+        if self._closed or at >= self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        assert self._loop is not None
+        self._timer_at = at
+        self._timer = self._loop.call_at(at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = float("inf")
+        self._handle(Tick())
+
+    # --- I/O the actions ask for ---------------------------------------------------------
+
+    async def _resolve_candidates(self) -> None:
+        """Bug 7: whatever the cluster read raises (kazoo's errors too) is an event, not
+        the end of the link: the protocol backs off and reads again."""
+        try:
+            urls = await asyncio.wait_for(self._resolve(), RESOLVE_TIMEOUT)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.debug("cluster read failed: %r", e)
+            self._handle(ResolveFailed(repr(e)))
+            return
+        self._handle(Resolved(tuple(urls)))
+
+    async def _probe_epoch(self, exclude: str) -> None:
+        epoch: int | None = None
+        url: str | None = None
+        if self._probe is not None:
+            try:
+                epoch, url = await asyncio.wait_for(self._probe(exclude), RESOLVE_TIMEOUT)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.debug("epoch probe failed: %r", e)
+        self._handle(EpochSeen(epoch, url))
+
+    async def _connection(self, conn: int, url: str) -> None:
+        try:
             ws = await websockets.connect(
                 url,
-                subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+                subprotocols=[self._codec.subprotocol],  # type: ignore[list-item]
                 max_size=self.max_frame,
                 compression=None,
                 open_timeout=3,
                 ping_interval=5,
                 ping_timeout=10,
+                close_timeout=1,
             )
-            await ws.send(codec.packb({"op": "hello", "client": "tritonmq-python"}))
-            meta = codec.decode_broker(await asyncio.wait_for(ws.recv(), 3))
-            wrong = self.expected_group and meta.get("group") != self.expected_group
-            if meta.get("op") == "meta" and meta.get("role") == "primary" and not wrong:
-                self.group = str(meta.get("group", ""))
-                return ws
-            await ws.close()
-            hint = meta.get("primary_url")
-            if isinstance(hint, str) and hint not in tried and not wrong:
-                candidates.insert(0, hint)
-        raise BrokerError("no primary among the known brokers", code="NOT_PRIMARY")
-
-    def _on_connected(self, ws: ClientConnection) -> None:
-        self._unsent = deque(sorted(self._batches))
-        self._inflight = 0
-        for b in self._batches.values():
-            b.on_wire = False
-        for s in self._subs.values():
-            self._send_sub(s)
-        self.connected.set()
-        self._pump()
-
-    def _reset(self, why: str) -> None:
-        """Drop this connection; the run loop reconnects and resends everything unacked."""
-        ws = self.ws
-        if ws is None:
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self._handle(TransportFailed(conn, repr(e)))
             return
-        log.debug("resetting connection: %s", why)
-        self.ws = None
-        self.connected.clear()
-        asyncio.ensure_future(ws.close())
-
-    def _send(self, data: bytes) -> bool:
-        ws = self.ws
-        if ws is None:
-            return False
-        websockets.broadcast((ws,), data)
-        return True
+        self._ws, self._ws_conn = ws, conn
+        reason = ""
+        try:
+            self._handle(TransportOpened(conn))
+            async for data in ws:
+                try:
+                    frame = self._codec.decode_broker(data)
+                except ProtocolError as e:
+                    log.warning("dropping an undecodable frame from %s: %s", url, e)
+                    continue
+                self._handle(FrameReceived(conn, frame))
+        except ConnectionClosed as e:
+            reason = str(e)
+        finally:
+            if self._ws is ws:
+                self._ws = None
+            self._readers.pop(conn, None)
+            if not self._closed:
+                self._handle(TransportClosed(conn, reason or "closed"))
+            self._spawn(ws.close())
 
     # --- producing -------------------------------------------------------------------
+
+    def _ticket(self, topic: str, single: bool) -> tuple[int, asyncio.Future[Any]]:
+        if self._closed:
+            raise ClientClosed("client closed")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        self._pending[ticket] = (fut, topic, single)
+        return ticket, fut
 
     def publish_nowait(
         self,
@@ -227,106 +315,20 @@ class Link:
         headers: dict[str, Any] | None,
         uuid: bytes | None = None,
     ) -> asyncio.Future[Ack]:
-        if self._closed:
-            raise ClientClosed("client closed")
-        if not isinstance(value, bytes | bytearray | memoryview):
-            raise TypeError("value must be bytes")
-        if key is not None and not isinstance(key, bytes):
-            raise TypeError("key must be bytes or None")
-        fut: asyncio.Future[Ack] = asyncio.get_running_loop().create_future()
-        buf = self._buffer.get(topic)
-        if buf is None:
-            buf = self._buffer[topic] = []
-        buf.append(((uuid or os.urandom(16), key, bytes(value), headers), fut))
-        if len(buf) >= self.batch_size:
-            self._flush()
-        elif self._flush_handle is None:
-            loop = asyncio.get_running_loop()
-            self._flush_handle = (
-                loop.call_later(self.linger, self._flush)
-                if self.linger > 0
-                else loop.call_soon(self._flush)
-            )
+        """One record; the future gets its :class:`Ack`."""
+        record = _record(uuid or os.urandom(16), value, key, headers)
+        ticket, fut = self._ticket(topic, True)
+        self._handle(Publish(ticket, topic, (record,)))
         return fut
 
-    def _flush(self) -> None:
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
-        if not self._buffer:
-            return
-        deadline = time.monotonic() + self.timeout
-        for topic, items in self._buffer.items():
-            for i in range(0, len(items), self.batch_size):
-                chunk = items[i : i + self.batch_size]
-                b = _Batch(
-                    self._next_id, topic, [r for r, _ in chunk], [f for _, f in chunk], deadline
-                )
-                self._next_id += 1
-                self._batches[b.id] = b
-                self._unsent.append(b.id)
-        self._buffer.clear()
-        self._pump()
-
-    def _pump(self) -> None:
-        while self._unsent and self._inflight < self.max_in_flight and self.ws is not None:
-            b = self._batches.get(self._unsent.popleft())
-            if b is None:
-                continue
-            b.attempts += 1
-            b.on_wire = True
-            self._inflight += 1
-            self._send(
-                codec.packb({"op": "pub", "id": b.id, "topic": b.topic, "records": b.records})
-            )
-
-    def _on_puback(self, frame: dict[str, Any]) -> None:
-        b = self._batches.pop(frame.get("id", -1), None)
-        if b is None:
-            return
-        self._settle(b)
-        self._pause = 0.0
-        group = str(frame.get("group", self.group))
-        for fut, ts in zip(b.futures, frame.get("ts", ()), strict=False):
-            if not fut.done():
-                fut.set_result(Ack(b.topic, ts, group))
-        self._pump()
-
-    def _on_pub_error(self, b: _Batch, err: BrokerError) -> None:
-        if err.retriable and b.attempts <= self.retries and not isinstance(err, WrongGroup):
-            self._last_error = err
-            self._pause = min(max(0.05, self._pause * 2), MAX_PAUSE)
-            self._reset(f"batch {b.id}: {err.code}")
-            return
-        self._batches.pop(b.id, None)
-        self._settle(b)
-        for fut in b.futures:
-            if not fut.done():
-                fut.set_exception(err)
-        self._pump()
-
-    def _settle(self, b: _Batch) -> None:
-        """A batch left the in-flight window (acknowledged, refused for good, or expired)."""
-        if b.on_wire:
-            b.on_wire = False
-            self._inflight -= 1
-
-    async def _expire(self) -> None:
-        while True:
-            await asyncio.sleep(0.2)
-            now = time.monotonic()
-            expired = [b for b in self._batches.values() if b.deadline < now]
-            for b in expired:
-                del self._batches[b.id]
-                self._settle(b)
-                err = PublishTimeout(
-                    f"no acknowledgement within {self.timeout:.1f}s (last error: {self._last_error})"
-                )
-                for fut in b.futures:
-                    if not fut.done():
-                        fut.set_exception(err)
-            if expired:
-                self._pump()
+    def publish_batch(
+        self, topic: str, items: list[tuple[bytes, bytes, bytes | None, dict[str, Any] | None]]
+    ) -> asyncio.Future[list[Ack]]:
+        """``(uuid, value, key, headers)`` each; the future gets their acks in order."""
+        records = [_record(u, v, k, h) for u, v, k, h in items]
+        ticket, fut = self._ticket(topic, False)
+        self._handle(Publish(ticket, topic, records))
+        return fut
 
     # --- consuming -------------------------------------------------------------------
 
@@ -338,94 +340,33 @@ class Link:
         return Subscription(self, sid, topic, name, start, window, mode)
 
     def add_subscription(self, sub: Subscription) -> None:
+        if self._closed:
+            sub.fail(ClientClosed("client closed"))
+            return
         self._subs[sub.sid] = sub
-        self._send_sub(sub)
+        start = sub.start if isinstance(sub.start, int) else From(sub.start)
+        self._handle(Subscribe(sub.sid, sub.topic, sub.name, start, sub.window, sub.mode))
 
     def remove_subscription(self, sub: Subscription) -> None:
-        if sub.sid in self._subs:
-            self._flush_acks()  # acks still queued for this turn must reach the broker first
         if self._subs.pop(sub.sid, None) is not None:
-            self._send(codec.packb({"op": "unsub", "sid": sub.sid}))
-
-    def _send_sub(self, sub: Subscription) -> None:
-        frame: dict[str, Any] = {
-            "op": "sub",
-            "sid": sub.sid,
-            "topic": sub.topic,
-            "from": sub.resume_from(),
-        }
-        if sub.position is not None:
-            frame["resume"] = True  # a reconnect: keep the subscription's ack point
-        if sub.name:
-            frame["subscription"] = sub.name
-        if sub.shared:
-            frame["mode"] = "shared"
-        if sub.window:
-            frame["window"] = sub.window
-        self._send(codec.packb(frame))
+            self._handle(Unsubscribe(sub.sid))
 
     def ack(self, sub: Subscription, ts: int) -> None:
-        if sub.shared:
-            self._shared_acks.setdefault(sub.sid, []).append(ts)
-        elif ts > self._acks.get(sub.sid, -1):
-            self._acks[sub.sid] = ts
-        if not self._ack_scheduled:
-            self._ack_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_acks)
+        self._handle(AckRecord(sub.sid, ts))
 
-    def _flush_acks(self) -> None:
-        self._ack_scheduled = False
-        acks, self._acks = self._acks, {}
-        for sid, ts in acks.items():
-            if sid in self._subs:
-                self._send(codec.packb({"op": "ack", "sid": sid, "ts": ts}))
-        shared, self._shared_acks = self._shared_acks, {}
-        for sid, many in shared.items():
-            if sid in self._subs:
-                self._send(codec.packb({"op": "ack", "sid": sid, "ts": many}))
+    # --- following the group's epoch -------------------------------------------------------
 
-    # --- frames from the broker ----------------------------------------------------------
+    def epoch_seen(self, epoch: int, primary_url: str | None) -> None:
+        """The group's state changed (a ZooKeeper watch): move if it is a new primary."""
+        if not self._closed:
+            self._handle(EpochSeen(epoch, primary_url))
 
-    def _dispatch(self, data: bytes | str) -> None:
-        try:
-            frame = codec.decode_broker(data, max_frame=self.max_frame)
-        except ProtocolError as e:
-            log.warning("dropping an undecodable frame from the broker: %s", e)
-            return
-        op = frame["op"]
-        if op == "deliver":
-            sub = self._subs.get(frame.get("sid", -1))
-            if sub is not None:
-                sub.on_records(frame.get("records", ()))
-        elif op == "puback":
-            self._on_puback(frame)
-        elif op == "subok":
-            sub = self._subs.get(frame.get("sid", -1))
-            if sub is not None:
-                sub.on_subok(int(frame.get("next", 0)))
-        elif op == "error":
-            self._on_error(frame)
 
-    def _on_error(self, frame: dict[str, Any]) -> None:
-        err = error_from_wire(
-            str(frame.get("code", "INTERNAL")),
-            str(frame.get("message", "")),
-            bool(frame.get("retriable", False)),
-            frame.get("primary"),
-            frame.get("group"),
-        )
-        if "id" in frame:
-            b = self._batches.get(frame["id"])
-            if b is not None:
-                self._on_pub_error(b, err)
-        elif "sid" in frame:
-            sub = self._subs.get(frame["sid"])
-            if sub is None:
-                return
-            if err.retriable and not isinstance(err, WrongGroup):
-                self._reset(f"subscription {sub.sid}: {err.code}")
-            else:
-                self._subs.pop(sub.sid, None)
-                sub.fail(err)
-        else:
-            log.warning("broker reported %s: %s", err.code, err.message)
+def _record(
+    uuid: bytes, value: Any, key: bytes | None, headers: dict[str, Any] | None
+) -> tuple[bytes, bytes | None, bytes, dict[str, Any] | None]:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise TypeError("value must be bytes")
+    if key is not None and not isinstance(key, bytes):
+        raise TypeError("key must be bytes or None")
+    return (uuid, key, bytes(value), headers)

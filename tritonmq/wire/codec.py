@@ -10,31 +10,39 @@ converted record by record.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
 from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError, UnknownOp
 from tritonmq.wire.frames import (
+    SUBPROTOCOL,
     Ack,
     Append,
+    BrokerFrame,
     ClientFrame,
+    Deliver,
     Entry,
+    Error,
     ErrorCode,
     Fetch,
+    Fetched,
     Follow,
     From,
     Hello,
     Leader,
     Meta,
+    MetaReply,
     Nack,
     Pub,
+    PubAck,
     PubRecord,
     Purge,
     Record,
     ReplAck,
     ReplFrame,
     Sub,
+    SubOk,
     Unsub,
 )
 
@@ -283,8 +291,109 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
 
 
 def decode_broker(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> dict[str, Any]:
-    """Decode a frame a broker sent to a client: a map with a string ``op``."""
+    """Decode a frame a broker sent to a client as a plain map (tests and tools);
+    the client uses :meth:`MsgpackCodec.decode_broker`, which returns typed frames."""
     return _unpack(data, max_frame)
+
+
+def _opt_int(obj: dict[str, Any], key: str) -> int | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if type(v) is not int or v < 0:
+        raise MalformedFrame(f"'{key}' must be an integer >= 0")
+    return v
+
+
+def _opt_str(obj: dict[str, Any], key: str) -> str | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise MalformedFrame(f"'{key}' must be a string")
+    return v
+
+
+def _record_ok(r: Any) -> bool:
+    return type(r) is tuple and len(r) == 5 and type(r[0]) is int
+
+
+def _records(raw: Any) -> tuple[Record, ...]:
+    """Delivered records keep the tuples msgpack built. The client reads the ts of the first
+    and last record to drop redeliveries, so those two are checked; checking every record
+    would cost the consumer's hot path a Python loop (the broker is not an adversary here)."""
+    if type(raw) is not tuple:
+        raise MalformedFrame("'records' must be an array")
+    if raw and not (_record_ok(raw[0]) and _record_ok(raw[-1])):
+        raise MalformedFrame("a delivered record is [ts, uuid, key, value, headers]")
+    return raw
+
+
+def _str_map(raw: Any, key: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise MalformedFrame(f"'{key}' must be a map")
+    return raw
+
+
+def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
+    op = obj["op"]
+    if op == "deliver":
+        return Deliver(
+            _int(obj, "sid"),
+            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
+            _records(obj.get("records")),
+        )
+    if op == "puback":
+        ts = obj.get("ts")
+        if type(ts) is not tuple or not all(type(t) is int for t in ts):
+            raise MalformedFrame("'ts' must be an array of integers")
+        return PubAck(_int(obj, "id"), ts, _opt_str(obj, "group") or "")
+    if op == "subok":
+        return SubOk(_int(obj, "sid"), _int(obj, "next"))
+    if op == "fetched":
+        return Fetched(_int(obj, "id"), _records(obj.get("records")), _int(obj, "next"))
+    if op == "error":
+        raw_code = obj.get("code")
+        if not isinstance(raw_code, str):
+            raise MalformedFrame("'code' must be a string")
+        known = ErrorCode.known(raw_code)
+        retriable = obj.get("retriable")
+        return Error(
+            known if known is not None else raw_code,
+            _opt_str(obj, "message") or "",
+            known.retriable if known is not None else retriable is True,
+            _opt_int(obj, "id"),
+            _opt_int(obj, "sid"),
+            _opt_str(obj, "primary"),
+            _opt_str(obj, "group"),
+            _opt_int(obj, "first"),
+            _opt_int(obj, "last"),
+        )
+    if op == "meta":
+        role = obj.get("role")
+        if role not in ("primary", "backup"):
+            raise MalformedFrame("'role' must be 'primary' or 'backup'")
+        isr = obj.get("isr", ())
+        if type(isr) is not tuple or not all(isinstance(b, str) for b in isr):
+            raise MalformedFrame("'isr' must be an array of strings")
+        groups = obj.get("groups")
+        slots = obj.get("slots")
+        return MetaReply(
+            _int(obj, "id", default=0),
+            _opt_str(obj, "group") or "",
+            _opt_str(obj, "broker") or "",
+            role,
+            _int(obj, "epoch", default=0),
+            _opt_str(obj, "primary"),
+            _opt_str(obj, "primary_url"),
+            isr,
+            _str_map(obj.get("members", {}), "members"),
+            _int(obj, "bytes", default=0),
+            _int(obj, "records", default=0),
+            None if groups is None else _str_map(groups, "groups"),
+            None if slots is None else _str_map(slots, "slots"),
+        )
+    raise UnknownOp(f"unknown broker op {op[:40]!r}")
 
 
 # --- encoders ---------------------------------------------------------------
@@ -298,22 +407,64 @@ def enc_error(
     sid: int | None = None,
     primary: str | None = None,
     group: str | None = None,
+    first: int | None = None,
+    last: int | None = None,
 ) -> bytes:
+    return _packb(
+        _error_map(
+            Error.of(
+                code, message, id=id, sid=sid, primary=primary, group=group, first=first, last=last
+            )
+        )
+    )
+
+
+def _error_map(e: Error) -> dict[str, Any]:
     frame: dict[str, Any] = {
         "op": "error",
-        "code": str(code),
-        "message": message,
-        "retriable": code.retriable,
+        "code": str(e.code),
+        "message": e.message,
+        "retriable": e.retriable,
     }
-    if id is not None:
-        frame["id"] = id
-    if sid is not None:
-        frame["sid"] = sid
-    if primary:
-        frame["primary"] = primary
-    if group:
-        frame["group"] = group
-    return _packb(frame)
+    if e.id is not None:
+        frame["id"] = e.id
+    if e.sid is not None:
+        frame["sid"] = e.sid
+    if e.primary:
+        frame["primary"] = e.primary
+    if e.group:
+        frame["group"] = e.group
+    if e.first is not None:
+        frame["first"] = e.first
+    if e.last is not None:
+        frame["last"] = e.last
+    return frame
+
+
+def _meta_map(m: MetaReply) -> dict[str, Any]:
+    frame: dict[str, Any] = {
+        "op": "meta",
+        "id": m.id,
+        "group": m.group,
+        "broker": m.broker,
+        "role": m.role,
+        "epoch": m.epoch,
+        "primary": m.primary,
+        "primary_url": m.primary_url,
+        "isr": m.isr,
+        "members": m.members,
+        "bytes": m.bytes,
+        "records": m.records,
+    }
+    if m.groups is not None:
+        frame["groups"] = m.groups
+    if m.slots is not None:
+        frame["slots"] = m.slots
+    return frame
+
+
+def enc_meta(m: MetaReply) -> bytes:
+    return _packb(_meta_map(m))
 
 
 def enc_puback(id: int, ts: Sequence[int], group: str) -> bytes:
@@ -418,3 +569,78 @@ def enc_client(frame: ClientFrame) -> bytes:
             }
         )
     raise TypeError(f"not a client frame: {frame!r}")
+
+
+def enc_broker(frame: BrokerFrame) -> bytes:
+    """Encode a broker frame."""
+    match frame:
+        case Deliver(sid=sid, topic=topic, records=records):
+            return enc_deliver(sid, topic, records)
+        case PubAck(id=id, ts=ts, group=group):
+            return enc_puback(id, ts, group)
+        case SubOk(sid=sid, next=next_ts):
+            return enc_subok(sid, next_ts)
+        case Fetched(id=id, records=records, next=next_ts):
+            return enc_fetched(id, records, next_ts)
+        case MetaReply():
+            return enc_meta(frame)
+        case Error():
+            return _packb(_error_map(frame))
+    raise TypeError(f"not a broker frame: {frame!r}")
+
+
+# --- one codec object per subprotocol ------------------------------------------------
+
+
+class Codec(Protocol):
+    """What a websocket subprotocol's codec does; the client and broker see only this.
+
+    ``tritonmq.v1`` is :class:`MsgpackCodec`; a JSON codec for browsers
+    (``tritonmq.v1.json``, text frames) plugs in beside it without touching either side.
+    """
+
+    subprotocol: str
+
+    def encode(self, frame: ClientFrame | BrokerFrame) -> bytes | str: ...
+
+    def decode_client(self, data: bytes | str) -> ClientFrame: ...
+
+    def decode_broker(self, data: bytes | str) -> BrokerFrame: ...
+
+
+class MsgpackCodec:
+    """``tritonmq.v1``: msgpack maps in binary websocket messages, with the limits given."""
+
+    subprotocol = SUBPROTOCOL
+
+    def __init__(
+        self,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        max_records: int = 10_000,
+        max_value: int = 1024 * 1024,
+    ) -> None:
+        self.max_frame = max_frame
+        self.max_records = max_records
+        self.max_value = max_value
+
+    def encode(self, frame: ClientFrame | BrokerFrame) -> bytes:
+        if isinstance(frame, PubAck | Deliver | SubOk | Fetched | MetaReply | Error):
+            return enc_broker(frame)
+        return enc_client(frame)
+
+    def decode_client(self, data: bytes | str) -> ClientFrame:
+        return decode_client(
+            data, max_frame=self.max_frame, max_records=self.max_records, max_value=self.max_value
+        )
+
+    def decode_broker(self, data: bytes | str) -> BrokerFrame:
+        """A typed broker frame; anything else raises a :class:`ProtocolError`."""
+        return _broker_frame(_unpack(data, self.max_frame))
+
+
+MSGPACK = MsgpackCodec(max_frame=64 * 1024 * 1024)
+"""The client side's ``tritonmq.v1`` codec (a broker's frames may be as large as it allows)."""
+
+CODECS: dict[str, Codec] = {SUBPROTOCOL: MSGPACK}
+"""Client codecs by subprotocol, in order of preference."""

@@ -9,7 +9,7 @@ A replicated log entry is ``(topic, Record)``.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 PubRecord: TypeAlias = tuple[bytes, bytes | None, bytes, dict[str, Any] | None]
@@ -38,7 +38,16 @@ class ErrorCode(enum.StrEnum):
 
     @property
     def retriable(self) -> bool:
+        """Whether the same request may succeed later: defined here and nowhere else."""
         return self in _RETRIABLE
+
+    @classmethod
+    def known(cls, code: str) -> ErrorCode | None:
+        """The code named ``code``, or None for one this version does not know."""
+        try:
+            return cls(code)
+        except ValueError:
+            return None
 
 
 _RETRIABLE = {
@@ -156,6 +165,96 @@ class ReplAck:
 
 
 ClientFrame: TypeAlias = Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta
+
+
+# --- broker -> client -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PubAck:
+    """One ts per record of batch ``id``, in the batch's order (dedup may give older ts)."""
+
+    id: int
+    ts: tuple[int, ...]
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """Committed records of subscription ``sid``; ascending ts for broadcast."""
+
+    sid: int
+    topic: str
+    records: tuple[Record, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SubOk:
+    sid: int
+    next: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    id: int
+    records: tuple[Record, ...]
+    next: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetaReply:
+    """The answer to ``hello`` and ``meta``: who this broker is and where its primary is.
+
+    ``groups`` and ``slots`` (the cluster view) come only with ``meta``.
+    """
+
+    id: int
+    group: str
+    broker: str
+    role: str  # "primary" or "backup"
+    epoch: int = 0
+    primary: str | None = None
+    primary_url: str | None = None
+    isr: tuple[str, ...] = ()
+    members: dict[str, str] = field(default_factory=dict)
+    bytes: int = 0
+    records: int = 0
+    groups: dict[str, dict[str, Any]] | None = None
+    slots: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Error:
+    """An ``error`` frame. ``code`` is an :class:`ErrorCode` or, from a newer broker, a string
+    this client does not know (then ``retriable`` as sent decides)."""
+
+    code: ErrorCode | str
+    message: str
+    retriable: bool
+    id: int | None = None
+    sid: int | None = None
+    primary: str | None = None
+    group: str | None = None
+    first: int | None = None  # PURGED: the missing range, when the broker says it
+    last: int | None = None
+
+    @staticmethod
+    def of(
+        code: ErrorCode,
+        message: str,
+        *,
+        id: int | None = None,
+        sid: int | None = None,
+        primary: str | None = None,
+        group: str | None = None,
+        first: int | None = None,
+        last: int | None = None,
+    ) -> Error:
+        """An error whose ``retriable`` flag comes from its code (the one definition)."""
+        return Error(code, message, code.retriable, id, sid, primary, group, first, last)
+
+
+BrokerFrame: TypeAlias = PubAck | Deliver | SubOk | Fetched | MetaReply | Error
 
 
 @dataclass(frozen=True, slots=True)

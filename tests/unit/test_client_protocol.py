@@ -1,0 +1,561 @@
+"""The client protocol with no event loop: events in, actions out, a clock we move by hand."""
+
+from __future__ import annotations
+
+import ast
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tritonmq.client.events as events_module
+import tritonmq.client.protocol as protocol_module
+from tritonmq.client.events import (
+    AckRecord,
+    Action,
+    Close,
+    Connect,
+    DeliverRecords,
+    Disconnect,
+    EpochSeen,
+    Event,
+    FrameReceived,
+    Probe,
+    Publish,
+    PublishDone,
+    PublishFailed,
+    Resolve,
+    Resolved,
+    ResolveFailed,
+    Send,
+    Subscribe,
+    Subscribed,
+    SubscriptionFailed,
+    Tick,
+    TransportClosed,
+    TransportFailed,
+    TransportOpened,
+    Unsubscribe,
+    WakeAt,
+)
+from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
+from tritonmq.errors import ClientClosed, PublishTimeout, Purged, Unavailable, WrongGroup
+from tritonmq.wire.frames import (
+    Ack,
+    BrokerFrame,
+    Deliver,
+    Error,
+    ErrorCode,
+    From,
+    Hello,
+    MetaReply,
+    Pub,
+    PubAck,
+    Sub,
+    SubOk,
+    Unsub,
+)
+
+A, B, C = "ws://a:1", "ws://b:1", "ws://c:1"
+
+
+class Harness:
+    """A protocol, its clock, and what it asked for."""
+
+    def __init__(self, **options: Any) -> None:
+        self.now = 100.0
+        self.rng = random.Random(7)
+        self.p = ClientProtocol(Settings(**options), self.rng.random)
+        self.actions: list[Action] = []
+
+    def __call__(self, event: Event) -> list[Action]:
+        out = self.p.handle(event, self.now)
+        self.actions += out
+        return out
+
+    def frame(self, f: BrokerFrame) -> list[Action]:
+        return self(FrameReceived(self.p.conn, f))
+
+    def connect(self, url: str = A, epoch: int = 1, urls: tuple[str, ...] = (A, B, C)) -> None:
+        """Drive a fresh or dropped protocol to CONNECTED at ``url``."""
+        self(Tick())
+        if self.p.state is ConnState.RESOLVING:
+            self(Resolved(urls))
+        while self.p.url != url:
+            self(TransportFailed(self.p.conn, "refused"))
+            if self.p.state is not ConnState.CONNECTING:
+                self.now += 1
+                self(Tick())
+                self(Resolved(urls))
+        assert Send(Hello("tritonmq-python")) in self(TransportOpened(self.p.conn))
+        self.frame(MetaReply(0, "g1", url[5], "primary", epoch))
+        assert self.p.state is ConnState.CONNECTED
+
+    def sent(self, out: list[Action] | None = None) -> list[Any]:
+        return [a.frame for a in (self.actions if out is None else out) if isinstance(a, Send)]
+
+    def pubs(self, out: list[Action] | None = None) -> list[Pub]:
+        return [f for f in self.sent(out) if isinstance(f, Pub)]
+
+
+def recs(n: int, tag: str = "u") -> list[Any]:
+    return [(f"{tag}{i}".encode(), None, b"v", None) for i in range(n)]
+
+
+def test_the_protocol_modules_do_no_io() -> None:
+    banned = {"asyncio", "socket", "kazoo", "websockets", "time", "random", "os", "threading"}
+    for module in (protocol_module, events_module):
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not {m.split(".")[0] for m in imported} & banned, module.__name__
+
+
+# --- connecting -----------------------------------------------------------------------
+
+
+def test_connects_through_candidates_and_follows_a_primary_hint() -> None:
+    h = Harness()
+    assert h(Tick()) == [Resolve()]
+    out = h(Resolved((B, C)))
+    assert out[0] == Connect(1, B) and h.p.state is ConnState.CONNECTING
+    h(TransportOpened(1))
+    out = h.frame(MetaReply(0, "g1", "b", "backup", 3, "a", A))
+    assert out[:2] == [Disconnect(1), Connect(2, A)]  # the hint goes first
+    h(TransportOpened(2))
+    h.frame(MetaReply(0, "g1", "a", "primary", 3))
+    assert (h.p.state, h.p.url, h.p.epoch, h.p.group) == (ConnState.CONNECTED, A, 3, "g1")
+
+
+def test_a_broker_of_another_group_is_not_taken() -> None:
+    h = Harness(group="g2")
+    h(Tick())
+    h(Resolved((A, B)))
+    h(TransportOpened(1))
+    out = h.frame(MetaReply(0, "g1", "a", "primary", 1))
+    assert out[:2] == [Disconnect(1), Connect(2, B)]
+
+
+def test_handshake_timeout_moves_on() -> None:
+    h = Harness(handshake_timeout=2.0)
+    h(Tick())
+    h(Resolved((A, B)))
+    h(TransportOpened(1))
+    h.now += 2.0
+    assert h(Tick())[:2] == [Disconnect(1), Connect(2, B)]
+
+
+def test_backoff_with_jitter_stays_in_bounds_and_grows() -> None:
+    h = Harness(backoff_base=0.1, backoff_max=2.0)
+    delays = []
+    for _ in range(8):
+        h(Tick())
+        assert h.p.state is ConnState.RESOLVING
+        h(Resolved((A,)))
+        out = h(TransportFailed(h.p.conn, "refused"))
+        assert h.p.state is ConnState.DISCONNECTED
+        wake = [a.at for a in out if isinstance(a, WakeAt)]
+        delays.append(wake[0] - h.now)
+        assert h(Tick()) == [WakeAt(wake[0])]  # too early: nothing but the same wake
+        h.now = wake[0]
+    caps = [min(2.0, 0.1 * 2**i) for i in range(8)]
+    assert all(c / 2 <= d <= c for d, c in zip(delays, caps, strict=True)), delays
+    assert delays[-1] > delays[0]
+
+
+@given(st.integers(0, 60), st.floats(0, 0.999999))
+def test_backoff_delay_bounds(failures: int, r: float) -> None:
+    p = ClientProtocol(Settings(backoff_base=0.02, backoff_max=0.5), lambda: r)
+    cap = min(0.5, 0.02 * 2**failures)
+    assert cap / 2 <= p.backoff_delay(failures) <= cap
+
+
+def test_a_failed_cluster_read_is_retried_not_the_end() -> None:
+    h = Harness(timeout=10.0)
+    h(Tick())
+    h(Publish(1, "t", recs(1)))
+    h(ResolveFailed("ConnectionLoss()"))
+    assert h.p.state is ConnState.DISCONNECTED and "ConnectionLoss" in h.p.last_error
+    h.now += 1
+    assert Resolve() in h(Tick())
+    h(Resolved((A,)))
+    h(TransportOpened(h.p.conn))
+    out = h.frame(MetaReply(0, "g1", "a", "primary", 1))
+    assert [p.records for p in h.pubs(out)] == [recs(1)]
+    assert h.frame(PubAck(1, (5,), "g1")) == [PublishDone(1, (5,), "g1")]
+
+
+# --- batching and the in-flight window --------------------------------------------------
+
+
+def test_records_are_batched_per_topic_at_batch_size_or_on_the_next_turn() -> None:
+    h = Harness(batch_size=3)
+    h.connect()
+    out = h(Publish(1, "t", recs(2)))
+    assert h.pubs(out) == [] and WakeAt(h.now) in out
+    out = h(Publish(2, "t", recs(2, "w")))  # 4 >= 3: flushed now, in batches of 3 and 1
+    assert [(p.id, len(p.records)) for p in h.pubs(out)] == [(1, 3), (2, 1)]
+    h(Publish(3, "u", recs(1)))
+    assert [(p.topic, p.id) for p in h.pubs(h(Tick()))] == [("u", 3)]
+    # Tickets spanning batches are answered once every part is acknowledged, in order.
+    assert h.frame(PubAck(1, (10, 11, 12), "g1")) == [PublishDone(1, (10, 11), "g1")]
+    assert h.frame(PubAck(2, (13,), "g1")) == [PublishDone(2, (12, 13), "g1")]
+
+
+def test_linger_holds_a_batch_back() -> None:
+    h = Harness(linger=0.5)
+    h.connect()
+    out = h(Publish(1, "t", recs(1)))
+    assert WakeAt(h.now + 0.5) in out
+    assert h.pubs(h(Tick())) == []
+    h.now += 0.5
+    assert len(h.pubs(h(Tick()))) == 1
+
+
+def test_in_flight_window_is_bounded_and_refilled_by_acks() -> None:
+    h = Harness(batch_size=1, max_in_flight=3)
+    h.connect()
+    out = h(Publish(1, "t", recs(5)))
+    assert [p.id for p in h.pubs(out)] == [1, 2, 3] and h.p.in_flight == 3
+    out = h.frame(PubAck(2, (2,), "g1"))
+    assert [p.id for p in h.pubs(out)] == [4]
+    out = h.frame(PubAck(1, (1,), "g1"))
+    assert [p.id for p in h.pubs(out)] == [5]
+    assert h.p.in_flight == 3
+
+
+def test_publishes_wait_for_a_connection() -> None:
+    h = Harness()
+    h(Publish(1, "t", recs(2)))
+    assert h.pubs(h(Tick())) == []
+    h.connect()
+    assert [p.records for p in h.pubs()] == [recs(2)]
+
+
+# --- retries, redirects, epochs -----------------------------------------------------------
+
+
+def test_after_a_drop_every_unacked_batch_is_resent_in_order_with_the_same_uuids() -> None:
+    h = Harness(batch_size=2, max_in_flight=2)
+    h.connect(A)
+    h(Publish(1, "t", recs(8)))
+    first = h.pubs()
+    assert [p.id for p in first] == [1, 2]
+    h.frame(PubAck(1, (1, 2), "g1"))
+    h(TransportClosed(h.p.conn, "gone"))
+    assert h.p.state is ConnState.DISCONNECTED and h.p.in_flight == 0
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    again = h.pubs()
+    assert [p.id for p in again] == [2, 3]  # the window again, oldest first
+    assert again[0] == first[1]  # the same batch: same id, same uuids
+    h.frame(PubAck(2, (3, 4), "g1"))
+    h.frame(PubAck(3, (5, 6), "g1"))
+    out = h.frame(PubAck(4, (7, 8), "g1"))
+    assert out == [PublishDone(1, (1, 2, 3, 4, 5, 6, 7, 8), "g1")]
+
+
+def test_a_retriable_refusal_reconnects_after_a_pause_and_resends_everything() -> None:
+    h = Harness(batch_size=1)
+    h.connect(A)
+    h(Publish(1, "t", recs(3)))
+    out = h.frame(Error.of(ErrorCode.NOT_ENOUGH_REPLICAS, "isr", id=2))
+    assert out[0] == Disconnect(h.p.conn) and h.p.state is ConnState.DISCONNECTED
+    wake = next(a.at for a in out if isinstance(a, WakeAt))
+    assert wake == pytest.approx(h.now + 0.05)
+    h.actions.clear()
+    h.now = wake
+    h.connect(A)
+    assert [p.id for p in h.pubs()] == [1, 2, 3]
+
+
+def test_not_primary_with_a_hint_goes_there_first() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Publish(1, "t", recs(1)))
+    h(Tick())
+    out = h.frame(Error.of(ErrorCode.NOT_PRIMARY, "moved", id=1, primary=C))
+    h.now += 1
+    out = h(Tick())
+    assert Connect(h.p.conn, C) in out and Resolve() not in out
+
+
+def test_wrong_group_fails_the_batch_for_the_caller_to_reroute() -> None:
+    h = Harness()
+    h.connect()
+    h(Publish(1, "t", recs(1)))
+    h(Tick())
+    out = h.frame(Error.of(ErrorCode.WRONG_GROUP, "there", id=1, group="g2"))
+    assert len(out) == 1 and isinstance(out[0], PublishFailed)
+    assert isinstance(out[0].error, WrongGroup) and out[0].error.group == "g2"
+    assert h.p.state is ConnState.CONNECTED
+
+
+def test_a_non_retriable_error_fails_only_its_batch() -> None:
+    h = Harness(batch_size=1)
+    h.connect()
+    h(Publish(1, "t", recs(1)))
+    h(Publish(2, "t", recs(1)))
+    out = h.frame(Error.of(ErrorCode.BAD_FRAME, "bad", id=1))
+    assert [type(a) for a in out] == [PublishFailed] and h.p.unacknowledged == [2]
+
+
+def test_publishes_time_out_naming_the_last_error() -> None:
+    h = Harness(timeout=5.0)
+    h(Publish(1, "t", recs(1)))
+    h(Tick())
+    h(ResolveFailed("NoNodeError"))
+    h.now += 5.0
+    out = h(Tick())
+    failed = [a for a in out if isinstance(a, PublishFailed)]
+    assert len(failed) == 1 and isinstance(failed[0].error, PublishTimeout)
+    assert "NoNodeError" in failed[0].error.message
+
+
+def test_a_newer_epoch_elsewhere_moves_the_connection_at_once() -> None:
+    h = Harness(batch_size=1)
+    h.connect(A, epoch=4)
+    h(Publish(1, "t", recs(2)))
+    assert h(EpochSeen(4, A)) == []  # same epoch: stay
+    out = h(EpochSeen(5, B))
+    assert out[0] == Disconnect(h.p.conn)
+    out = h(Tick())
+    assert Connect(h.p.conn, B) in out
+    h.actions.clear()
+    h(TransportOpened(h.p.conn))
+    h.frame(MetaReply(0, "g1", "b", "primary", 5))
+    assert [p.id for p in h.pubs()] == [1, 2] and h.p.epoch == 5
+
+
+def test_a_stalled_request_asks_the_other_brokers_once_per_interval() -> None:
+    h = Harness(probe_after=1.0)
+    h.connect(A)
+    h(Publish(1, "t", recs(1)))
+    assert [a for a in h(Tick()) if isinstance(a, Probe)] == []
+    h.now += 1.0
+    assert Probe(A) in h(Tick())
+    h.now += 0.5
+    assert [a for a in h(Tick()) if isinstance(a, Probe)] == []  # one at a time
+    h(EpochSeen(1, A))  # nothing moved
+    h.now += 0.5
+    assert Probe(A) in h(Tick())
+    out = h(EpochSeen(2, B))
+    assert Disconnect(h.p.conn) in out
+
+
+def test_no_probe_without_a_waiting_request_or_when_disabled() -> None:
+    h = Harness(probe_after=1.0)
+    h.connect(A)
+    h.now += 10
+    assert h(Tick()) == []
+    h2 = Harness()
+    h2.connect(A)
+    h2(Publish(1, "t", recs(1)))
+    h2.now += 10
+    assert [a for a in h2(Tick()) if isinstance(a, Probe)] == []
+
+
+# --- subscriptions ------------------------------------------------------------------------
+
+
+def test_subscribe_resume_and_the_drop_of_redeliveries() -> None:
+    h = Harness()
+    h.connect(A)
+    out = h(Subscribe(1, "t", None, From.LATEST))
+    assert h.sent(out) == [Sub(1, "t", None, From.LATEST, None, "broadcast", False)]
+    assert h.frame(SubOk(1, 10)) == [Subscribed(1, 10)]
+    r = [(ts, b"u", None, b"v", None) for ts in range(10, 15)]
+    assert h.frame(Deliver(1, "t", tuple(r[:3]))) == [DeliverRecords(1, tuple(r[:3]))]
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    assert [f for f in h.sent() if isinstance(f, Sub)] == [
+        Sub(1, "t", None, 13, None, "broadcast", True)
+    ]
+    # The new primary sends some again: only what the application has not seen passes.
+    assert h.frame(Deliver(1, "t", tuple(r[1:]))) == [DeliverRecords(1, tuple(r[3:]))]
+    assert h.frame(Deliver(1, "t", tuple(r[:5]))) == []
+
+
+def test_shared_subscriptions_keep_every_record_and_rejoin_at_latest() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(2, "t", "work", 5, 10, "shared"))
+    h.frame(SubOk(2, 5))
+    rs = ((7, b"u", None, b"v", None), (6, b"u", None, b"v", None))
+    assert h.frame(Deliver(2, "t", rs)) == [DeliverRecords(2, rs)]
+    assert h.frame(Deliver(2, "t", rs)) == [DeliverRecords(2, rs)]
+    h(AckRecord(2, 7))
+    h(AckRecord(2, 6))
+    assert h.sent(h(Tick())) == [Ack(2, 7, (6,))]
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B)
+    assert [f for f in h.sent() if isinstance(f, Sub)] == [
+        Sub(2, "t", "work", From.LATEST, 10, "shared", True)
+    ]
+
+
+def test_acks_are_coalesced_and_kept_across_a_disconnect() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", "durable", From.EARLIEST))
+    h.frame(SubOk(1, 1))
+    for ts in (3, 5, 4):
+        h(AckRecord(1, ts))
+    assert h.sent(h(Tick())) == [Ack(1, 5)]
+    h(AckRecord(1, 6))
+    h(TransportClosed(h.p.conn))
+    assert h.sent(h(Tick())) == []
+    h.actions.clear()
+    h.connect(B)
+    assert Ack(1, 6) in h.sent()
+
+
+def test_unsubscribe_sends_pending_acks_first() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", None, From.LATEST))
+    h.frame(SubOk(1, 1))
+    h(AckRecord(1, 4))
+    assert h.sent(h(Unsubscribe(1))) == [Ack(1, 4), Unsub(1)]
+
+
+def test_purged_reaches_the_subscription_as_an_error() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(3, "t", None, 5))
+    h.frame(SubOk(3, 5))
+    out = h.frame(Error.of(ErrorCode.PURGED, "5..9 are gone", sid=3, first=5, last=9))
+    assert len(out) == 1 and isinstance(out[0], SubscriptionFailed) and out[0].sid == 3
+    err = out[0].error
+    assert isinstance(err, Purged) and (err.first, err.last) == (5, 9)
+    assert h.p.state is ConnState.CONNECTED  # the others carry on
+    assert h.frame(Deliver(3, "t", ((9, b"u", None, b"v", None),))) == []
+
+
+def test_a_retriable_subscription_error_resubscribes() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", None, From.LATEST))
+    h.frame(SubOk(1, 8))
+    out = h.frame(Error.of(ErrorCode.NOT_PRIMARY, "stepped down", sid=1))
+    assert Disconnect(h.p.conn) in out
+    h.actions.clear()
+    h.connect(B)
+    assert [f for f in h.sent() if isinstance(f, Sub)] == [
+        Sub(1, "t", None, 8, None, "broadcast", True)
+    ]
+
+
+def test_subscriptions_are_told_when_no_primary_can_be_reached() -> None:
+    h = Harness(timeout=3.0)
+    h(Subscribe(1, "t", None, From.LATEST))
+    h(Tick())
+    h(ResolveFailed("ConnectionLoss"))
+    h.now += 3.0
+    out = h(Tick())
+    failed = [a for a in out if isinstance(a, SubscriptionFailed)]
+    assert len(failed) == 1 and isinstance(failed[0].error, Unavailable)
+    # A confirmed one gets the same after `timeout` without any connection.
+    h = Harness(timeout=3.0)
+    h.connect(A)
+    h(Subscribe(1, "t", None, From.LATEST))
+    h.frame(SubOk(1, 1))
+    h.now += 10
+    assert not [a for a in h(Tick()) if isinstance(a, SubscriptionFailed)]
+    h(TransportClosed(h.p.conn))
+    h.now += 3.0
+    assert [a for a in h(Tick()) if isinstance(a, SubscriptionFailed)]
+
+
+def test_close_fails_everything_pending_and_everything_after() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Publish(1, "t", recs(1)))
+    h(Subscribe(1, "t", None, From.LATEST))
+    out = h(Close())
+    assert out[0] == Disconnect(h.p.conn)
+    assert {type(a.error) for a in out if isinstance(a, PublishFailed | SubscriptionFailed)} == {
+        ClientClosed
+    }
+    assert isinstance(h(Publish(2, "t", recs(1)))[0], PublishFailed)
+    assert h.p.state is ConnState.CLOSED
+
+
+# --- properties ---------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["publish", "ack", "drop", "refuse", "tick", "epoch"]),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(1, 4),
+    st.integers(1, 3),
+)
+def test_every_record_is_acknowledged_once_in_order_whatever_happens(
+    steps: list[str], batch_size: int, window: int
+) -> None:
+    """A model broker that stamps by uuid: every publish ends acknowledged, each uuid gets
+    one ts, and the ts of one producer's records rise in publish order."""
+    h = Harness(batch_size=batch_size, max_in_flight=window, timeout=1e9)
+    stamped: dict[bytes, int] = {}
+    n = 0
+    epoch = 1
+
+    def broker_answers(out: list[Action]) -> None:
+        for pub in h.pubs(out):
+            ts = tuple(stamped.setdefault(r[0], len(stamped) + 1) for r in pub.records)
+            pending.append(PubAck(pub.id, ts, "g1"))
+
+    pending: list[PubAck] = []
+
+    def reconnect() -> None:
+        h.now += 2
+        pending.clear()
+        mark = len(h.actions)
+        h.connect(A if epoch % 2 else B, epoch)
+        broker_answers(h.actions[mark:])
+
+    reconnect()
+    for step in steps:
+        if h.p.state is not ConnState.CONNECTED:
+            reconnect()
+            continue
+        match step:
+            case "publish":
+                n += 1
+                broker_answers(h(Publish(n, "t", recs(3, f"p{n}-"))))
+            case "tick":
+                broker_answers(h(Tick()))
+            case "ack" if pending:
+                broker_answers(h.frame(pending.pop(0)))
+            case "drop":
+                pending.clear()
+                h(TransportClosed(h.p.conn))
+            case "refuse" if pending:
+                pub_id = pending.pop(0).id
+                pending.clear()
+                h.frame(Error.of(ErrorCode.UNAVAILABLE, "later", id=pub_id))
+            case "epoch":
+                epoch += 1
+                pending.clear()
+                h(EpochSeen(epoch, A if epoch % 2 else B))
+    for _ in range(200):
+        if h.p.state is not ConnState.CONNECTED:
+            reconnect()
+        elif pending:
+            broker_answers(h.frame(pending.pop(0)))
+        else:
+            broker_answers(h(Tick()))
+    done = {a.ticket: a.ts for a in h.actions if isinstance(a, PublishDone)}
+    assert not [a for a in h.actions if isinstance(a, PublishFailed)]
+    assert sorted(done) == list(range(1, n + 1))
+    flat = [ts for t in sorted(done) for ts in done[t]]
+    assert flat == sorted(flat) and len(set(flat)) == len(flat)

@@ -1,0 +1,72 @@
+"""The asyncio shell around the client protocol, with no broker: failures reach the caller."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kazoo.exceptions import ConnectionLoss
+
+from tritonmq.client.link import Link
+from tritonmq.client.protocol import ConnState
+from tritonmq.errors import ClientClosed, ClientError, PublishTimeout, Unavailable
+
+
+async def test_a_group_whose_cluster_read_keeps_failing_fails_calls_instead_of_hanging() -> None:
+    """Bug 7: before, a kazoo exception ended the link's task: the subscription then
+    waited forever and publishes could only time out, without saying why."""
+    reads = 0
+
+    async def resolve() -> list[str]:
+        nonlocal reads
+        reads += 1
+        raise ConnectionLoss()
+
+    link = Link(resolve, group="g1", timeout=1.0)
+    link.start()
+    try:
+        pub = link.publish_nowait("t", b"v", None, None)
+        sub = link.new_subscription("t", None, "latest", None, "broadcast")
+        with pytest.raises(Unavailable, match="ConnectionLoss"):
+            await asyncio.wait_for(sub.__aenter__(), 10)
+        with pytest.raises(PublishTimeout, match="ConnectionLoss"):
+            await asyncio.wait_for(pub, 10)
+        assert reads >= 2  # retried, not given up after the first
+        assert link.state is not ConnState.CLOSED
+    finally:
+        await link.close()
+    assert not link._tasks  # every task it started is done
+
+
+async def test_a_task_that_dies_fails_every_pending_call() -> None:
+    async def resolve() -> list[str]:
+        await asyncio.Event().wait()  # never answers
+        return []
+
+    link = Link(resolve, group="g1")
+    link.start()
+    pub = link.publish_nowait("t", b"v", None, None)
+
+    async def broken() -> None:
+        raise RuntimeError("a bug in the shell")
+
+    link._spawn(broken())
+    with pytest.raises(ClientError, match="a bug in the shell"):
+        await asyncio.wait_for(pub, 10)
+    await link.close()
+
+
+async def test_close_fails_pending_calls_and_refuses_new_ones() -> None:
+    async def resolve() -> list[str]:
+        return []
+
+    link = Link(resolve, group="g1")
+    link.start()
+    pub = link.publish_nowait("t", b"v", None, None)
+    await link.close()
+    with pytest.raises(ClientClosed):
+        await pub
+    with pytest.raises(ClientClosed):
+        link.publish_nowait("t", b"v", None, None)
+    with pytest.raises(TypeError):
+        Link(resolve).publish_nowait("t", "text", None, None)  # type: ignore[arg-type]

@@ -1,0 +1,198 @@
+"""What goes into the client protocol (events) and what comes out (actions).
+
+Frozen, slotted dataclasses, as the wire's frames are; see :mod:`tritonmq.client.protocol`
+for the rules that connect them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from tritonmq.errors import TritonError
+from tritonmq.wire.frames import BrokerFrame, ClientFrame, From, PubRecord, Record
+
+# --- events (inputs) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """Records with their uuids (made by the caller); ``ticket`` names the answer."""
+
+    ticket: int
+    topic: str
+    records: Sequence[PubRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    sid: int
+    topic: str
+    name: str | None
+    start: From | int
+    window: int | None = None
+    mode: str = "broadcast"
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    sid: int
+
+
+@dataclass(frozen=True, slots=True)
+class AckRecord:
+    sid: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    urls: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveFailed:
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransportOpened:
+    conn: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransportFailed:
+    conn: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransportClosed:
+    conn: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FrameReceived:
+    conn: int
+    frame: BrokerFrame
+
+
+@dataclass(frozen=True, slots=True)
+class EpochSeen:
+    """The group's epoch and primary as ZooKeeper or another broker tells it (None: unknown)."""
+
+    epoch: int | None
+    primary_url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    pass
+
+
+Event: TypeAlias = (
+    Publish
+    | Subscribe
+    | Unsubscribe
+    | AckRecord
+    | Resolved
+    | ResolveFailed
+    | TransportOpened
+    | TransportFailed
+    | TransportClosed
+    | FrameReceived
+    | EpochSeen
+    | Tick
+    | Close
+)
+
+
+# --- actions (outputs) -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    frame: ClientFrame
+
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    conn: int
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect:
+    conn: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resolve:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """Ask the group's brokers other than ``exclude`` for its epoch and primary."""
+
+    exclude: str
+
+
+@dataclass(frozen=True, slots=True)
+class PublishDone:
+    ticket: int
+    ts: tuple[int, ...]
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class PublishFailed:
+    ticket: int
+    error: TritonError
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverRecords:
+    sid: int
+    records: Sequence[Record]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribed:
+    sid: int
+    next: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionFailed:
+    sid: int
+    error: TritonError
+
+
+@dataclass(frozen=True, slots=True)
+class WakeAt:
+    """Send a :class:`Tick` at ``at`` (the protocol's clock), or earlier."""
+
+    at: float
+
+
+Action: TypeAlias = (
+    Send
+    | Connect
+    | Disconnect
+    | Resolve
+    | Probe
+    | PublishDone
+    | PublishFailed
+    | DeliverRecords
+    | Subscribed
+    | SubscriptionFailed
+    | WakeAt
+)

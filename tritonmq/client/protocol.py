@@ -1,0 +1,721 @@
+"""The client's rules as a pure state machine: events in, actions out (sans I/O).
+
+No asyncio, no clock, no randomness: ``now`` comes with every event and a
+``rand()`` in [0, 1) is passed to the constructor, so a test or the simulator
+replays a run exactly. :class:`~tritonmq.client.link.Link` is the asyncio shell
+that performs the actions; the JavaScript client ports these rules one to one
+(docs/protocol.md, "Client rules").
+
+One :class:`ClientProtocol` is the connection to one group's primary.
+
+Rules
+-----
+1. **Connecting.** ``DISCONNECTED`` -> ask for candidates (:class:`Resolve`) ->
+   try them in order (:class:`Connect`); on open send ``hello``; the ``meta`` reply
+   must say ``role: primary`` (and the expected group, if one is set), else close
+   and try its ``primary_url`` hint next, then the other candidates. A handshake
+   has ``handshake_timeout``. When every candidate failed, wait a backoff with
+   jitter, ``min(backoff_max, backoff_base * 2**failures) * (0.5 + rand() / 2)``,
+   then resolve again. ``CONNECTED`` resets the failure count.
+2. **Batching.** Records are gathered per topic; a batch is sent at
+   ``batch_size`` records or ``linger`` seconds after the first (0: the next turn
+   of the event loop). Batch ids count 1, 2, 3, ... for the protocol's lifetime.
+3. **In-flight window.** At most ``max_in_flight`` batches are on the wire; the
+   next goes when a ``puback`` (or a final failure) frees a slot.
+4. **Retry in order with the same uuids.** When the connection drops, or a
+   batch is refused with a retriable code other than ``WRONG_GROUP``, the
+   connection is closed and, once connected again, *every* unacknowledged batch
+   is resent in id order with the same ids and uuids. After a refusal the
+   reconnect waits ``refusal_pause`` (50 ms, doubling to 1 s, back to 0 on the next
+   ``puback``). ``NOT_PRIMARY`` with a ``primary`` hint tries that URL first.
+   A batch fails for good on a non-retriable error, on ``WRONG_GROUP`` (the caller
+   re-routes by slot with the same uuids), after ``retries`` refusals, or when its
+   ``timeout`` passes (:class:`~tritonmq.errors.PublishTimeout`, naming the last error).
+5. **Following the epoch.** Every ``meta`` names the group's epoch. An
+   :class:`EpochSeen` (a ZooKeeper watch on the group's state, or the answer to a
+   :class:`Probe`) with a newer epoch and another primary moves the connection
+   there at once, resending as in rule 4. A :class:`Probe` (ask the *other* brokers
+   who is primary) is asked for when the oldest batch on the wire has waited
+   ``probe_after`` seconds, at most once per ``probe_after``.
+6. **Subscriptions.** ``sub`` is sent on every connection. Broadcast: ``from`` is
+   (highest ts handed over) + 1, else the first ``subok.next``, else the
+   application's ``from``, with ``resume: true`` after the first ``subok``. Shared:
+   ``"latest"`` after the first ``subok``. A broadcast record with ts <= the highest
+   ts already handed to the application is dropped (a failover's redelivery).
+   A retriable error with ``sid`` (not ``WRONG_GROUP``) reconnects; any other ends
+   the subscription with that error (``PURGED`` included: the application sees
+   :class:`~tritonmq.errors.Purged`, records are never skipped in silence).
+7. **Acks** are coalesced per turn: the highest ts per broadcast subscription,
+   every ts for shared ones.
+8. **Nothing waits forever.** A subscription not confirmed within ``timeout`` of
+   its ``subscribe``, or every subscription when no connection could be made for
+   ``timeout``, fails with :class:`~tritonmq.errors.Unavailable`; a failed resolve is
+   retried with backoff and remembered as the last error.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tritonmq.client.events import (
+    AckRecord,
+    Action,
+    Close,
+    Connect,
+    DeliverRecords,
+    Disconnect,
+    EpochSeen,
+    Event,
+    FrameReceived,
+    Probe,
+    Publish,
+    PublishDone,
+    PublishFailed,
+    Resolve,
+    Resolved,
+    ResolveFailed,
+    Send,
+    Subscribe,
+    Subscribed,
+    SubscriptionFailed,
+    Tick,
+    TransportClosed,
+    TransportFailed,
+    TransportOpened,
+    Unsubscribe,
+    WakeAt,
+)
+from tritonmq.errors import (
+    ClientClosed,
+    PublishTimeout,
+    TritonError,
+    Unavailable,
+    WrongGroup,
+    error_from_wire,
+)
+from tritonmq.wire.frames import (
+    Ack,
+    BrokerFrame,
+    Deliver,
+    Error,
+    Fetched,
+    From,
+    Hello,
+    MetaReply,
+    Pub,
+    PubAck,
+    PubRecord,
+    Sub,
+    SubOk,
+    Unsub,
+)
+
+CLIENT_NAME = "tritonmq-python"
+
+
+class ConnState(enum.Enum):
+    DISCONNECTED = "disconnected"  # waiting to (re)connect
+    RESOLVING = "resolving"  # asked for candidate URLs
+    CONNECTING = "connecting"  # transport opening, or hello sent and meta awaited
+    CONNECTED = "connected"  # talking to the group's primary
+    CLOSED = "closed"  # for good
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    max_in_flight: int = 32
+    batch_size: int = 1000
+    linger: float = 0.0
+    timeout: float = 30.0
+    retries: int = 1000
+    handshake_timeout: float = 5.0
+    backoff_base: float = 0.02
+    backoff_max: float = 0.5
+    refusal_pause_min: float = 0.05
+    refusal_pause_max: float = 1.0
+    probe_after: float | None = None  # None: no probing (a ZooKeeper watch tells us instead)
+    group: str = ""  # the group expected at the other end ("" : whichever)
+
+
+# --- state ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Ticket:
+    topic: str
+    ts: list[int]
+    missing: int
+
+
+@dataclass(slots=True)
+class _Batch:
+    id: int
+    topic: str
+    records: list[PubRecord]
+    parts: list[tuple[int, int, int]]  # (ticket, first index in the ticket, count)
+    deadline: float
+    attempts: int = 0
+    on_wire: bool = False
+    sent_at: float = 0.0
+
+
+@dataclass(slots=True)
+class _Sub:
+    sid: int
+    topic: str
+    name: str | None
+    start: From | int
+    window: int | None
+    shared: bool
+    asked_at: float
+    position: int | None = None  # subok.next of the first subok
+    max_seen: int = -1  # highest ts handed to the application
+
+    def frame(self) -> Sub:
+        start: From | int
+        if self.shared:
+            start = From.LATEST if self.position is not None else self.start
+        elif self.max_seen >= 0:
+            start = self.max_seen + 1
+        elif self.position is not None:
+            start = self.position
+        else:
+            start = self.start
+        mode = "shared" if self.shared else "broadcast"
+        resume = self.position is not None
+        return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume)
+
+
+_NEVER = float("inf")
+
+
+@dataclass(slots=True)
+class ClientProtocol:
+    """The connection to one group's primary, as a state machine. See the module rules."""
+
+    settings: Settings
+    rand: Callable[[], float]
+    state: ConnState = ConnState.DISCONNECTED
+    group: str = ""
+    epoch: int = 0
+    url: str | None = None  # of the connection being made or held
+    conn: int = 0
+    last_error: str = ""
+    _candidates: deque[str] = field(default_factory=deque)
+    _tried: set[str] = field(default_factory=set)
+    _failures: int = 0
+    _reconnect_at: float = 0.0
+    _handshake_deadline: float = _NEVER
+    _disconnected_since: float | None = None
+    _pause: float = 0.0
+    _hint: str | None = None
+    _next_probe: float = 0.0
+    _probing: bool = False
+    _batches: dict[int, _Batch] = field(default_factory=dict)
+    _unsent: deque[int] = field(default_factory=deque)
+    _in_flight: int = 0
+    _next_id: int = 1
+    _buffer: dict[str, list[tuple[int, Sequence[PubRecord]]]] = field(default_factory=dict)
+    _buffered: dict[str, int] = field(default_factory=dict)
+    _flush_at: float = _NEVER
+    _tickets: dict[int, _Ticket] = field(default_factory=dict)
+    _subs: dict[int, _Sub] = field(default_factory=dict)
+    _acks: dict[int, int] = field(default_factory=dict)
+    _shared_acks: dict[int, list[int]] = field(default_factory=dict)
+    _wake: float = _NEVER
+    _out: list[Action] = field(default_factory=list)
+
+    # --- the one entry point ------------------------------------------------------
+
+    def handle(self, event: Event, now: float) -> list[Action]:
+        """Apply ``event`` at time ``now``; return what the shell must do, in order."""
+        out = self._out = []
+        if self.state is ConnState.CLOSED:
+            self._when_closed(event)
+            return out
+        match event:
+            case Publish():
+                self._publish(event, now)
+            case Subscribe():
+                self._subscribe(event, now)
+            case Unsubscribe(sid=sid):
+                self._unsubscribe(sid)
+            case AckRecord(sid=sid, ts=ts):
+                self._ack(sid, ts, now)
+            case Resolved(urls=urls):
+                if self.state is ConnState.RESOLVING:
+                    hint, self._hint = self._hint, None
+                    first = (hint,) if hint else ()
+                    self._candidates = deque(dict.fromkeys((*first, *urls)))
+                    self._try_next(now)
+            case ResolveFailed(error=error):
+                if self.state is ConnState.RESOLVING:
+                    self.last_error = f"cluster read failed: {error}"
+                    self._backoff(now)
+            case TransportOpened(conn=conn):
+                if conn == self.conn and self.state is ConnState.CONNECTING:
+                    out.append(Send(Hello(CLIENT_NAME)))
+            case TransportFailed(conn=conn, error=error):
+                if conn == self.conn and self.state is ConnState.CONNECTING:
+                    self.last_error = f"{self.url}: {error}"
+                    self._try_next(now)
+            case TransportClosed(conn=conn, reason=reason):
+                if conn == self.conn and self.state is ConnState.CONNECTING:
+                    self.last_error = f"{self.url} closed: {reason}"
+                    self._try_next(now)
+                elif conn == self.conn and self.state is ConnState.CONNECTED:
+                    self.last_error = f"{self.url} closed: {reason}"
+                    self._lost(now, self._pause)
+            case FrameReceived(conn=conn, frame=frame):
+                if conn == self.conn:
+                    self._frame(frame, now)
+            case EpochSeen(epoch=epoch, primary_url=primary_url):
+                self._epoch_seen(epoch, primary_url, now)
+            case Tick():
+                self._wake = _NEVER
+                self._tick(now)
+            case Close():
+                self._close()
+                return out
+        self._schedule(now)
+        return out
+
+    # --- producing ----------------------------------------------------------------
+
+    def _publish(self, e: Publish, now: float) -> None:
+        if not e.records:
+            self._out.append(PublishDone(e.ticket, (), self.group))
+            return
+        n = len(e.records)
+        self._tickets[e.ticket] = _Ticket(e.topic, [0] * n, n)
+        self._buffer.setdefault(e.topic, []).append((e.ticket, e.records))
+        self._buffered[e.topic] = buffered = self._buffered.get(e.topic, 0) + n
+        if buffered >= self.settings.batch_size:
+            self._flush(now)
+        elif self._flush_at == _NEVER:
+            self._flush_at = now + self.settings.linger
+
+    def _flush(self, now: float) -> None:
+        self._flush_at = _NEVER
+        size = self.settings.batch_size
+        deadline = now + self.settings.timeout
+        for topic, segments in self._buffer.items():
+            records: list[PubRecord] = []
+            parts: list[tuple[int, int, int]] = []
+            for ticket, recs in segments:  # whole publish calls, cut where a batch is full
+                at = 0
+                while at < len(recs):
+                    n = min(len(recs) - at, size - len(records))
+                    records.extend(recs[at : at + n])
+                    parts.append((ticket, at, n))
+                    at += n
+                    if len(records) == size:
+                        self._new_batch(topic, records, parts, deadline)
+                        records, parts = [], []
+            if records:
+                self._new_batch(topic, records, parts, deadline)
+        self._buffer.clear()
+        self._buffered.clear()
+        self._pump(now)
+
+    def _new_batch(
+        self,
+        topic: str,
+        records: list[PubRecord],
+        parts: list[tuple[int, int, int]],
+        deadline: float,
+    ) -> None:
+        b = _Batch(self._next_id, topic, records, parts, deadline)
+        self._next_id += 1
+        self._batches[b.id] = b
+        self._unsent.append(b.id)
+
+    def _pump(self, now: float) -> None:
+        if self.state is not ConnState.CONNECTED:
+            return
+        while self._unsent and self._in_flight < self.settings.max_in_flight:
+            b = self._batches.get(self._unsent.popleft())
+            if b is None or b.on_wire:
+                continue
+            b.attempts += 1
+            b.on_wire = True
+            b.sent_at = now
+            self._in_flight += 1
+            self._out.append(Send(Pub(b.id, b.topic, b.records)))
+
+    def _settle(self, b: _Batch) -> None:
+        """``b`` leaves the protocol: acknowledged, refused for good, or expired."""
+        del self._batches[b.id]
+        if b.on_wire:
+            b.on_wire = False
+            self._in_flight -= 1
+
+    def _puback(self, f: PubAck, now: float) -> None:
+        b = self._batches.get(f.id)
+        if b is None:
+            return
+        self._settle(b)
+        self._pause = 0.0
+        ts = f.ts
+        at = 0
+        for ticket, first, n in b.parts:
+            t = self._tickets.get(ticket)
+            if t is not None:
+                t.ts[first : first + n] = ts[at : at + n]
+                t.missing -= n
+                if t.missing <= 0:
+                    del self._tickets[ticket]
+                    self._out.append(PublishDone(ticket, tuple(t.ts), f.group or self.group))
+            at += n
+        self._pump(now)
+
+    def _fail_batch(self, b: _Batch, err: TritonError, now: float) -> None:
+        self._settle(b)
+        for ticket, _, _ in b.parts:
+            if self._tickets.pop(ticket, None) is not None:
+                self._out.append(PublishFailed(ticket, err))
+        self._pump(now)
+
+    def _pub_error(self, b: _Batch, err: TritonError, hint: str | None, now: float) -> None:
+        if (
+            err.retriable
+            and not isinstance(err, WrongGroup)
+            and b.attempts <= self.settings.retries
+        ):
+            self.last_error = f"{err.code}: {err.message}"
+            s = self.settings
+            self._pause = min(max(s.refusal_pause_min, self._pause * 2), s.refusal_pause_max)
+            self._hint = hint
+            self._drop(now, self._pause)
+            return
+        self._fail_batch(b, err, now)
+
+    # --- consuming ----------------------------------------------------------------
+
+    def _subscribe(self, e: Subscribe, now: float) -> None:
+        sub = _Sub(e.sid, e.topic, e.name, e.start, e.window, e.mode == "shared", now)
+        self._subs[e.sid] = sub
+        if self.state is ConnState.CONNECTED:
+            self._out.append(Send(sub.frame()))
+
+    def _unsubscribe(self, sid: int) -> None:
+        if sid not in self._subs:
+            return
+        self._flush_acks()  # acks queued for this turn reach the broker first
+        del self._subs[sid]
+        if self.state is ConnState.CONNECTED:
+            self._out.append(Send(Unsub(sid)))
+
+    def _ack(self, sid: int, ts: int, now: float) -> None:
+        sub = self._subs.get(sid)
+        if sub is None:
+            return
+        if sub.shared:
+            self._shared_acks.setdefault(sid, []).append(ts)
+        elif ts > self._acks.get(sid, -1):
+            self._acks[sid] = ts
+        self._wake = min(self._wake, now)
+        self._out.append(WakeAt(now))
+
+    def _flush_acks(self) -> None:
+        if self.state is not ConnState.CONNECTED:
+            return  # kept until connected: resume does not bring those records back
+        acks, self._acks = self._acks, {}
+        shared, self._shared_acks = self._shared_acks, {}
+        for sid, ts in acks.items():
+            if sid in self._subs:
+                self._out.append(Send(Ack(sid, ts)))
+        for sid, many in shared.items():
+            if sid in self._subs and many:
+                self._out.append(Send(Ack(sid, many[0], tuple(many[1:]))))
+
+    def _deliver(self, f: Deliver) -> None:
+        sub = self._subs.get(f.sid)
+        if sub is None or not f.records:
+            return
+        records = f.records
+        if not sub.shared:
+            seen = sub.max_seen
+            if records[0][0] <= seen:  # a redelivery after a failover: drop what was handed over
+                records = tuple(r for r in records if r[0] > seen)
+                if not records:
+                    return
+            sub.max_seen = records[-1][0]
+        self._out.append(DeliverRecords(f.sid, records))
+
+    def _sub_error(self, sub: _Sub, err: TritonError, now: float) -> None:
+        if err.retriable and not isinstance(err, WrongGroup):
+            self.last_error = f"subscription {sub.sid}: {err.code}"
+            self._drop(now, self._pause)
+            return
+        del self._subs[sub.sid]
+        self._out.append(SubscriptionFailed(sub.sid, err))
+
+    # --- frames from the broker -----------------------------------------------------
+
+    def _frame(self, frame: BrokerFrame, now: float) -> None:
+        if self.state is ConnState.CONNECTING:
+            if isinstance(frame, MetaReply):
+                self._handshake(frame, now)
+            return
+        if self.state is not ConnState.CONNECTED:
+            return
+        match frame:
+            case Deliver():
+                self._deliver(frame)
+            case PubAck():
+                self._puback(frame, now)
+            case SubOk(sid=sid, next=next_ts):
+                sub = self._subs.get(sid)
+                if sub is not None:
+                    if sub.position is None:
+                        sub.position = next_ts
+                    self._out.append(Subscribed(sid, next_ts))
+            case Error():
+                self._error(frame, now)
+            case MetaReply():
+                if frame.epoch > self.epoch:
+                    self.epoch = frame.epoch
+            case Fetched():
+                pass  # fetches travel on connections of their own
+
+    def _error(self, f: Error, now: float) -> None:
+        err = error_from_wire(
+            str(f.code), f.message, f.retriable, f.primary, f.group, first=f.first, last=f.last
+        )
+        if f.id is not None:
+            b = self._batches.get(f.id)
+            if b is not None:
+                self._pub_error(b, err, f.primary, now)
+        elif f.sid is not None:
+            sub = self._subs.get(f.sid)
+            if sub is not None:
+                self._sub_error(sub, err, now)
+        else:
+            self.last_error = f"{err.code}: {err.message}"
+
+    def _handshake(self, meta: MetaReply, now: float) -> None:
+        wrong = bool(self.settings.group) and meta.group != self.settings.group
+        if meta.role == "primary" and not wrong:
+            self.state = ConnState.CONNECTED
+            self.group = meta.group
+            self.epoch = max(self.epoch, meta.epoch)
+            self._failures = 0
+            self._handshake_deadline = _NEVER
+            self._disconnected_since = None
+            self._probing = False
+            self._next_probe = 0.0
+            for sub in self._subs.values():
+                self._out.append(Send(sub.frame()))
+            self._flush_acks()
+            self._unsent = deque(sorted(self._batches))
+            self._pump(now)
+            return
+        self.last_error = f"{self.url} is not the primary of {self.settings.group or meta.group}"
+        self._out.append(Disconnect(self.conn))
+        hint = meta.primary_url
+        if hint and not wrong and hint not in self._tried:
+            self._candidates.appendleft(hint)
+        self._try_next(now)
+
+    # --- connecting -----------------------------------------------------------------
+
+    def _try_next(self, now: float) -> None:
+        while self._candidates:
+            url = self._candidates.popleft()
+            if url in self._tried:
+                continue
+            self._tried.add(url)
+            self.conn += 1
+            self.url = url
+            self.state = ConnState.CONNECTING
+            self._handshake_deadline = now + self.settings.handshake_timeout
+            self._out.append(Connect(self.conn, url))
+            return
+        self._backoff(now)
+
+    def _backoff(self, now: float) -> None:
+        """Every candidate failed: wait, with jitter, before reading the cluster again."""
+        self.state = ConnState.DISCONNECTED
+        self.url = None
+        self._handshake_deadline = _NEVER
+        self._reconnect_at = now + self.backoff_delay(self._failures)
+        self._failures += 1
+
+    def backoff_delay(self, failures: int) -> float:
+        """``min(max, base * 2**failures)`` scaled by a random factor in [0.5, 1)."""
+        s = self.settings
+        return min(s.backoff_max, s.backoff_base * 2 ** min(failures, 30)) * (0.5 + self.rand() / 2)
+
+    def _start(self, now: float) -> None:
+        self._tried = set()
+        self._candidates = deque()
+        if self._hint:
+            self._candidates.append(self._hint)
+            self._hint = None
+            self._try_next(now)
+            if self.state is ConnState.CONNECTING:
+                return
+        self.state = ConnState.RESOLVING
+        self._out.append(Resolve())
+
+    def _drop(self, now: float, pause: float) -> None:
+        """Close the current connection on purpose and reconnect after ``pause``."""
+        if self.state in (ConnState.CONNECTING, ConnState.CONNECTED):
+            self._out.append(Disconnect(self.conn))
+        self._lost(now, pause)
+
+    def _lost(self, now: float, pause: float) -> None:
+        self.state = ConnState.DISCONNECTED
+        self.url = None
+        self._handshake_deadline = _NEVER
+        self._probing = False
+        if self._disconnected_since is None:
+            self._disconnected_since = now
+        for b in self._batches.values():
+            b.on_wire = False
+        self._in_flight = 0
+        self._unsent.clear()
+        self._reconnect_at = now + pause
+
+    def _epoch_seen(self, epoch: int | None, primary_url: str | None, now: float) -> None:
+        self._probing = False
+        if epoch is None or epoch <= self.epoch or not primary_url:
+            return
+        if self.state is ConnState.CONNECTED and primary_url == self.url:
+            self.epoch = epoch
+            return
+        if self.state is ConnState.CONNECTING and primary_url == self.url:
+            return  # already on the way there
+        self.last_error = f"group moved to epoch {epoch} at {primary_url}"
+        self._hint = primary_url
+        if self.state is ConnState.RESOLVING:
+            return  # the hint goes first among the candidates resolved
+        self._drop(now, 0.0)
+
+    # --- time ---------------------------------------------------------------------
+
+    def _tick(self, now: float) -> None:
+        if now >= self._flush_at:
+            self._flush(now)
+        if self._acks or self._shared_acks:
+            self._flush_acks()
+        self._expire(now)
+        s = self.settings
+        if self.state is ConnState.DISCONNECTED and now >= self._reconnect_at:
+            self._start(now)
+        elif self.state is ConnState.CONNECTING and now >= self._handshake_deadline:
+            self.last_error = f"{self.url}: no meta within {s.handshake_timeout:g}s"
+            self._out.append(Disconnect(self.conn))
+            self._try_next(now)
+        elif self.state is ConnState.CONNECTED and s.probe_after is not None and self.url:
+            oldest = self._oldest_on_wire()
+            if (
+                oldest is not None
+                and now - oldest >= s.probe_after
+                and now >= self._next_probe
+                and not self._probing
+            ):
+                self._probing = True
+                self._next_probe = now + s.probe_after
+                self._out.append(Probe(self.url))
+
+    def _oldest_on_wire(self) -> float | None:
+        for b in self._batches.values():
+            if b.on_wire:
+                return b.sent_at
+        return None
+
+    def _expire(self, now: float) -> None:
+        expired = []
+        for b in self._batches.values():  # in id order, so in deadline order
+            if b.deadline > now:
+                break
+            expired.append(b)
+        if expired:
+            err = PublishTimeout(
+                f"no acknowledgement within {self.settings.timeout:g}s"
+                f" (last error: {self.last_error or 'none'})"
+            )
+            for b in expired:
+                self._fail_batch(b, err, now)
+        for sub in list(self._subs.values()):
+            if self._sub_deadline(sub) <= now:
+                del self._subs[sub.sid]
+                self._acks.pop(sub.sid, None)
+                self._shared_acks.pop(sub.sid, None)
+                what = "subscribed" if sub.position is None else "connected to the group's primary"
+                gone = Unavailable(
+                    f"not {what} for {self.settings.timeout:g}s (last error: {self.last_error})"
+                )
+                self._out.append(SubscriptionFailed(sub.sid, gone))
+
+    def _sub_deadline(self, sub: _Sub) -> float:
+        """Rule 8: a first ``subok`` within ``timeout``; then no disconnection that long."""
+        if sub.position is None:
+            return sub.asked_at + self.settings.timeout
+        if self._disconnected_since is not None and self.state is not ConnState.CONNECTED:
+            return self._disconnected_since + self.settings.timeout
+        return _NEVER
+
+    def _schedule(self, now: float) -> None:
+        """Ask for a :class:`Tick` at the earliest deadline not already asked for."""
+        at = min(self._flush_at, self._wake_for_state())
+        if self._batches:
+            at = min(at, next(iter(self._batches.values())).deadline)
+        for sub in self._subs.values():
+            at = min(at, self._sub_deadline(sub))
+        if at < self._wake:
+            self._wake = at
+            self._out.append(WakeAt(at))
+
+    def _wake_for_state(self) -> float:
+        s = self.settings
+        if self.state is ConnState.DISCONNECTED:
+            return self._reconnect_at
+        if self.state is ConnState.CONNECTING:
+            return self._handshake_deadline
+        if self.state is ConnState.CONNECTED and s.probe_after is not None:
+            oldest = self._oldest_on_wire()
+            if oldest is not None:
+                return max(oldest + s.probe_after, self._next_probe)
+        return _NEVER
+
+    # --- closing --------------------------------------------------------------------
+
+    def _close(self) -> None:
+        if self.state in (ConnState.CONNECTING, ConnState.CONNECTED):
+            self._out.append(Disconnect(self.conn))
+        self.state = ConnState.CLOSED
+        err = ClientClosed("client closed")
+        for ticket in self._tickets:
+            self._out.append(PublishFailed(ticket, err))
+        for sid in self._subs:
+            self._out.append(SubscriptionFailed(sid, err))
+        self._tickets.clear()
+        self._subs.clear()
+        self._batches.clear()
+        self._buffer.clear()
+        self._buffered.clear()
+        self._unsent.clear()
+
+    def _when_closed(self, event: Event) -> None:
+        err = ClientClosed("client closed")
+        if isinstance(event, Publish):
+            self._out.append(PublishFailed(event.ticket, err))
+        elif isinstance(event, Subscribe):
+            self._out.append(SubscriptionFailed(event.sid, err))
+
+    # --- for tests and status -------------------------------------------------------
+
+    @property
+    def unacknowledged(self) -> list[int]:
+        """Ids of the batches not yet acknowledged, in order."""
+        return sorted(self._batches)
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
