@@ -135,6 +135,8 @@ class _Run:
         self.publish_errors: Counter[str] = Counter()
         self.tasks: list[asyncio.Task[None]] = []
         self.final_heal: float | None = None
+        self.current_fault = "before the first fault"
+        self.by_fault: dict[str, Counter[str]] = {}  # the latest fault begun -> violations seen
 
     async def run(self) -> tuple[Verdict, list[FaultRecord]]:
         t_faults = self.progress.add_task("faults", total=self.opts.faults, stats="")
@@ -189,11 +191,12 @@ class _Run:
             if time.monotonic() >= deadline:
                 break
             self.progress.update(t_faults, description=fault.describe())
+            self.current_fault = fault.describe()
             rec = await asyncio.to_thread(self.nemesis.apply, fault)
             self.records.append(rec)
             self.progress.advance(t_faults)
-            if rec.healed_in is None or rec.note:
-                self.progress.console.print(rec.describe())
+            if rec.healed_in is None or rec.note or not self.progress.console.is_terminal:
+                self.progress.console.print(rec.describe())  # a log to follow without a tty
             await asyncio.sleep(fault.gap)
 
     async def _consume(
@@ -213,12 +216,23 @@ class _Run:
                     if not ready.done():
                         ready.set_result(None)
                     async for msg in sub:
-                        self.checker.delivered(name, member, topic, msg.ts, msg.value)
+                        self._deliver(name, member, topic, msg.ts, msg.value)
                         self.last_delivery = time.monotonic()
                         await msg.ack()
             except TritonError as e:
                 self.consumer_errors[f"{type(e).__name__}: {e}"[:200]] += 1
                 await asyncio.sleep(0.5)
+
+    def _deliver(self, name: str, member: str, topic: str, ts: int, value: bytes) -> None:
+        """Check one delivery; blame what it breaks on the latest fault begun."""
+        c = self.checker
+        before = (c.dup, c.order_violations, c.phantom)
+        c.delivered(name, member, topic, ts, value)
+        after = (c.dup, c.order_violations, c.phantom)
+        if after != before:
+            seen = self.by_fault.setdefault(self.current_fault, Counter())
+            for kind, b, a in zip(("dup", "order", "phantom"), before, after, strict=True):
+                seen[f"{kind} {name}"] += a - b
 
     async def _produce(self, producer: int) -> None:
         opts, topics = self.opts, self.topics
@@ -290,6 +304,7 @@ class _Run:
             "fault_kinds": dict(Counter(r.fault.kind.value for r in self.records)),
             "publish_errors": dict(self.publish_errors),
             "consumer_errors": dict(self.consumer_errors),
+            "violations_by_fault": {f: dict(v) for f, v in self.by_fault.items()},
         }
 
 
@@ -320,6 +335,7 @@ def run_chaos(
             verdict, records = asyncio.run(_run_once(cluster, opts, progress))
     finally:
         cluster.stop()
+    verdict.details["pids"] = list(cluster.spawned)
     return ChaosReport(opts, verdict, records, time.monotonic() - t0)
 
 

@@ -109,6 +109,7 @@ class DevCluster:
         self.isolated = isolated
         self.repl_proxies: dict[str, Proxy] = {}  # broker id -> proxy in front of it
         self.zk_proxies: dict[str, list[Proxy]] = {}  # broker id -> its way to each ZK server
+        self.spawned: list[int] = []  # every process it started, so a harness can check they end
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -116,6 +117,8 @@ class DevCluster:
         if self.zk_hosts is None:
             self.zk_server = ZooKeeperServer(data_dir=self.workdir / "zk")
             self.zk_hosts = self.zk_server.start()
+            if self.zk_server.pid is not None:
+                self.spawned.append(self.zk_server.pid)
         for g in range(1, self.n_groups + 1):
             for r in range(1, self.replicas + 1):
                 group, bid = f"g{g}", f"g{g}b{r}"
@@ -199,6 +202,7 @@ class DevCluster:
             cmd, stdout=subprocess.PIPE, stderr=logf, env=env, start_new_session=True
         )
         logf.close()
+        self.spawned.append(b.proc.pid)
 
     def _await_url(self, b: BrokerProc, timeout: float) -> None:
         """Read the ``broker <id> <url>`` line the broker prints once it listens; learn its
