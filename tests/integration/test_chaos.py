@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,3 +69,56 @@ def test_a_short_chaos_run_loses_duplicates_reorders_and_invents_nothing(tmp_pat
     assert report["ok"] == (run.returncode == 0), run.stderr
     assert (v["lost"], v["dup"], v["order_violations"], v["phantom"]) == (0, 0, 0, 0), what
     assert run.returncode == 0
+
+
+def children(pid: int) -> set[int]:
+    """Live processes whose parent is ``pid`` (from /proc)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def test_ctrl_c_stops_every_process_the_run_started(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonmq",
+            "chaos",
+            "--seed",
+            "5",
+            "--duration",
+            "300",
+            "--workdir",
+            str(tmp_path / "work"),
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started: set[int] = set()
+    try:
+        # ZooKeeper and 6 brokers up, and the nemesis at work (a fault logged).
+        deadline = time.monotonic() + 120
+        while len(started) < 7 or not (tmp_path / "work" / "g1b1.log").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, f"only {len(started)} processes started"
+            started |= children(proc.pid)
+            time.sleep(0.2)
+        time.sleep(5)
+        started |= children(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert all(process_gone(p) for p in started), [p for p in started if not process_gone(p)]

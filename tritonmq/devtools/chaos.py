@@ -232,7 +232,8 @@ class _Run:
         if after != before:
             seen = self.by_fault.setdefault(self.current_fault, Counter())
             for kind, b, a in zip(("dup", "order", "phantom"), before, after, strict=True):
-                seen[f"{kind} {name}"] += a - b
+                if a != b:
+                    seen[f"{kind} {name}"] += a - b
 
     async def _produce(self, producer: int) -> None:
         opts, topics = self.opts, self.topics
