@@ -222,6 +222,9 @@ class _Run:
             except TritonError as e:
                 self.consumer_errors[f"{type(e).__name__}: {e}"[:200]] += 1
                 await asyncio.sleep(0.5)
+            except Exception as e:  # not a typed error: a client bug, reported as such
+                self.consumer_errors[f"untyped {type(e).__name__}: {e}"[:200]] += 1
+                await asyncio.sleep(0.5)
 
     def _deliver(self, name: str, member: str, topic: str, ts: int, value: bytes) -> None:
         """Check one delivery; blame what it breaks on the latest fault begun."""
@@ -253,8 +256,10 @@ class _Run:
                     acks = await client.publish_many(
                         topic, [record_value(producer, s) for s in seqs]
                     )
-                except (TritonError, TimeoutError) as e:
-                    self.publish_errors[type(e).__name__] += 1
+                except Exception as e:  # the outcome is unknown: the record may be stored
+                    typed = isinstance(e, TritonError | TimeoutError)
+                    # An untyped error is a client bug: reported as such.
+                    self.publish_errors[type(e).__name__ if typed else f"untyped {e!r}"[:200]] += 1
                     for s in seqs:
                         self.checker.unknown(producer, s)
                 else:
