@@ -14,6 +14,7 @@ is designed to survive, and comes back.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
 import json
@@ -162,51 +163,56 @@ class Nemesis:
 
     def apply(self, fault: Fault) -> FaultRecord:
         c = self.cluster
-        state, _ = self._read(fault.group)
+        try:
+            state, _ = self._read(fault.group)
+        except KazooException:
+            state = {}  # who is primary is unknown for a moment: hit the first broker
         members = sorted(b.id for b in c.brokers.values() if b.group == fault.group)
         current = state.get("primary")
         primary: str = current if isinstance(current, str) and current in members else members[0]
         others = [m for m in members if m != primary]
         backup = others[fault.pick % len(others)]
         target = primary if fault.kind.on_primary else backup
+        targets = (primary, backup) if fault.kind is FaultKind.KILL_TWO else (target,)
+        try:
+            note = self._do(fault, targets)
+        except (TritonError, OSError, subprocess.SubprocessError) as e:
+            # A broker that does not come back is a finding, not the end of the run.
+            note = f"repair failed: {e}"[:300]
+        repaired = time.monotonic()
+        return FaultRecord(fault, targets, self._await_healthy(repaired), note)
+
+    def _do(self, fault: Fault, targets: tuple[str, ...]) -> str:
+        """Inject ``fault`` into ``targets``, hold it, repair it; returns a note."""
+        c = self.cluster
         note = ""
         match fault.kind:
-            case FaultKind.KILL_PRIMARY | FaultKind.KILL_BACKUP:
-                targets: tuple[str, ...] = (target,)
-                c.kill(target)
-                self._hold(fault.hold)
-                c.restart(target)
-            case FaultKind.TERM_PRIMARY | FaultKind.TERM_BACKUP:
-                targets = (target,)
-                note = self._term(target)
-                self._hold(fault.hold)
-                c.restart(target)
-            case FaultKind.PAUSE_PRIMARY | FaultKind.PAUSE_BACKUP:
-                targets = (target,)
-                pid = c.brokers[target].pid
-                os.kill(pid, signal.SIGSTOP)
-                try:
-                    self._hold(fault.hold)
-                finally:
-                    os.kill(pid, signal.SIGCONT)
-            case FaultKind.KILL_TWO:
-                targets = (primary, backup)
+            case FaultKind.KILL_PRIMARY | FaultKind.KILL_BACKUP | FaultKind.KILL_TWO:
                 for t in targets:
                     c.kill(t)
                 self._hold(fault.hold)
                 for t in targets:
                     c.restart(t)
-            case FaultKind.CUT_ZK_PRIMARY | FaultKind.CUT_ZK_BACKUP:
-                targets = (target,)
-                c.cut_zk(target)
+            case FaultKind.TERM_PRIMARY | FaultKind.TERM_BACKUP:
+                note = self._term(targets[0])
+                self._hold(fault.hold)
+                c.restart(targets[0])
+            case FaultKind.PAUSE_PRIMARY | FaultKind.PAUSE_BACKUP:
+                pid = c.brokers[targets[0]].pid
+                os.kill(pid, signal.SIGSTOP)
                 try:
                     self._hold(fault.hold)
                 finally:
-                    c.heal_zk(target)
+                    os.kill(pid, signal.SIGCONT)
+            case FaultKind.CUT_ZK_PRIMARY | FaultKind.CUT_ZK_BACKUP:
+                c.cut_zk(targets[0])
+                try:
+                    self._hold(fault.hold)
+                finally:
+                    c.heal_zk(targets[0])
             case _:
                 assert_never(fault.kind)
-        repaired = time.monotonic()
-        return FaultRecord(fault, targets, self._await_healthy(repaired), note)
+        return note
 
     def _term(self, bid: str) -> str:
         """A planned stop; returns a note if it had to be forced."""
@@ -237,7 +243,8 @@ class Nemesis:
                 os.kill(b.pid, signal.SIGCONT)
         for b in c.brokers.values():
             if not b.alive:
-                c.restart(b.id)
+                with contextlib.suppress(TritonError):  # then it is reported as not healed
+                    c.restart(b.id)
         return self._await_healthy(time.monotonic())
 
     def _read(self, group: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
