@@ -1,4 +1,4 @@
-"""The `tritonmq` command: zk, broker, dev, status, pub, sub, bench, demo.
+"""The `tritonmq` command: zk, broker, dev, status, pub, sub, bench, demo, init, chaos.
 
 Bad input exits with status 2 and a one-line message (click's convention).
 """
@@ -406,3 +406,74 @@ def init(zk_hosts: str, chroot: str, groups: str, slots: int) -> None:
         sys.exit(1)
     counts = {g: smap.owners.count(g) for g in smap.groups}
     click.echo(f"{smap.slots} slots: " + ", ".join(f"{g} {n}" for g, n in counts.items()))
+
+
+@main.command()
+@click.option("--seed", type=int, default=1, show_default=True, help="Decides the fault schedule.")
+@click.option(
+    "--duration",
+    type=click.FloatRange(1),
+    default=60.0,
+    show_default=True,
+    help="Seconds of faults (start, healing and draining come on top).",
+)
+@click.option("--faults", type=click.IntRange(1), default=None, help="Stop after this many faults.")
+@click.option("--groups", type=click.IntRange(1, 16), default=2, show_default=True)
+@click.option(
+    "--rate",
+    type=click.IntRange(10, 20_000),
+    default=1500,
+    show_default=True,
+    help="Records per second over all producers.",
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write results here."
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Keep broker logs and ZooKeeper data here (default: a temp dir, removed).",
+)
+def chaos(
+    seed: int,
+    duration: float,
+    faults: int | None,
+    groups: int,
+    rate: int,
+    json_path: str | None,
+    workdir: str | None,
+) -> None:
+    """Faults against a real cluster under load, then check: exit 1 on any lost, duplicated,
+    reordered or phantom record."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from tritonmq.devtools.chaos import ChaosOptions, run_chaos, write_json
+
+    def on_sigterm(_sig: int, _frame: Any) -> None:
+        raise KeyboardInterrupt  # unwinds like Ctrl-C: every process started is stopped
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    console = Console()
+    opts = ChaosOptions(seed=seed, duration=duration, faults=faults, groups=groups, rate=rate)
+    try:
+        report = run_chaos(opts, console, workdir=Path(workdir) if workdir else None)
+    except TritonError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("interrupted; every process it started is stopped", err=True)
+        sys.exit(130)
+    console.print(report.table())
+    if json_path:
+        write_json(report, json_path)
+    if not report.verdict.ok:
+        click.echo(
+            f"FAILED: seed {seed}: lost {report.verdict.lost}, dup {report.verdict.dup}, "
+            f"order_violations {report.verdict.order_violations}, "
+            f"phantom {report.verdict.phantom}",
+            err=True,
+        )
+        sys.exit(1)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,19 +35,21 @@ from tritonmq.coord import paths
 from tritonmq.coord.inspect import fetch_cluster
 from tritonmq.coord.slots import init_cluster
 from tritonmq.devtools.netproxy import Proxy
-from tritonmq.devtools.zkserver import ZooKeeperServer, free_port
+from tritonmq.devtools.zkserver import ZooKeeperServer
 from tritonmq.errors import CoordinationError
 
 # Isolated brokers get 127.0.0.11, 127.0.0.12, ...: clear of 127.0.0.1 and not past .254.
 _FIRST_HOST = 11
 _MAX_ISOLATED = 254 - _FIRST_HOST + 1
+# How a broker that could not bind its listen port says so (errno 98, EADDRINUSE).
+_ADDR_IN_USE = "address already in use"
 
 
 @dataclass
 class BrokerProc:
     group: str
     id: str
-    port: int
+    port: int  # 0 until the broker has bound one and said which
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     url: str = ""
@@ -63,20 +65,6 @@ class BrokerProc:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
-
-
-def _free_port_on(host: str) -> int:
-    """A TCP port free on ``host`` a moment ago; a clear error where ``host`` is not ours."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, 0))
-        except OSError as e:
-            raise CoordinationError(
-                f"cannot bind {host} ({e}): an isolated cluster needs all of 127.0.0.0/8 "
-                "on loopback, as Linux has it"
-            ) from e
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -121,6 +109,7 @@ class DevCluster:
         self.isolated = isolated
         self.repl_proxies: dict[str, Proxy] = {}  # broker id -> proxy in front of it
         self.zk_proxies: dict[str, list[Proxy]] = {}  # broker id -> its way to each ZK server
+        self.spawned: list[int] = []  # every process it started, so a harness can check they end
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -128,6 +117,8 @@ class DevCluster:
         if self.zk_hosts is None:
             self.zk_server = ZooKeeperServer(data_dir=self.workdir / "zk")
             self.zk_hosts = self.zk_server.start()
+            if self.zk_server.pid is not None:
+                self.spawned.append(self.zk_server.pid)
         for g in range(1, self.n_groups + 1):
             for r in range(1, self.replicas + 1):
                 group, bid = f"g{g}", f"g{g}b{r}"
@@ -138,7 +129,7 @@ class DevCluster:
         for b in self.brokers.values():
             self._spawn(b)
         for b in self.brokers.values():
-            self._await_url(b, timeout)
+            self._await_url(b, timeout)  # port 0: nothing to race for, so no retry needed
         self.wait_healthy(timeout)
         return self
 
@@ -171,15 +162,17 @@ class DevCluster:
     # --- brokers -------------------------------------------------------------------
 
     def _new_broker(self, group: str, bid: str) -> BrokerProc:
+        """A broker to spawn on port 0: the kernel picks its port as it binds, so no other
+        process can take the port between a pick and the bind (bug 9)."""
         log_path = self.workdir / f"{bid}.log"
         if not self.isolated:
-            return BrokerProc(group, bid, free_port(), log_path)
+            return BrokerProc(group, bid, 0, log_path)
         n = len(self.brokers)
         if n >= _MAX_ISOLATED:
             raise CoordinationError(f"an isolated cluster has at most {_MAX_ISOLATED} brokers")
         host = f"127.0.0.{_FIRST_HOST + n}"
-        b = BrokerProc(group, bid, _free_port_on(host), log_path, host=host)
-        repl = self.repl_proxies[bid] = Proxy(host, b.port)
+        b = BrokerProc(group, bid, 0, log_path, host=host)
+        repl = self.repl_proxies[bid] = Proxy(host, 0)  # aimed at the port once it is bound
         repl.start()
         b.repl_url = f"ws://{repl.address}"
         servers, slash, chroot = str(self.zk_hosts).partition("/")
@@ -209,15 +202,45 @@ class DevCluster:
             cmd, stdout=subprocess.PIPE, stderr=logf, env=env, start_new_session=True
         )
         logf.close()
+        self.spawned.append(b.proc.pid)
 
     def _await_url(self, b: BrokerProc, timeout: float) -> None:
-        assert b.proc is not None and b.proc.stdout is not None
-        line = b.proc.stdout.readline().decode().split()
+        """Read the ``broker <id> <url>`` line the broker prints once it listens; learn its
+        port from it (and aim its replication proxy there)."""
+        line = self._read_ready_line(b, timeout).split()
         if len(line) != 3 or line[0] != "broker":
             raise CoordinationError(
                 f"broker {b.id} did not start; see {b.log_path}:\n{self.log_tail(b.id)}"
             )
         b.url = line[2]
+        b.port = int(b.url.rpartition(":")[2])
+        if b.id in self.repl_proxies:
+            self.repl_proxies[b.id].target = (b.host, b.port)
+
+    def _read_ready_line(self, b: BrokerProc, timeout: float) -> str:
+        """The first line of the broker's stdout, or "" if it exits or ``timeout`` passes
+        first (then it is killed, so that no half-started broker is left behind)."""
+        assert b.proc is not None and b.proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(b.proc.stdout, selectors.EVENT_READ)
+            if sel.select(timeout):
+                return b.proc.stdout.readline().decode()
+        b.proc.kill()
+        b.proc.wait()
+        return ""
+
+    def _start_broker(self, b: BrokerProc, timeout: float) -> None:
+        """Spawn ``b`` on its port (0 the first time); if that port was taken while it was
+        down, spawn it again on a fresh one: clients and peers find it through ZooKeeper."""
+        self._spawn(b)
+        try:
+            self._await_url(b, timeout)
+        except CoordinationError:
+            if b.port == 0 or _ADDR_IN_USE not in self.log_tail(b.id).lower():
+                raise
+            b.port = 0
+            self._spawn(b)
+            self._await_url(b, timeout)
 
     def log_tail(self, bid: str, n: int = 20) -> str:
         try:
@@ -238,8 +261,7 @@ class DevCluster:
         b = self.brokers[bid]
         if b.alive:
             self.kill(bid)
-        self._spawn(b)
-        self._await_url(b, timeout)
+        self._start_broker(b, timeout)
         return b
 
     # --- partitions (isolated clusters) ---------------------------------------------

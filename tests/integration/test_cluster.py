@@ -1,0 +1,58 @@
+"""DevCluster itself: brokers start and restart even when another process holds a port
+the cluster could have picked for them (bug 9: EADDRINUSE at start)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.integration.conftest import group_info, wait_in_isr, zk_url
+from tritonmq import Client
+from tritonmq.devtools import cluster as cluster_module
+from tritonmq.devtools.cluster import DevCluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def squatter() -> Iterator[socket.socket]:
+    """Another process's listening socket on a loopback port (here: the test's own)."""
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        yield s
+
+
+def test_brokers_start_when_a_picked_port_is_taken_before_they_bind(
+    make_cluster: Callable[..., DevCluster],
+    squatter: socket.socket,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The race of bug 9 made certain: any port the cluster picks ahead of the broker's own
+    # bind is already held by someone else by the time the broker binds it.
+    taken = squatter.getsockname()[1]
+    monkeypatch.setattr(cluster_module, "free_port", lambda: taken, raising=False)
+    c = make_cluster(groups=1)
+    ports = {b.port for b in c.brokers.values()}
+    assert taken not in ports and 0 not in ports and len(ports) == 3
+    members = group_info(c)["members"]
+    assert {bid: f"ws://127.0.0.1:{b.port}" for bid, b in c.brokers.items()} == members
+
+
+async def test_a_restart_whose_old_port_was_taken_binds_a_fresh_one(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    c = make_cluster(groups=1)
+    info = group_info(c)
+    backup = next(m for m in info["isr"] if m != info["primary"])
+    old_port = c.brokers[backup].port
+    c.kill(backup)
+    # While it is down, someone else takes its port.
+    with socket.create_server(("127.0.0.1", old_port)):
+        b = c.restart(backup)
+        assert b.alive and b.port != old_port
+        assert b.url == f"ws://127.0.0.1:{b.port}"
+        wait_in_isr(c, backup)
+        assert group_info(c)["members"][backup] == b.url
+    async with Client(zk_url(c)) as client:
+        assert (await client.publish("after-restart", b"x")).ts > 0
