@@ -91,9 +91,24 @@ def test_follow_round_trips(frame: Follow) -> None:
     assert codec.decode_repl(codec.enc_follow(frame)) == frame
 
 
-@given(st.builds(Leader, ids, ids, epoch_lists))
+@given(
+    st.builds(
+        Leader,
+        ids,
+        ids,
+        epoch_lists,
+        st.booleans(),
+        st.lists(st.tuples(ids, uuids), max_size=5).map(tuple),
+    )
+)
 def test_leader_round_trips(frame: Leader) -> None:
     assert codec.decode_repl(codec.enc_leader(frame)) == frame
+
+
+def test_leader_with_a_malformed_dedup_state_is_refused() -> None:
+    frame = {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [], "dedup": [[1, "x"]]}
+    with pytest.raises(MalformedFrame):
+        codec.decode_repl(msgpack.packb(frame))
 
 
 @given(ids, ids)

@@ -14,7 +14,7 @@ from tritonmq.errors import LogGap, StaleEpoch
 from tritonmq.wire import codec
 from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord
 
-BOOTS = {"a": "boot-a", "b": "boot-b", "c": "boot-c"}
+BOOTS = {m: f"boot-{m}" for m in "abcdxy"}
 LAG = 5.0
 
 
@@ -459,11 +459,103 @@ def test_step_down_tells_every_waiting_producer_to_retry_elsewhere() -> None:
     assert [a for a in p.publish("z", 3, "t", recs("u3")) if isinstance(a, SendPubAck)] == []
 
 
-def test_dedup_of_purged_records_is_bounded_by_count() -> None:
+def test_dedup_never_forgets_inside_the_window_and_refuses_writes_past_its_bound() -> None:
     p = primary(isr="a", members="a", min_insync=1)
     p.dedup_max = 3
-    for i in range(10):
+    for i in range(3):
         p.publish("conn", i, "t", recs(f"u{i}"))
-    frame = p.purge({"t": 10}, forget=0)
-    assert frame is not None and frame.forget == 7  # the 3 newest purged uuids are kept
-    assert [p.log.lookup(f"u{i}".encode()) for i in (6, 7, 9)] == [None, 8, 10]
+    frame = p.purge({"t": 3}, forget=0)
+    assert frame is not None and frame.forget == 0  # the window has not passed: nothing forgotten
+    assert [p.log.lookup(f"u{i}".encode()) for i in range(3)] == [1, 2, 3]
+    [full] = p.publish("conn2", 9, "t", recs("u9"))
+    assert isinstance(full, SendError) and full.code is ErrorCode.FULL and full.code.retriable
+    assert p.publish("conn3", 10, "t", recs("u1")) == [SendPubAck("conn3", 10, (2,))]
+    frame = p.purge({}, forget=2)  # the window passed for ts 1..2
+    assert frame is not None and frame.forget == 2
+    assert [p.log.lookup(f"u{i}".encode()) for i in range(3)] == [None, None, 3]
+    assert p.publish("conn4", 11, "t", recs("u9")) == [SendPubAck("conn4", 11, (4,))]
+
+
+# --- the issue's bugs --------------------------------------------------------------------
+
+
+def test_a_follower_joins_the_isr_only_once_it_holds_the_epoch_start_not_an_inherited_commit() -> (
+    None
+):
+    """Bug 1: b is elected holding 1..10 but inherited commit 8 from its backup role (the
+    ack for 9..10 reached the old primary's producer). d, holding only 1..8, must not be
+    admitted to the ISR on that stale commit point: elected later, it would lose 9..10."""
+    src = _source(10)
+    b_log = GroupLog()
+    bk = BackupCore(b_log, 1)
+    bk.on_leader(Leader(1, 0, list(src.epochs)))
+    bk.on_append(Append(1, 8, 1, src.entries_between(1, 10)))
+    p = primary("b", "bc", log=b_log, epoch=2, commit_ts=bk.commit_ts, members="bc")
+    d_log = GroupLog()
+    d = BackupCore(d_log, 1)
+    d.on_leader(Leader(1, 0, list(src.epochs)))
+    d.on_append(Append(1, 8, 1, src.entries_between(1, 8)))
+    d2 = BackupCore(d_log, 2)
+    lead = p.attach("d", "boot-d", 2, list(d_log.epochs), d_log.last_ts, 0.1)
+    assert isinstance(lead, Leader) and lead.truncate_to == 8
+    d2.on_leader(lead)
+    p.members_changed({**boots("bc"), "d": "boot-d"}, 0.1)
+    assert [a for a in p.tick(0.2) if isinstance(a, ProposeIsr)] == [], "d lacks 9..10"
+    acts = p.pump("d")
+    for a in acts:
+        assert isinstance(a, Replicate)
+        frame = Append(*p.entries_for(a.start, a.end))
+        acts = p.acked("d", 2, d2.on_append(frame), 0.3)
+    assert d_log.last_ts == 10
+    assert [a.isr for a in acts if isinstance(a, ProposeIsr)] == [("b", "c", "d")]
+
+
+def test_a_batch_whose_isr_shrinks_below_min_insync_before_commit_is_refused_not_acked() -> None:
+    """Bug 2: accepted with ISR {a, b}; b leaves the ISR before acknowledging. The batch is
+    now held by a alone: the producer gets a retriable NOT_ENOUGH_REPLICAS, and its retry
+    (same uuids) is acknowledged with the original ts once the ISR is strong again."""
+    p = primary(isr="ab", members="abc", min_insync=2)
+    attach(p, "b")
+    p.publish("prod", 1, "chat", recs("u1"))
+    out = p.isr_changed(state(1, "a", "a", 1))
+    assert [(type(a), a.code, a.id) for a in out if isinstance(a, SendError)] == [
+        (SendError, ErrorCode.NOT_ENOUGH_REPLICAS, 1)
+    ]
+    assert [a for a in out if isinstance(a, SendPubAck)] == []
+    retry = p.publish("prod2", 2, "chat", recs("u1"))
+    assert [a.code for a in retry if isinstance(a, SendError)] == [ErrorCode.NOT_ENOUGH_REPLICAS]
+    c = BackupCore(GroupLog(), 1)
+    assert proposal(follow(p, "c", c, 0.5)) == (("a", "c"), boots("ac"))
+    p.isr_changed(state(1, "a", "ac", 1))
+    assert p.publish("prod3", 3, "chat", recs("u1")) == [SendPubAck("prod3", 3, (1,))]
+    assert len(p.log) == 1
+
+
+@pytest.mark.parametrize("reset", [True, False], ids=["reset", "catch-up-over-purged"])
+def test_a_follower_that_missed_purged_records_still_dedups_a_late_retry_once_elected(
+    reset: bool,
+) -> None:
+    """Bug 4: x purged 1..5 (committed, acknowledged, consumed). y starts over (by reset, or
+    by a catch-up that carries the purged records as holes), then x dies and y is elected.
+    The producer's late retry of u3 must get ts 3 again, not a second copy."""
+    x = primary("x", "xy", members="xy", min_insync=1)
+    if not reset:
+        x.publish("prod", 0, "keep", recs("k0"))  # an unpurged head: no compaction, no reset
+    x.publish("prod", 1, "chat", recs("u1", "u2", "u3", "u4", "u5"))
+    x.isr_changed(state(1, "x", "x", 1))
+    x.purge({"chat": x.commit_ts}, forget=0)
+    y = BackupCore(GroupLog(), 1)
+    lead = x.attach("y", "boot-y", 1, [], 0, 1.0)
+    assert isinstance(lead, Leader) and lead.reset is reset
+    y.on_leader(codec.decode_repl(codec.enc_leader(lead)))  # type: ignore[arg-type]
+    run(x, {"y": y}, x.pump("y"))
+    assert y.log.last_ts == x.log.last_ts
+    st = state(2, "y", "y", y.log.last_ts + 1)
+    py = PrimaryCore("y", y.log, st, min_insync=1, lag_timeout=LAG, commit_ts=0, now=2.0)
+    first = 2 if not reset else 1
+    assert py.publish("prod", 7, "chat", recs("u3")) + py.tick(2.1) == [
+        SendPubAck("prod", 7, (first + 2,))
+    ]
+    assert y.log.last_ts == x.log.last_ts, "the retry was stored twice"
+    py.purge({}, forget=py.commit_ts)  # the dedup window passed on the new primary too
+    assert y.log.lookup(b"u3") is None

@@ -169,7 +169,7 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
                 )
                 reply = await ws.recv()
                 try:
-                    lead = codec.decode_repl(reply)
+                    lead = codec.decode_repl(reply, max_frame=REPL_MAX_FRAME)
                 except ProtocolError:
                     err = codec.decode_broker(reply)
                     raise ReplicationError(f"{err.get('code')}: {err.get('message')}") from None

@@ -1,12 +1,19 @@
-"""What the core asks the shell to do. The shell performs them; it decides nothing."""
+"""What the core asks the shell to do. The shell performs them; it decides nothing.
+
+The shell performs a list of actions in order, synchronously where it can (sends are
+buffered by the transport), and reports the outcome of those that talk to ZooKeeper
+back as events (:mod:`tritonmq.core.events`). Connection handles are opaque.
+"""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from tritonmq.wire.frames import ErrorCode, Record
+from tritonmq.core.group import GroupState, Member
+from tritonmq.wire.frames import ErrorCode, Follow, Leader, Purge, Record
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,10 +25,16 @@ class SendPubAck:
 
 @dataclass(frozen=True, slots=True)
 class SendError:
+    """An ``error`` frame; ``id`` names a request, ``sid`` a subscription, ``primary`` where
+    the primary is (NOT_PRIMARY), ``group`` the owner of a topic (WRONG_GROUP)."""
+
     conn: Any
     code: ErrorCode
     message: str
     id: int | None = None
+    sid: int | None = None
+    primary: str | None = None
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +80,171 @@ class StoreOffsets:
     offsets: tuple[tuple[str, str, int], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SendSubOk:
+    conn: Any
+    sid: int
+    next_ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendFetched:
+    conn: Any
+    id: int
+    records: list[Record]
+    next_ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendMeta:
+    """Answer ``meta``/``hello`` with ``info``; ``cluster``: add every group's brokers and the
+    slot map, read from ZooKeeper by the shell with a deadline (without them on failure)."""
+
+    conn: Any
+    info: Mapping[str, Any]
+    cluster: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CloseConn:
+    conn: Any
+    code: int
+    reason: str
+
+
+# --- replication ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SendEntries:
+    """An ``append`` of log entries ``start..end`` (as the log holds them now) to every
+    link, encoded once; ``start > end`` is a heartbeat carrying the commit point."""
+
+    links: tuple[Any, ...]
+    epoch: int
+    commit: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendLeader:
+    """The answer to a follower's ``follow``."""
+
+    link: Any
+    leader: Leader
+
+
+@dataclass(frozen=True, slots=True)
+class SendPurge:
+    links: tuple[Any, ...]
+    purge: Purge
+
+
+@dataclass(frozen=True, slots=True)
+class CloseLink:
+    """Send an ``error`` frame (when ``code`` is set) on a replication link, then close it."""
+
+    link: Any
+    reason: str
+    code: ErrorCode | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StartFollowing:
+    """Open a replication link to ``primary`` and keep it open (reconnecting on a short
+    back-off) until StopFollowing; on each connect send ``hello`` then report every frame
+    as PrimaryFrame and every connect/failure as LinkEvent, tagged ``follow_id``."""
+
+    follow_id: int
+    primary: Member
+    hello: Follow
+
+
+@dataclass(frozen=True, slots=True)
+class StopFollowing:
+    follow_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendToPrimary:
+    """A ``rack`` (ack of everything up to ``ts`` of ``epoch``) on the follow link."""
+
+    follow_id: int
+    epoch: int
+    ts: int
+
+
+# --- ZooKeeper ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeState:
+    """Compare-and-set the group state znode at ``state.version`` (-1: create it); answer
+    with CasDone(``request``). An UNKNOWN outcome must be reported as such, never retried
+    blindly by the shell: the core re-reads (ReadState) and decides again."""
+
+    request: int
+    state: GroupState
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadState:
+    """Re-read members, state and slot map; answer with a ZkView (retry until it succeeds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSubscriptions:
+    """Read every durable subscription of the topics this group owns; answer with
+    SubscriptionsLoaded(``request``) (``found=None`` on failure)."""
+
+    request: int
+
+
+class Level(enum.IntEnum):
+    DEBUG = 10
+    INFO = 20
+    WARNING = 30
+    ERROR = 40
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    level: Level
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """A planned stop is complete on the core's side: close the ZooKeeper session, the
+    listeners and every connection, then exit."""
+
+
 Action: TypeAlias = (
-    SendPubAck | SendError | Replicate | ProposeIsr | Deliver | RegisterSubscription | StoreOffsets
+    SendPubAck
+    | SendError
+    | Replicate
+    | ProposeIsr
+    | Deliver
+    | RegisterSubscription
+    | StoreOffsets
+    | SendSubOk
+    | SendFetched
+    | SendMeta
+    | CloseConn
+    | SendEntries
+    | SendLeader
+    | SendPurge
+    | CloseLink
+    | StartFollowing
+    | StopFollowing
+    | SendToPrimary
+    | ProposeState
+    | ReadState
+    | LoadSubscriptions
+    | LogLine
+    | Stopped
 )
+"""Everything the cores return. BrokerCore never returns Replicate or ProposeIsr (the
+PrimaryCore's internal requests): it turns them into SendEntries and ProposeState."""

@@ -298,6 +298,20 @@ class GroupLog:
             if uuids.get(uuid) == old_ts:
                 del uuids[uuid]
 
+    def dedup_after(self, ts: int) -> tuple[tuple[int, bytes], ...]:
+        """(ts, uuid) of purged records after ``ts`` that still deduplicate."""
+        return tuple(p for p in self.purged if p[0] > ts)
+
+    def adopt_dedup(self, pairs: Sequence[tuple[int, bytes]]) -> None:
+        """Remember uuids of records purged before we saw them (the primary's dedup state)."""
+        if not pairs:
+            return
+        uuids = self.uuids
+        fresh = [(ts, u) for ts, u in pairs if u not in uuids]
+        for ts, u in fresh:
+            uuids[u] = ts
+        self.purged = deque(sorted([*self.purged, *fresh]))
+
     def adopt_epochs(self, after_ts: int, primary_epochs: Sequence[tuple[int, int]]) -> None:
         """Keep our history up to ``after_ts`` (where we agree), take the primary's after it."""
         mine = [e for e in self.epochs if e[1] <= after_ts]

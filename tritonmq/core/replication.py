@@ -76,8 +76,13 @@ class PrimaryCore:
         self.joining: set[str] = set()
         self.min_insync = min_insync
         self.max_bytes = max_bytes
-        self.dedup_max = dedup_max  # purged records whose uuids still deduplicate, at most
+        # Purged records whose uuids still deduplicate, at most: past it writes are refused
+        # with FULL, because forgetting a uuid younger than the dedup window is not allowed.
+        self.dedup_max = dedup_max
         self.lag_timeout = lag_timeout
+        # The new epoch's start: a follower joins the ISR only once it holds everything
+        # before it (the Kafka leader-epoch rule), whatever commit point we inherited.
+        self.start_ts = state.start_ts
         self.commit_ts = min(commit_ts, log.last_ts)
         self.followers: dict[str, FollowerProgress] = {}
         self.absent_since: dict[str, float] = {m: now for m in self.isr if m != me}
@@ -123,6 +128,12 @@ class PrimaryCore:
         if incoming > self.max_bytes:
             msg = f"a batch of {incoming} bytes can never fit in max_bytes={self.max_bytes}"
             return [SendError(conn, ErrorCode.TOO_LARGE, msg, pub_id)]
+        if len(log.purged) + len(records) > self.dedup_max:
+            msg = (
+                f"the dedup table is full ({len(log.purged)} uuids of purged records within"
+                f" the dedup window, dedup_max={self.dedup_max}); retry later"
+            )
+            return [self._refuse(conn, pub_id, ErrorCode.FULL, msg)]
         if log.bytes + incoming > self.max_bytes:
             msg = (
                 f"group memory is full ({log.bytes} + {incoming} > {self.max_bytes} bytes):"
@@ -148,10 +159,25 @@ class PrimaryCore:
     def _ack_when_committed(self, conn: Any, pub_id: int, stamps: list[int]) -> list[Action]:
         need = max(stamps)
         if need <= self.commit_ts:
-            return [SendPubAck(conn, pub_id, tuple(stamps))]
+            return [self._answer(conn, pub_id, tuple(stamps))]
         self._seq += 1
         heapq.heappush(self._pending, (need, self._seq, conn, pub_id, tuple(stamps)))
         return []
+
+    def _answer(self, conn: Any, pub_id: int, stamps: tuple[int, ...]) -> Action:
+        """A committed batch is acknowledged only while the ISR is ``min_insync`` strong.
+
+        Below it the records may be held by fewer copies than promised: the producer
+        gets a retriable refusal and retries with the same uuids, which dedup maps to
+        the same ts once the ISR has grown back.
+        """
+        if len(self.isr) < self.min_insync:
+            msg = (
+                f"committed on {len(self.isr)} in-sync replica(s) only,"
+                f" {self.min_insync} required; retry"
+            )
+            return self._refuse(conn, pub_id, ErrorCode.NOT_ENOUGH_REPLICAS, msg)
+        return SendPubAck(conn, pub_id, stamps)
 
     def _refuse(self, conn: Any, pub_id: int, code: ErrorCode, message: str) -> SendError:
         self._refused[conn] = code
@@ -173,7 +199,7 @@ class PrimaryCore:
         return (self.isr | self.joining) - {self.me}
 
     def _advance_commit(self) -> list[Action]:
-        # min_insync gates accepting writes, not committing: what the ISR holds is committed.
+        # What the ISR holds is committed; min_insync gates accepting and acknowledging.
         c = self.log.last_ts
         for v in self._voters():
             f = self.followers.get(v)
@@ -188,7 +214,7 @@ class PrimaryCore:
         pending = self._pending
         while pending and pending[0][0] <= c:
             _, _, conn, pub_id, stamps = heapq.heappop(pending)
-            out.append(SendPubAck(conn, pub_id, stamps))
+            out.append(self._answer(conn, pub_id, stamps))
         return out
 
     def step_down(self) -> list[Action]:
@@ -238,7 +264,9 @@ class PrimaryCore:
             agree = self.log.base_ts - 1
         self.followers[fid] = FollowerProgress(fid, boot, agree, now)
         self.absent_since.pop(fid, None)
-        return Leader(self.epoch, agree, list(self.log.epochs), reset)
+        # Records it will never see (purged) still deduplicate there, should it be elected.
+        dedup = self.log.dedup_after(-1 if reset else agree)
+        return Leader(self.epoch, agree, list(self.log.epochs), reset, dedup)
 
     def detach(self, fid: str, now: float) -> None:
         if self.followers.pop(fid, None) is not None:
@@ -271,8 +299,12 @@ class PrimaryCore:
         return out
 
     def _maybe_admit(self, f: FollowerProgress) -> ProposeIsr | None:
-        """A follower that holds everything committed joins the ISR (counted at once)."""
-        if f.id in self.isr or f.acked < self.commit_ts or self.members.get(f.id) != f.boot:
+        """A follower that holds everything committed and everything before our epoch's
+        start joins the ISR (counted at once). Our commit point alone is not enough: a new
+        primary inherits it from its backup role, possibly behind what was acknowledged."""
+        if f.id in self.isr or self.members.get(f.id) != f.boot:
+            return None
+        if f.acked < max(self.commit_ts, self.start_ts - 1):
             return None
         self.joining.add(f.id)
         isr = tuple(sorted(self.isr | {f.id}))
@@ -349,13 +381,11 @@ class PrimaryCore:
         """Purge what every subscription has let go of, here and (returned) on every backup.
 
         Only committed records are ever purged; ``forget`` ends deduplication of purged
-        records up to that ``ts``.
+        records up to that ``ts`` (the caller's dedup window; never earlier, whatever
+        the count: memory is bounded by refusing writes, see ``dedup_max``).
         """
         done = [(t, min(ts, self.commit_ts)) for t, ts in upto.items()]
         done = [(t, ts) for t, ts in done if self.log.purge(t, ts)]
-        purged = self.log.purged
-        if len(purged) > self.dedup_max:  # bound memory: forget the oldest beyond the cap
-            forget = max(forget, purged[len(purged) - self.dedup_max - 1][0])
         forget = min(forget, self.commit_ts)
         if forget > self._forgot:
             self.log.forget_uuids_upto(forget)
@@ -384,6 +414,7 @@ class BackupCore:
         else:
             cut = self.log.truncate_after(lead.truncate_to)
         self.log.adopt_epochs(lead.truncate_to, lead.epochs)
+        self.log.adopt_dedup(lead.dedup)
         self.synced = True
         return cut
 

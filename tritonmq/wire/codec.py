@@ -216,6 +216,14 @@ def _epochs(raw: Any) -> list[tuple[int, int]]:
     return out
 
 
+def _dedup(raw: Any) -> tuple[tuple[int, bytes], ...]:
+    if not isinstance(raw, tuple) or not all(
+        type(d) is tuple and len(d) == 2 and type(d[0]) is int and type(d[1]) is bytes for d in raw
+    ):
+        raise MalformedFrame("'dedup' must be an array of [ts, uuid]")
+    return raw
+
+
 def _entry_ok(e: Any) -> bool:
     if type(e) is not tuple or len(e) != 2 or type(e[0]) is not str:
         return False
@@ -269,6 +277,7 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             _int(obj, "truncate_to"),
             _epochs(obj.get("epochs")),
             obj.get("reset") is True,
+            _dedup(obj.get("dedup", ())),
         )
     raise UnknownOp(f"unknown replication op {op[:40]!r}")
 
@@ -352,15 +361,16 @@ def enc_follow(f: Follow) -> bytes:
 
 
 def enc_leader(lead: Leader) -> bytes:
-    return _packb(
-        {
-            "op": "leader",
-            "epoch": lead.epoch,
-            "truncate_to": lead.truncate_to,
-            "epochs": lead.epochs,
-            "reset": lead.reset,
-        }
-    )
+    frame: dict[str, Any] = {
+        "op": "leader",
+        "epoch": lead.epoch,
+        "truncate_to": lead.truncate_to,
+        "epochs": lead.epochs,
+        "reset": lead.reset,
+    }
+    if lead.dedup:
+        frame["dedup"] = lead.dedup
+    return _packb(frame)
 
 
 def enc_client(frame: ClientFrame) -> bytes:

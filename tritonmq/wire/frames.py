@@ -166,6 +166,9 @@ class Leader:
     truncate_to: int
     epochs: list[tuple[int, int]]
     reset: bool = False  # the follower lacks what the primary has purged: start over there
+    # (ts, uuid) of purged records after ``truncate_to`` (all of them on a reset) whose
+    # uuids still deduplicate: a follower that never saw them must still recognise a retry.
+    dedup: tuple[tuple[int, bytes], ...] = ()
 
 
 ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge

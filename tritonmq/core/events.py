@@ -1,0 +1,186 @@
+"""What happens to a broker, as :class:`tritonmq.core.broker.BrokerCore` is told it.
+
+Every event is a frozen slotted dataclass carrying ``now`` (seconds on a monotonic
+clock the caller owns). Connection handles (``conn``, ``link``) are opaque to the
+core: it only compares them by identity and hands them back in actions. Records
+stay tuples inside the frames (one event per batch, never per record).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from tritonmq.core.group import GroupState, Member
+from tritonmq.core.slots import SlotMap
+from tritonmq.wire.frames import Append, ClientFrame, Follow, Leader, Purge, ReplAck
+
+
+class SessionState(enum.Enum):
+    """The broker's ZooKeeper session, as kazoo reports it."""
+
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"  # connection lost, session maybe alive: refuse writes
+    LOST = "lost"  # expired: ephemeral nodes are gone, step down
+
+
+class CasOutcome(enum.Enum):
+    OK = "ok"  # written: ``state`` is what ZooKeeper now holds (with its new version)
+    CONFLICT = "conflict"  # the znode moved (BadVersion, NoNode, NodeExists): nothing written
+    UNKNOWN = "unknown"  # ConnectionLoss / SessionExpired mid-call: may or may not be written
+
+
+# --- clients ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFrameIn:
+    """A decoded frame from client connection ``conn``."""
+
+    conn: Any
+    frame: ClientFrame
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClientGone:
+    conn: Any
+    now: float
+
+
+# --- replication: we are the primary, ``link`` is one follower's connection ----------
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFrame:
+    link: Any
+    frame: Follow | ReplAck
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerGone:
+    link: Any
+    now: float
+
+
+# --- replication: we follow ``follow_id`` (from StartFollowing) ---------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PrimaryFrame:
+    follow_id: int
+    frame: Leader | Append | Purge
+    now: float
+
+
+class LinkEnd(enum.Enum):
+    CONNECTED = "connected"  # the replication socket opened (the follow frame is due)
+    REFUSED = "refused"  # nothing listens on the primary's port: its process is gone
+    CLOSED = "closed"  # the link closed after it had been connected
+    TIMED_OUT = "timed out"  # no answer: frozen, partitioned, or overloaded
+    REJECTED = "rejected"  # the primary answered with an error frame (code in ``detail``)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkEvent:
+    """What happened to the follow link ``follow_id``; the shell reconnects on its own
+    back-off until told StopFollowing."""
+
+    follow_id: int
+    what: LinkEnd
+    now: float
+    clean: bool = False  # CLOSED: the close handshake completed
+    detail: str = ""
+
+
+# --- ZooKeeper -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ZkView:
+    """A fresh read of the group: state znode (None: not created), live members, slot map."""
+
+    state: GroupState | None
+    members: Mapping[str, Member]
+    slots: SlotMap | None
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionChanged:
+    session: SessionState
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class CasDone:
+    """The answer to ProposeState ``request``."""
+
+    request: int
+    outcome: CasOutcome
+    state: GroupState | None  # OK: what was written, with its new version
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionsLoaded:
+    """The answer to LoadSubscriptions ``request``: (topic, name, mode, offset); None: failed."""
+
+    request: int
+    found: Sequence[tuple[str, str, str, int]] | None
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsStored:
+    """The answer to StoreOffsets: ``ok`` False means nothing is known to be written."""
+
+    offsets: tuple[tuple[str, str, int], ...]
+    ok: bool
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRegistered:
+    """The answer to RegisterSubscription: the offset ZooKeeper holds (None: failed)."""
+
+    topic: str
+    name: str
+    offset: int | None
+    now: float
+
+
+# --- time and lifecycle ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequested:
+    """A planned stop (SIGTERM): step down at once, flush offsets, then the shell exits."""
+
+    now: float
+
+
+Event: TypeAlias = (
+    ClientFrameIn
+    | ClientGone
+    | FollowerFrame
+    | FollowerGone
+    | PrimaryFrame
+    | LinkEvent
+    | ZkView
+    | SessionChanged
+    | CasDone
+    | SubscriptionsLoaded
+    | OffsetsStored
+    | SubscriptionRegistered
+    | Tick
+    | StopRequested
+)
