@@ -414,9 +414,16 @@ def init(zk_hosts: str, chroot: str, groups: str, slots: int) -> None:
 @click.option("--start", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--groups", type=click.IntRange(1, 16), default=1, show_default=True)
-@click.option("--faults", type=click.IntRange(0, 100), default=3, show_default=True)
+@click.option("--replicas", type=click.IntRange(1, 7), default=3, show_default=True)
+@click.option("--faults", type=click.IntRange(0, 100), default=5, show_default=True)
 def sim(
-    seed: int | None, seeds: int | None, start: int, jobs: int, groups: int, faults: int
+    seed: int | None,
+    seeds: int | None,
+    start: int,
+    jobs: int,
+    groups: int,
+    replicas: int,
+    faults: int,
 ) -> None:
     """Deterministic simulator: whole clusters, seeded faults, invariants after every step."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -426,7 +433,7 @@ def sim(
 
     if (seed is None) == (seeds is None):
         _fail("give either --seed S (replay one) or --seeds N (run many)")
-    params = SimParams(groups=groups, faults=faults)
+    params = SimParams(groups=groups, replicas=replicas, faults=faults)
     if seed is not None:
         r = run_seed(seed, params)
         click.echo(r.trace)

@@ -37,7 +37,7 @@ from tritonmq.sim.node import (
 from tritonmq.sim.zkmodel import Outcome, ZkGet
 from tritonmq.wire.frames import Ack, From, Pub, PubRecord, Sub
 
-RETRY_AFTER = 0.1
+RETRY_AFTER = 0.2
 
 
 class _Client:
@@ -115,7 +115,7 @@ class SimProducer(_Client):
         rng: random.Random,
         *,
         publish_until: float,
-        rate: float = 0.3,
+        rate: float = 0.75,
     ) -> None:
         super().__init__(name, group, history)
         self.topic = topic

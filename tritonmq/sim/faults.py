@@ -19,7 +19,7 @@ class FaultKind(enum.Enum):
     PARTITION = "partition"  # one broker <-> broker link
     ZK_CUT = "zk-cut"  # one broker <-> ZooKeeper
     HEAL = "heal"
-    ZK_LOSS = "zk-loss"  # the next ZooKeeper write ends in ConnectionLoss (outcome unknown)
+    ZK_LOSS = "zk-loss"  # the group's next CAS ends in ConnectionLoss (outcome unknown)
     SLOW_WATCHES = "slow-watches"  # watches fire late from now on
     MOVE_SLOT = "move-slot"  # hook: slot moves come with a later issue
 
