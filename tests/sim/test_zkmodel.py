@@ -1,0 +1,75 @@
+"""The ZooKeeper model: CAS on versions, ephemerals tied to sessions, expiry, watches."""
+
+from __future__ import annotations
+
+from tritonmq.sim.zkmodel import Outcome, ZkCreate, ZkDelete, ZkGet, ZkList, ZkModel, ZkSet
+
+
+def test_cas_on_version_lets_one_writer_win() -> None:
+    zk = ZkModel(session_timeout=2.0)
+    a, b = zk.open_session("a", 0.0), zk.open_session("b", 0.0)
+    created, _ = zk.apply(a, ZkCreate("/s", "v0"))
+    assert created.outcome is Outcome.OK and created.value.version == 0
+    first, _ = zk.apply(a, ZkSet("/s", "by a", 0))
+    second, _ = zk.apply(b, ZkSet("/s", "by b", 0))
+    assert first.outcome is Outcome.OK and first.value.version == 1
+    assert second.outcome is Outcome.CONFLICT
+    got, _ = zk.apply(b, ZkGet("/s"))
+    assert got.value.data == "by a"
+
+
+def test_create_of_an_existing_node_conflicts_and_shows_it() -> None:
+    zk = ZkModel(session_timeout=2.0)
+    s = zk.open_session("a", 0.0)
+    zk.apply(s, ZkCreate("/n", 1))
+    again, _ = zk.apply(s, ZkCreate("/n", 2))
+    assert again.outcome is Outcome.CONFLICT and again.value.data == 1
+    gone, _ = zk.apply(s, ZkDelete("/missing"))
+    assert gone.outcome is Outcome.CONFLICT
+
+
+def test_ephemeral_goes_when_its_session_expires_without_heartbeats() -> None:
+    zk = ZkModel(session_timeout=2.0)
+    owner, watcher = zk.open_session("a", 0.0), zk.open_session("b", 0.0)
+    zk.apply(owner, ZkCreate("/g/members/a", "me", ephemeral=True))
+    zk.watch(watcher, "/g/")
+    zk.heartbeat(watcher, 1.9)
+    assert zk.expire_due(1.9) == []
+    fired = zk.expire_due(2.0)  # owner silent since 0.0
+    assert fired == [(watcher, "/g/")]
+    listed, _ = zk.apply(watcher, ZkList("/g/"))
+    assert listed.value == {}
+    assert not zk.heartbeat(owner, 2.1)  # too late: the session is gone for good
+    late, _ = zk.apply(owner, ZkCreate("/x", 1))
+    assert late.outcome is Outcome.EXPIRED
+
+
+def test_heartbeats_keep_a_session_and_its_ephemerals() -> None:
+    zk = ZkModel(session_timeout=2.0)
+    s = zk.open_session("a", 0.0)
+    zk.apply(s, ZkCreate("/e", 1, ephemeral=True))
+    for t in (0.6, 1.2, 1.8, 2.4, 3.0):
+        assert zk.heartbeat(s, t)
+        zk.expire_due(t)
+    assert "/e" in zk.nodes
+
+
+def test_watches_fire_for_changes_under_their_prefix_only() -> None:
+    zk = ZkModel(session_timeout=2.0)
+    s, w = zk.open_session("a", 0.0), zk.open_session("w", 0.0)
+    zk.watch(w, "/groups/g0/")
+    _, fired = zk.apply(s, ZkCreate("/groups/g0/state", 1))
+    assert fired == [(w, "/groups/g0/")]
+    _, fired = zk.apply(s, ZkCreate("/groups/g1/state", 1))
+    assert fired == []
+    _, fired = zk.apply(s, ZkSet("/groups/g0/state", 2, 5))  # a failed CAS changes nothing
+    assert fired == []
+
+
+def test_a_clean_close_removes_ephemerals_at_once() -> None:
+    zk = ZkModel(session_timeout=2.0)
+    s = zk.open_session("a", 0.0)
+    zk.apply(s, ZkCreate("/e", 1, ephemeral=True))
+    zk.apply(s, ZkCreate("/p", 1))
+    zk.close_session(s)
+    assert "/e" not in zk.nodes and "/p" in zk.nodes

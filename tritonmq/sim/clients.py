@@ -1,0 +1,260 @@
+"""Simulated clients: a producer and a subscriber that follow the client library's rules.
+
+A producer keeps its unacknowledged batches in order and, after any retriable
+error or lost connection, finds the primary in ZooKeeper again and resends them
+all with the same uuids. A subscriber hands each record to its application once
+(broadcast: only ``ts`` above the last one handed over; shared: each ``ts`` once
+per member), acknowledges at once, and resumes after the last ``ts`` it saw.
+What the application sees is reported to the invariant checker.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from tritonmq.core.group import GroupState
+from tritonmq.sim.broker import state_path
+from tritonmq.sim.invariants import History
+from tritonmq.sim.network import Dial
+from tritonmq.sim.node import (
+    CloseConn,
+    Closed,
+    Delivered,
+    Dialed,
+    DialOut,
+    Effect,
+    ErrorFrame,
+    NodeEvent,
+    PubAcked,
+    Received,
+    Send,
+    SubOk,
+    Ticked,
+    ZkReplied,
+    ZkRequest,
+)
+from tritonmq.sim.zkmodel import Outcome, ZkGet
+from tritonmq.wire.frames import Ack, From, Pub, PubRecord, Sub
+
+RETRY_AFTER = 0.2
+
+
+class _Client:
+    """Finding the group's primary and keeping one connection to it."""
+
+    def __init__(self, name: str, group: str, history: History) -> None:
+        self.name = name
+        self.group = group
+        self.history = history
+        self.primary: str | None = None
+        self.conn: int | None = None
+        self.dialing = False
+        self.reading = False
+        self.retry_at = 0.0
+        self.attempt = 0
+
+    def _reconnect(self, now: float, out: list[Effect]) -> None:
+        if self.conn is not None:
+            out.append(CloseConn(self.conn))
+        self.conn = None
+        self.primary = None
+        self.retry_at = now + RETRY_AFTER
+
+    def _tick_connect(self, now: float, out: list[Effect]) -> None:
+        if self.conn is not None or self.dialing or self.reading or now < self.retry_at:
+            return
+        if self.primary is None:
+            self.reading = True
+            out.append(ZkRequest("primary", ZkGet(state_path(self.group))))
+        else:
+            self.dialing = True
+            self.attempt += 1
+            out.append(DialOut(self.primary, "client", f"c{self.attempt}"))
+
+    def _on_common(self, ev: NodeEvent, now: float, out: list[Effect]) -> bool:
+        match ev:
+            case ZkReplied(tag="primary", result=result):
+                self.reading = False
+                if result.outcome is Outcome.OK and isinstance(result.value.data, GroupState):
+                    self.primary = result.value.data.primary
+                else:
+                    self.retry_at = now + RETRY_AFTER
+                return True
+            case Dialed(tag=tag, outcome=outcome, conn=conn):
+                if tag != f"c{self.attempt}":
+                    if conn is not None:
+                        out.append(CloseConn(conn))
+                    return True
+                self.dialing = False
+                if outcome is Dial.CONNECTED and conn is not None:
+                    self.conn = conn
+                    self._connected(now, out)
+                else:
+                    self._reconnect(now, out)
+                return True
+            case Closed(conn=conn):
+                if conn == self.conn:
+                    self.conn = None
+                    self.primary = None
+                    self.retry_at = now + RETRY_AFTER
+                return True
+        return False
+
+    def _connected(self, now: float, out: list[Effect]) -> None:
+        raise NotImplementedError
+
+
+class SimProducer(_Client):
+    def __init__(
+        self,
+        name: str,
+        group: str,
+        topic: str,
+        history: History,
+        rng: random.Random,
+        *,
+        publish_until: float,
+        rate: float = 0.75,
+    ) -> None:
+        super().__init__(name, group, history)
+        self.topic = topic
+        self.rng = rng
+        self.publish_until = publish_until
+        self.rate = rate  # chance per tick of a new batch
+        self.unacked: list[tuple[int, list[PubRecord], list[int]]] = []  # (id, records, seqs)
+        self.next_id = 1
+        self.next_seq = 1
+
+    def handle(self, ev: NodeEvent, now: float) -> list[Effect]:
+        out: list[Effect] = []
+        if self._on_common(ev, now, out):
+            return out
+        match ev:
+            case Ticked():
+                self._tick_connect(now, out)
+                if (
+                    self.conn is not None
+                    and now < self.publish_until
+                    and self.rng.random() < self.rate
+                ):
+                    self._publish(out)
+            case Received(conn=conn, msg=msg) if conn == self.conn:
+                self._on_reply(msg, now, out)
+        return out
+
+    def _publish(self, out: list[Effect]) -> None:
+        recs: list[PubRecord] = []
+        seqs: list[int] = []
+        for _ in range(self.rng.randint(1, 3)):
+            uuid = self.rng.getrandbits(64).to_bytes(8, "big")
+            recs.append((uuid, None, f"{self.name}:{self.next_seq}".encode(), None))
+            seqs.append(self.next_seq)
+            self.history.published(self.group, self.name, uuid, self.next_seq)
+            self.next_seq += 1
+        self.unacked.append((self.next_id, recs, seqs))
+        assert self.conn is not None
+        out.append(Send(self.conn, Pub(self.next_id, self.topic, recs)))
+        self.next_id += 1
+
+    def _connected(self, now: float, out: list[Effect]) -> None:
+        assert self.conn is not None
+        for pub_id, recs, _ in self.unacked:  # resend everything unacknowledged, in order
+            out.append(Send(self.conn, Pub(pub_id, self.topic, recs)))
+
+    def _on_reply(self, msg: Any, now: float, out: list[Effect]) -> None:
+        if isinstance(msg, PubAcked):
+            for i, (pub_id, recs, seqs) in enumerate(self.unacked):
+                if pub_id == msg.id:
+                    for rec, seq, ts in zip(recs, seqs, msg.ts, strict=True):
+                        self.history.pub_acked(self.group, self.name, rec[0], seq, ts)
+                    del self.unacked[i]
+                    return
+        elif isinstance(msg, ErrorFrame) and msg.id is not None:
+            if msg.code.retriable:
+                self._reconnect(now, out)
+            else:
+                self.history.violation(f"{self.name}: publish refused for good: {msg.code}")
+                self.unacked = [u for u in self.unacked if u[0] != msg.id]
+
+
+class SimSubscriber(_Client):
+    def __init__(
+        self,
+        name: str,
+        group: str,
+        topic: str,
+        history: History,
+        *,
+        subscription: str | None,
+        mode: str = "broadcast",
+    ) -> None:
+        super().__init__(name, group, history)
+        self.topic = topic
+        self.subscription = subscription
+        self.mode = mode
+        self.sid = 0
+        self.last = 0  # the last ts handed to the application (broadcast)
+        self.seen: set[int] = set()  # shared: each ts once
+        self.subscribed_once = False
+        history.subscriber(self.app, topic, subscription, mode)
+
+    @property
+    def app(self) -> str:
+        return self.name
+
+    def handle(self, ev: NodeEvent, now: float) -> list[Effect]:
+        out: list[Effect] = []
+        if self._on_common(ev, now, out):
+            return out
+        match ev:
+            case Ticked():
+                self._tick_connect(now, out)
+            case Received(conn=conn, msg=msg) if conn == self.conn:
+                self._on_msg(msg, now, out)
+        return out
+
+    def _connected(self, now: float, out: list[Effect]) -> None:
+        assert self.conn is not None
+        self.sid += 1
+        start: From | int
+        if not self.subscribed_once:
+            start, resume = From.EARLIEST, False
+        elif self.mode == "shared":
+            start, resume = From.LATEST, False
+        else:
+            start, resume = self.last + 1, True
+        sub = Sub(self.sid, self.topic, self.subscription, start, None, self.mode, resume)
+        out.append(Send(self.conn, sub))
+
+    def _on_msg(self, msg: Any, now: float, out: list[Effect]) -> None:
+        assert self.conn is not None
+        if isinstance(msg, SubOk) and msg.sid == self.sid:
+            if not self.subscribed_once:
+                self.subscribed_once = True
+                self.history.sub_started(self.app, msg.next_ts)
+        elif isinstance(msg, Delivered) and msg.sid == self.sid:
+            got: list[int] = []
+            for rec in msg.records:
+                ts = rec[0]
+                if self.mode == "shared":
+                    if ts in self.seen:
+                        continue
+                    self.seen.add(ts)
+                elif ts <= self.last:
+                    continue
+                else:
+                    self.last = ts
+                got.append(ts)
+                self.history.app_received(self.app, self.group, rec)
+            if self.mode == "shared":
+                ts_all = [r[0] for r in msg.records]
+                out.append(Send(self.conn, Ack(self.sid, ts_all[0], tuple(ts_all[1:]))))
+                self.history.shared_acked(self.app, ts_all)
+            elif got or msg.records:
+                out.append(Send(self.conn, Ack(self.sid, self.last)))
+                self.history.sub_acked(self.app, self.last)
+        elif isinstance(msg, ErrorFrame) and msg.sid == self.sid:
+            if not msg.code.retriable:
+                self.history.client_error(self.app, f"{msg.code}: {msg.message}")
+            self._reconnect(now, out)

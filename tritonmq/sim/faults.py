@@ -1,0 +1,65 @@
+"""The faults a seed schedules: which, against whom, when, for how long."""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tritonmq.sim.network import ZK
+
+
+class FaultKind(enum.Enum):
+    CRASH = "crash"  # SIGKILL, memory lost; restarted later with a new boot id
+    RESTART = "restart"
+    FREEZE = "freeze"  # SIGSTOP
+    THAW = "thaw"
+    PARTITION = "partition"  # one broker <-> broker link
+    ZK_CUT = "zk-cut"  # one broker <-> ZooKeeper
+    HEAL = "heal"
+    ZK_LOSS = "zk-loss"  # the group's next CAS ends in ConnectionLoss (outcome unknown)
+    SLOW_WATCHES = "slow-watches"  # watches fire late from now on
+    MOVE_SLOT = "move-slot"  # hook: slot moves come with a later issue
+
+
+# Kinds the schedule draws from, with weights.
+DRAWN: tuple[tuple[FaultKind, int], ...] = (
+    (FaultKind.CRASH, 3),
+    (FaultKind.FREEZE, 3),
+    (FaultKind.PARTITION, 2),
+    (FaultKind.ZK_CUT, 2),
+    (FaultKind.ZK_LOSS, 2),
+    (FaultKind.SLOW_WATCHES, 1),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    kind: FaultKind
+    target: str
+    at: float
+    duration: float
+    other: str = ""
+
+
+def schedule_faults(
+    rng: random.Random, params: Any, names: Sequence[str], group_of: Mapping[str, str]
+) -> list[Fault]:
+    """``params.faults`` faults spread over the publishing period, against brokers."""
+    brokers = [n for n in names if n[len(group_of[n]) :].startswith("b")]
+    kinds = [k for k, _ in DRAWN]
+    weights = [w for _, w in DRAWN]
+    out: list[Fault] = []
+    for _ in range(params.faults):
+        kind = rng.choices(kinds, weights)[0]
+        at = rng.uniform(1.0, params.publish_until)
+        target = rng.choice(brokers)
+        duration = rng.uniform(0.2, 3.0)
+        other = ""
+        if kind is FaultKind.PARTITION:
+            peers = [b for b in brokers if b != target and group_of[b] == group_of[target]]
+            other = rng.choice(peers) if peers else ZK
+        out.append(Fault(kind, target, at, duration, other))
+    return out

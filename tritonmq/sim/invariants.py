@@ -1,0 +1,233 @@
+"""What must hold after every step of a simulated run, and after healing at its end.
+
+:class:`History` records what the clients saw (publishes, acknowledgements, what
+each application received) and what the brokers did that the invariants speak
+of (writes accepted per epoch, offsets stored, purges). The first broken rule is
+kept as the run's violation; the world stops there and prints the trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tritonmq.core.group import GroupState
+from tritonmq.core.log import GroupLog
+from tritonmq.wire.frames import Record
+
+
+def group_of_topic(topic: str) -> str:
+    return topic.split(".", 1)[0]
+
+
+@dataclass(slots=True)
+class App:
+    """One subscriber's application."""
+
+    topic: str
+    subscription: str | None
+    mode: str
+    base: int | None = None  # first ts its subscription could deliver
+    uuids: set[bytes] = field(default_factory=set)
+    ts: set[int] = field(default_factory=set)
+    last_seq: dict[str, int] = field(default_factory=dict)
+    acked_upto: int = 0  # broadcast: cumulative ack sent
+    acked: set[int] = field(default_factory=set)  # shared: each ts acked
+    errors: list[str] = field(default_factory=list)
+
+
+class History:
+    def __init__(self, min_insync: int) -> None:
+        self.min_insync = min_insync
+        self.published_by: dict[bytes, tuple[str, int]] = {}
+        self.acked: dict[str, dict[int, bytes]] = {}  # group -> ts -> uuid
+        self.acked_ts: dict[bytes, int] = {}
+        self.producer_ts: dict[str, dict[int, int]] = {}  # producer -> seq -> ts
+        self.apps: dict[str, App] = {}
+        self.sub_bases: dict[tuple[str, str], int] = {}  # durable subscription -> registered offset
+        self.writers: dict[tuple[str, int], str] = {}  # (group, epoch) -> broker incarnation
+        self.violations: list[str] = []
+
+    def violation(self, text: str) -> None:
+        self.violations.append(text)
+
+    # --- producers -----------------------------------------------------------------
+
+    def published(self, group: str, producer: str, uuid: bytes, seq: int) -> None:
+        self.published_by[uuid] = (producer, seq)
+
+    def pub_acked(self, group: str, producer: str, uuid: bytes, seq: int, ts: int) -> None:
+        acked = self.acked.setdefault(group, {})
+        other = acked.get(ts)
+        if other is not None and other != uuid:
+            self.violation(f"{group}: ts {ts} acknowledged for two records ({producer}:{seq})")
+        prev = self.acked_ts.get(uuid)
+        if prev is not None and prev != ts:
+            self.violation(f"{producer}:{seq} acknowledged twice, at ts {prev} and {ts}")
+        acked[ts] = uuid
+        self.acked_ts[uuid] = ts
+        mine = self.producer_ts.setdefault(producer, {})
+        mine[seq] = ts
+        for s, t in mine.items():
+            if (s < seq and t >= ts) or (s > seq and t <= ts):
+                self.violation(
+                    f"{producer}'s order broken: seq {s} at ts {t}, seq {seq} at ts {ts}"
+                )
+                break
+
+    # --- brokers -------------------------------------------------------------------
+
+    def accepted_writes(self, group: str, epoch: int, broker: str) -> None:
+        who = self.writers.setdefault((group, epoch), broker)
+        if who != broker:
+            self.violation(
+                f"{group}: two primaries accept writes in epoch {epoch}: {who}, {broker}"
+            )
+
+    def acknowledged_copies(
+        self, group: str, ts: tuple[int, ...], logs: Mapping[str, GroupLog]
+    ) -> None:
+        """A primary acknowledges: each record must be on ``min_insync`` live replicas."""
+        for t in ts:
+            holders = [b for b, log in logs.items() if _holds(log, t, None)]
+            if len(holders) < self.min_insync:
+                self.violation(
+                    f"{group}: ts {t} acknowledged with {len(holders)} live copies {holders}"
+                    f" (min_insync {self.min_insync})"
+                )
+                return
+
+    def check_isr_holds(
+        self, group: str, state: GroupState | None, logs: Mapping[str, tuple[str, GroupLog]]
+    ) -> None:
+        """Every live in-sync replica (the incarnation the ISR names) holds every acked record."""
+        if state is None:
+            return
+        acked = self.acked.get(group, {})
+        for m in state.isr:
+            got = logs.get(m)
+            if got is None or got[0] != state.boots.get(m):
+                continue
+            log = got[1]
+            for ts, uuid in acked.items():
+                if not _holds(log, ts, uuid):
+                    producer, seq = self.published_by.get(uuid, ("?", 0))
+                    self.violation(
+                        f"{group}: acknowledged record ts {ts} ({producer}:{seq}) is missing on"
+                        f" in-sync replica {m} (epoch {state.epoch}, isr {list(state.isr)})"
+                    )
+                    return
+
+    def offset_stored(self, topic: str, name: str, offset: int, created: bool) -> None:
+        if created:
+            self.sub_bases.setdefault((topic, name), offset)
+            return
+        base = self.sub_bases.get((topic, name), 0)
+        apps = [a for a in self.apps.values() if (a.topic, a.subscription) == (topic, name)]
+        if not apps:
+            return
+        if apps[0].mode == "shared":
+            acked = set().union(*(a.acked for a in apps))
+            group = self.acked.get(group_of_topic(topic), {})
+            missing = [t for t in group if base < t <= offset and t not in acked]
+            if missing:
+                self.violation(
+                    f"offset {offset} of {topic}/{name} stored ahead of its acks (ts {missing[0]})"
+                )
+        else:
+            top = max(a.acked_upto for a in apps)
+            if offset > max(top, base):
+                self.violation(f"offset {offset} of {topic}/{name} stored, acknowledged only {top}")
+
+    def purged(self, topic: str, upto: int) -> None:
+        """Nothing a durable subscription has not yet received may be purged."""
+        group = self.acked.get(group_of_topic(topic), {})
+        subs: dict[str, list[App]] = {}
+        for a in self.apps.values():
+            if a.topic == topic and a.subscription:
+                subs.setdefault(a.subscription, []).append(a)
+        for name, apps in sorted(subs.items()):
+            base = self.sub_bases.get((topic, name))
+            if base is None:
+                continue
+            got = set().union(*(a.ts for a in apps))
+            for t in sorted(group):
+                if base < t <= upto and t not in got:
+                    self.violation(f"{topic} purged up to {upto}; {name} never received ts {t}")
+                    return
+
+    # --- subscribers --------------------------------------------------------------
+
+    def subscriber(self, app: str, topic: str, subscription: str | None, mode: str) -> None:
+        self.apps[app] = App(topic, subscription, mode)
+
+    def sub_started(self, app: str, next_ts: int) -> None:
+        self.apps[app].base = next_ts
+
+    def sub_acked(self, app: str, ts: int) -> None:
+        a = self.apps[app]
+        a.acked_upto = max(a.acked_upto, ts)
+
+    def shared_acked(self, app: str, ts: list[int]) -> None:
+        self.apps[app].acked.update(ts)
+
+    def client_error(self, app: str, text: str) -> None:
+        self.apps[app].errors.append(text)
+
+    def app_received(self, app: str, group: str, rec: Record) -> None:
+        a = self.apps[app]
+        ts, uuid = rec[0], rec[1]
+        if uuid in a.uuids:
+            self.violation(f"{app} received {rec[3].decode()} twice (now at ts {ts})")
+        a.uuids.add(uuid)
+        a.ts.add(ts)
+        acked = self.acked_ts.get(uuid)
+        if acked is not None and acked != ts:
+            self.violation(f"{app} received {rec[3].decode()} at ts {ts}, acknowledged at {acked}")
+        producer, seq = rec[3].decode().rsplit(":", 1)
+        if a.mode != "shared":
+            last = a.last_seq.get(producer, 0)
+            if int(seq) <= last:
+                self.violation(f"{app} received {producer}:{seq} after {producer}:{last}")
+            a.last_seq[producer] = int(seq)
+
+    # --- after healing ------------------------------------------------------------
+
+    def check_liveness(self, waiting: Mapping[str, int]) -> None:
+        """Every acked record reached every durable subscription; every unnamed subscriber
+        got every acked record between the first and last it saw; no producer is stuck."""
+        for producer, n in sorted(waiting.items()):
+            if n:
+                self.violation(f"after healing, {producer} still waits for {n} batch(es)")
+                return
+        subs: dict[tuple[str, str], list[App]] = {}
+        for app, a in sorted(self.apps.items()):
+            subs.setdefault((a.topic, a.subscription or app), []).append(a)
+        for (topic, name), apps in sorted(subs.items()):
+            acked = self.acked.get(group_of_topic(topic), {})
+            got = set().union(*(a.ts for a in apps))
+            durable = apps[0].subscription is not None
+            if durable:
+                base = self.sub_bases.get((topic, name))
+                lo, hi = (base if base is not None else 1 << 62), 1 << 62
+            else:
+                lo, hi = (min(got) - 1, max(got)) if got else (0, 0)
+            for t in sorted(acked):
+                if lo < t <= hi and t not in got:
+                    kind = "durable subscription" if durable else "unnamed subscriber"
+                    self.violation(
+                        f"after healing, {kind} {name} of {topic} never received acked ts {t}"
+                    )
+                    return
+
+
+def _holds(log: GroupLog, ts: int, uuid: bytes | None) -> bool:
+    """Does ``log`` hold record ``ts`` (or has it purged it, which only happens once every
+    subscription has acknowledged it)?"""
+    if ts < log.base_ts:
+        return True
+    i = ts - log.base_ts
+    if i >= len(log.entries):
+        return False
+    e = log.entries[i]
+    return e is None or uuid is None or e[1][1] == uuid

@@ -1,0 +1,63 @@
+"""Run many seeds (on several cores) and summarise; replay one seed with its trace."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from tritonmq.sim.world import Result, SimParams, World
+
+
+def run_seed(seed: int, params: SimParams | None = None) -> Result:
+    return World(seed, params).run()
+
+
+@dataclass(slots=True)
+class Summary:
+    seeds: int = 0
+    steps: int = 0
+    faults: int = 0
+    failed: list[Result] = field(default_factory=list)
+
+    def add(self, r: Result) -> None:
+        self.seeds += 1
+        self.steps += r.steps
+        self.faults += r.faults
+        if r.violation:
+            self.failed.append(r)
+
+
+def _run_light(args: tuple[int, SimParams | None]) -> Result:
+    r = run_seed(*args)
+    return r if r.violation else dataclasses.replace(r, trace="")  # spare the pipe
+
+
+def iter_results(
+    start: int, count: int, jobs: int, params: SimParams | None = None
+) -> Iterator[Result]:
+    """Results of seeds ``start .. start+count-1``, in completion order."""
+    args = [(s, params) for s in range(start, start + count)]
+    if jobs <= 1:
+        yield from map(_run_light, args)
+        return
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(jobs) as pool:
+        yield from pool.imap_unordered(_run_light, args, chunksize=8)
+
+
+def run_many(
+    start: int,
+    count: int,
+    jobs: int,
+    params: SimParams | None = None,
+    on_result: Callable[[Result], None] | None = None,
+) -> Summary:
+    summary = Summary()
+    for r in iter_results(start, count, jobs, params):
+        summary.add(r)
+        if on_result is not None:
+            on_result(r)
+    summary.failed.sort(key=lambda r: r.seed)
+    return summary

@@ -1,0 +1,39 @@
+"""The trace of a run: every step as one line, the last ones kept for the report."""
+
+from __future__ import annotations
+
+from collections import deque
+from hashlib import blake2b
+
+
+class Trace:
+    """Keeps the last ``keep`` lines and a digest of all of them (same seed, same digest)."""
+
+    def __init__(self, keep: int = 60) -> None:
+        self.lines: deque[str] = deque(maxlen=keep)
+        self.faults: list[str] = []
+        self._digest = blake2b(digest_size=16)
+        self.steps = 0
+
+    def step(self, now: float, text: str) -> None:
+        self.steps += 1
+        line = f"{now:9.4f} {text}"
+        self.lines.append(line)
+        self._digest.update(line.encode())
+
+    def fault(self, now: float, text: str) -> None:
+        self.faults.append(f"{now:9.4f} {text}")
+        self.step(now, f"FAULT {text}")
+
+    @property
+    def digest(self) -> str:
+        return self._digest.hexdigest()
+
+    def render(self, seed: int, violation: str | None) -> str:
+        out = [f"seed {seed}: {violation or 'no violation'}", "", "faults:"]
+        out += [f"  {f}" for f in self.faults] or ["  (none)"]
+        out += ["", f"last {len(self.lines)} of {self.steps} steps:"]
+        out += [f"  {line}" for line in self.lines]
+        if violation:
+            out += ["", f"VIOLATION: {violation}", f"replay: tritonmq sim --seed {seed}"]
+        return "\n".join(out)
