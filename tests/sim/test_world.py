@@ -68,17 +68,14 @@ def test_a_lost_isr_cas_reply_stalls_the_old_shell_for_good() -> None:
     assert World(seed, fixed).run().violation is None
 
 
-def test_known_open_core_bug_a_reset_follower_joins_the_isr_before_it_holds_anything() -> None:
-    """Found by this simulator (not in issue 6's list): ``PrimaryCore.attach`` counts a
-    follower that starts by *reset* as having acknowledged up to the primary's base
-    before it has even received the ``leader`` frame, and the next tick proposes it into
-    the ISR. Until it applies the reset its log is empty from ts 1; were it elected in
-    that window (the primary dies, the ``leader`` frame is lost with the connection) it
-    would start its epoch at ts 1 and reuse acknowledged ts values.
-
-    When the core fixes this (count a reset follower's progress from its first ack),
-    this test fails: delete it and the KNOWN_OPEN entry in test_runner.py.
+def test_seed_357_a_reset_follower_no_longer_joins_the_isr_before_it_holds_anything() -> None:
+    """Found by this simulator (not in issue 6's list): ``PrimaryCore.attach`` counted a
+    follower that starts by *reset* as having acknowledged up to the primary's base before
+    it had received the ``leader`` frame, and the next tick proposed it into the ISR; elected
+    in that window it reused acknowledged ts values (seed 357 saw "missing on in-sync
+    replica"). Fixed in the core; the unit test is
+    test_replication.py::test_a_follower_starting_by_reset_joins_the_isr_only_after_it_acknowledged.
     """
     r = World(357).run()
-    assert r.violation is not None and "missing on in-sync replica" in r.violation
-    assert "(reset=True)" in r.trace
+    assert r.violation is None, r.trace
+    assert "(reset=True)" in r.trace  # the run still goes through a reset

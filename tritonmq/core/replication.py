@@ -36,11 +36,13 @@ CATCHUP_BYTES = 8 * 1024 * 1024
 class FollowerProgress:
     __slots__ = ("id", "boot", "sent", "acked", "last_progress")
 
-    def __init__(self, id: str, boot: str, position: int, now: float) -> None:
+    def __init__(
+        self, id: str, boot: str, position: int, now: float, acked: int | None = None
+    ) -> None:
         self.id = id
         self.boot = boot
         self.sent = position
-        self.acked = position
+        self.acked = position if acked is None else acked
         self.last_progress = now
 
 
@@ -262,7 +264,10 @@ class PrimaryCore:
             reset
         ):  # it lacks records we have purged (acknowledged by everyone): start it at our base
             agree = self.log.base_ts - 1
-        self.followers[fid] = FollowerProgress(fid, boot, agree, now)
+        # A follower that truncates holds everything up to ``agree`` already. One that
+        # starts by reset holds nothing until it has applied our answer: it counts as
+        # having nothing (it cannot join the ISR) until its first acknowledgement.
+        self.followers[fid] = FollowerProgress(fid, boot, agree, now, -1 if reset else None)
         self.absent_since.pop(fid, None)
         # Records it will never see (purged) still deduplicate there, should it be elected.
         dedup = self.log.dedup_after(-1 if reset else agree)
@@ -367,11 +372,19 @@ class PrimaryCore:
         self.proposal = None
 
     def heartbeat(self) -> tuple[str, ...]:
-        """Caught-up followers to tell the commit point, when no new entries carried it."""
-        if self._beat_commit == self.commit_ts:
-            return ()
-        self._beat_commit = self.commit_ts
+        """Caught-up followers to tell the commit point, when no new entries carried it.
+
+        A follower that has everything sent but has not acknowledged its position yet (one
+        that started by reset counts as holding nothing until it does) is beaten on every
+        call: its acknowledgement is what lets it into the ISR, even when no write comes.
+        """
         last = self.log.last_ts
+        unconfirmed = tuple(
+            f.id for f in self.followers.values() if f.sent == last and f.acked < f.sent
+        )
+        if self._beat_commit == self.commit_ts:
+            return unconfirmed
+        self._beat_commit = self.commit_ts
         return tuple(f.id for f in self.followers.values() if f.sent == last)
 
     def entries_for(self, start: int, end: int) -> tuple[int, int, int, list[Any]]:
