@@ -204,7 +204,9 @@ class Delivery:
         """Attach a consumer; returns where it starts and what to do first.
 
         ``latest`` on an existing durable subscription resumes after its offset.
-        ``resume`` (a client reconnecting) moves the position, not the ack point.
+        ``resume`` (a client reconnecting) moves the position, not the ack point; an
+        unnamed subscriber resuming before records of its topic that were purged gets
+        :class:`Purged` rather than silently skipping them.
         """
         self.unsubscribe(conn, sid, now)
         out: list[Deliver | RegisterSubscription] = []

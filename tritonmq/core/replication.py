@@ -1,18 +1,20 @@
 """Replication decisions of one broker: the primary's commit and ISR rules, the backup's append rules.
 
-Safety rests on four rules (docs/replication.md says why each holds):
+Safety rests on these rules (docs/replication.md says why each holds):
 
 * A batch commits when every member of ``isr ∪ joining`` has acknowledged it.
-  Only committed records are acknowledged to producers or delivered. Writes
-  are accepted only while the ISR is at least ``min_insync`` strong.
+  Only committed records are delivered; a committed batch is acknowledged to its
+  producer only while the ISR is ``min_insync`` strong (else the retriable
+  NOT_ENOUGH_REPLICAS). Writes are accepted only while the ISR is that strong.
 * The in-memory ISR shrinks only after ZooKeeper's does (the CAS succeeded) and
   grows before ZooKeeper's does (``joining``), so it is always a superset of the
-  ZooKeeper ISR, from which the next primary is elected.
+  ZooKeeper ISR, from which the next primary is elected. A follower joins only
+  once it holds everything before this epoch's start and everything committed.
 * A backup acknowledges only frames of the epoch it follows, and a backup that
   claims primacy has already left the old epoch: an old primary can never again
   gather a full set of acknowledgements.
 * A backup appends only ``ts == last + 1`` after truncating to where its history
-  and the primary's agree.
+  and the primary's agree; one that missed purged records gets their uuids.
 """
 
 from __future__ import annotations
@@ -36,13 +38,11 @@ CATCHUP_BYTES = 8 * 1024 * 1024
 class FollowerProgress:
     __slots__ = ("id", "boot", "sent", "acked", "last_progress")
 
-    def __init__(
-        self, id: str, boot: str, position: int, now: float, acked: int | None = None
-    ) -> None:
+    def __init__(self, id: str, boot: str, position: int, now: float) -> None:
         self.id = id
         self.boot = boot
         self.sent = position
-        self.acked = position if acked is None else acked
+        self.acked = position
         self.last_progress = now
 
 
@@ -264,10 +264,13 @@ class PrimaryCore:
             reset
         ):  # it lacks records we have purged (acknowledged by everyone): start it at our base
             agree = self.log.base_ts - 1
-        # A follower that truncates holds everything up to ``agree`` already. One that
-        # starts by reset holds nothing until it has applied our answer: it counts as
-        # having nothing (it cannot join the ISR) until its first acknowledgement.
-        self.followers[fid] = FollowerProgress(fid, boot, agree, now, -1 if reset else None)
+        f = self.followers[fid] = FollowerProgress(fid, boot, agree, now)
+        if reset:
+            # It holds none of it until it has applied the reset: count its progress from
+            # its first ack (a heartbeat brings one at once), not from our base, or the
+            # next tick could admit an empty log to the ISR.
+            f.acked = -1
+            self._beat_commit = -1
         self.absent_since.pop(fid, None)
         # Records it will never see (purged) still deduplicate there, should it be elected.
         dedup = self.log.dedup_after(-1 if reset else agree)
@@ -372,19 +375,11 @@ class PrimaryCore:
         self.proposal = None
 
     def heartbeat(self) -> tuple[str, ...]:
-        """Caught-up followers to tell the commit point, when no new entries carried it.
-
-        A follower that has everything sent but has not acknowledged its position yet (one
-        that started by reset counts as holding nothing until it does) is beaten on every
-        call: its acknowledgement is what lets it into the ISR, even when no write comes.
-        """
-        last = self.log.last_ts
-        unconfirmed = tuple(
-            f.id for f in self.followers.values() if f.sent == last and f.acked < f.sent
-        )
+        """Caught-up followers to tell the commit point, when no new entries carried it."""
         if self._beat_commit == self.commit_ts:
-            return unconfirmed
+            return ()
         self._beat_commit = self.commit_ts
+        last = self.log.last_ts
         return tuple(f.id for f in self.followers.values() if f.sent == last)
 
     def entries_for(self, start: int, end: int) -> tuple[int, int, int, list[Any]]:
