@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -79,7 +80,7 @@ class ChaosReport:
             "seed": self.options.seed,
             "options": {k: getattr(self.options, k) for k in self.options.__slots__},
             "seconds": round(self.seconds, 1),
-            "cluster": f"{self.options.groups} groups x {self.options.replicas} brokers",
+            "cluster": f"{self.options.groups} group(s) x {self.options.replicas} brokers",
             "machine": {
                 "cpus": os.cpu_count(),
                 "python": platform.python_version(),
@@ -90,15 +91,20 @@ class ChaosReport:
         }
 
     def table(self) -> Table:
+        """The verdict's columns, narrow enough for an 80-column terminal."""
         o = self.options
         t = Table(
-            title=f"chaos seed {o.seed}: {o.groups} groups x {o.replicas} brokers, "
-            f"{self.seconds:.0f} s"
+            title=f"chaos seed {o.seed}: {o.groups} group{'s' * (o.groups != 1)} x "
+            f"{o.replicas} brokers, {self.seconds:.0f} s",
+            box=box.SIMPLE_HEAD,
+            padding=0,
+            pad_edge=False,
+            show_edge=False,
         )
         for col in Verdict.COLUMNS:
-            t.add_column(col, justify="right")
+            t.add_column(col, justify="right", min_width=len(col))
         v = self.verdict
-        t.add_row(*(str(getattr(v, c)) for c in Verdict.COLUMNS[:-1]), f"{v.longest_pause:.2f}s")
+        t.add_row(*(f"{getattr(v, c):,}" for c in Verdict.COLUMNS[:-1]), f"{v.longest_pause:.2f}s")
         return t
 
 
