@@ -1,4 +1,4 @@
-"""The `tritonmq` command: zk, broker, dev, status, pub, sub, bench, demo, init, chaos.
+"""The `tritonmq` command: zk, broker, dev, status, pub, sub, bench, demo.
 
 Bad input exits with status 2 and a one-line message (click's convention).
 """
