@@ -143,6 +143,7 @@ class _Run:
         self.final_heal: float | None = None
         self.current_fault = "before the first fault"
         self.by_fault: dict[str, Counter[str]] = {}  # the latest fault begun -> violations seen
+        self.longest_pause = (0.0, "")  # seconds, and the latest fault begun when it began
 
     async def run(self) -> tuple[Verdict, list[FaultRecord]]:
         t_faults = self.progress.add_task("faults", total=self.opts.faults, stats="")
@@ -247,6 +248,7 @@ class _Run:
     async def _produce(self, producer: int) -> None:
         opts, topics = self.opts, self.topics
         interval = opts.batch * opts.producers / opts.rate
+        last_ack: tuple[float, str] | None = None  # when, and the latest fault begun then
         async with Client(self.url, timeout=opts.publish_timeout) as client:
             seq = 0
             next_at = time.monotonic()
@@ -273,6 +275,9 @@ class _Run:
                     for s, ack in zip(seqs, acks, strict=True):
                         self.checker.acked(producer, s, ack.ts, now)
                     self.last_ack_at[acks[0].group] = now
+                    if last_ack is not None and now - last_ack[0] > self.longest_pause[0]:
+                        self.longest_pause = (now - last_ack[0], last_ack[1])
+                    last_ack = (now, self.current_fault)
                 next_at += interval
                 delay = next_at - time.monotonic()
                 if delay > 0:
@@ -317,6 +322,7 @@ class _Run:
             "publish_errors": dict(self.publish_errors),
             "consumer_errors": dict(self.consumer_errors),
             "violations_by_fault": {f: dict(v) for f, v in self.by_fault.items()},
+            "longest_pause_began_during": self.longest_pause[1],
         }
 
 
