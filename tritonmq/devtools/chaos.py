@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -79,7 +80,7 @@ class ChaosReport:
             "seed": self.options.seed,
             "options": {k: getattr(self.options, k) for k in self.options.__slots__},
             "seconds": round(self.seconds, 1),
-            "cluster": f"{self.options.groups} groups x {self.options.replicas} brokers",
+            "cluster": f"{self.options.groups} group(s) x {self.options.replicas} brokers",
             "machine": {
                 "cpus": os.cpu_count(),
                 "python": platform.python_version(),
@@ -90,15 +91,20 @@ class ChaosReport:
         }
 
     def table(self) -> Table:
+        """The verdict's columns, narrow enough for an 80-column terminal."""
         o = self.options
         t = Table(
-            title=f"chaos seed {o.seed}: {o.groups} groups x {o.replicas} brokers, "
-            f"{self.seconds:.0f} s"
+            title=f"chaos seed {o.seed}: {o.groups} group{'s' * (o.groups != 1)} x "
+            f"{o.replicas} brokers, {self.seconds:.0f} s",
+            box=box.SIMPLE_HEAD,
+            padding=0,
+            pad_edge=False,
+            show_edge=False,
         )
         for col in Verdict.COLUMNS:
-            t.add_column(col, justify="right")
+            t.add_column(col, justify="right", min_width=len(col))
         v = self.verdict
-        t.add_row(*(str(getattr(v, c)) for c in Verdict.COLUMNS[:-1]), f"{v.longest_pause:.2f}s")
+        t.add_row(*(f"{getattr(v, c):,}" for c in Verdict.COLUMNS[:-1]), f"{v.longest_pause:.2f}s")
         return t
 
 
@@ -137,6 +143,7 @@ class _Run:
         self.final_heal: float | None = None
         self.current_fault = "before the first fault"
         self.by_fault: dict[str, Counter[str]] = {}  # the latest fault begun -> violations seen
+        self.longest_pause = (0.0, "")  # seconds, and the latest fault begun when it began
 
     async def run(self) -> tuple[Verdict, list[FaultRecord]]:
         t_faults = self.progress.add_task("faults", total=self.opts.faults, stats="")
@@ -241,6 +248,7 @@ class _Run:
     async def _produce(self, producer: int) -> None:
         opts, topics = self.opts, self.topics
         interval = opts.batch * opts.producers / opts.rate
+        last_ack: tuple[float, str] | None = None  # when, and the latest fault begun then
         async with Client(self.url, timeout=opts.publish_timeout) as client:
             seq = 0
             next_at = time.monotonic()
@@ -267,6 +275,9 @@ class _Run:
                     for s, ack in zip(seqs, acks, strict=True):
                         self.checker.acked(producer, s, ack.ts, now)
                     self.last_ack_at[acks[0].group] = now
+                    if last_ack is not None and now - last_ack[0] > self.longest_pause[0]:
+                        self.longest_pause = (now - last_ack[0], last_ack[1])
+                    last_ack = (now, self.current_fault)
                 next_at += interval
                 delay = next_at - time.monotonic()
                 if delay > 0:
@@ -311,6 +322,7 @@ class _Run:
             "publish_errors": dict(self.publish_errors),
             "consumer_errors": dict(self.consumer_errors),
             "violations_by_fault": {f: dict(v) for f, v in self.by_fault.items()},
+            "longest_pause_began_during": self.longest_pause[1],
         }
 
 

@@ -1,7 +1,13 @@
 """A local cluster of real processes: ZooKeeper plus broker groups.
 
-Used by `tritonmq dev`, the demo, the benchmark and the integration tests, so
-that all of them kill and restart the same real processes the same way.
+Used by `tritonmq dev`, the demo, the benchmark, `tritonmq chaos` and the
+integration tests, so that all of them kill and restart the same real processes
+the same way.
+
+Brokers listen on port 0 and print the address they got: no port is picked ahead
+of the bind, so no other process can take it in between. A restart asks for the
+broker's old port again (its URL stays the same) and takes a fresh one if that
+port was taken while it was down.
 
 An *isolated* cluster can also be partitioned. Each broker then listens on a
 loopback address of its own (127.0.0.11, 127.0.0.12, ...: all of 127.0.0.0/8
