@@ -88,6 +88,9 @@ class Sub:
     window: int | None = None
     mode: str = "broadcast"  # or "shared" (needs a subscription name)
     resume: bool = False  # a reconnect: move the position, keep the durable ack point
+    # shared mode, on a reconnect: ts this member acknowledged recently, so a new primary
+    # does not hand them out again (its stored offset is only the low watermark)
+    acked: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
