@@ -414,8 +414,9 @@ def rec(ts: int) -> Any:
 
 def test_a_shared_member_tells_a_new_primary_what_it_acked_and_drops_its_own_repeats() -> None:
     """A failover: 1 and 2 were acknowledged (2 never reached the old primary), 3 is with
-    the application. The new primary sends 1..4: only 4 is new to the application; 1 and
-    2 are acknowledged again so the broker lets go of them; 3 waits for the application."""
+    the application (the sub says all three). Should the new primary send 1..4 anyway, only
+    4 is new to the application; 1 and 2 are acknowledged again so the broker lets go of
+    them; 3 waits for the application's own ack."""
     h = shared_member()
     h.frame(Deliver(2, "t", (rec(1), rec(2), rec(3))))
     h(AckRecord(2, 1))
@@ -425,7 +426,7 @@ def test_a_shared_member_tells_a_new_primary_what_it_acked_and_drops_its_own_rep
     h.actions.clear()
     h.connect(B, epoch=2)
     assert [f for f in h.sent() if isinstance(f, Sub)] == [
-        Sub(2, "t", "work", From.LATEST, None, "shared", True, (1, 2))
+        Sub(2, "t", "work", From.LATEST, None, "shared", True, (1, 2), (3,))
     ]
     out = h.frame(Deliver(2, "t", (rec(1), rec(2), rec(3), rec(4))))
     assert [a for a in out if isinstance(a, DeliverRecords)] == [DeliverRecords(2, (rec(4),))]

@@ -86,9 +86,14 @@ def _shared_sub(**fields: Any) -> bytes:
     return codec.packb({**frame, **fields})
 
 
-@given(st.lists(st.integers(0, 2**63), max_size=50), st.booleans())
-def test_a_shared_sub_carries_the_ts_its_member_acked(acked: list[int], resume: bool) -> None:
-    frame = Sub(1, "t", "s", From.LATEST, None, "shared", resume, tuple(acked))
+ts_lists = st.lists(st.integers(0, 2**63), max_size=50)
+
+
+@given(ts_lists, ts_lists, st.booleans())
+def test_a_shared_sub_carries_what_its_member_acked_and_holds(
+    acked: list[int], held: list[int], resume: bool
+) -> None:
+    frame = Sub(1, "t", "s", From.LATEST, None, "shared", resume, tuple(acked), tuple(held))
     assert codec.decode_client(codec.enc_client(frame)) == frame
 
 
@@ -358,6 +363,8 @@ def test_batch_and_value_limits() -> None:
         pytest.param(_shared_sub(acked=[True]), id="acked-bool"),
         pytest.param(_shared_sub(acked=[0] * (codec.MAX_ACK_TS + 1)), id="acked-too-many"),
         pytest.param(_shared_sub(acked=[1], mode="broadcast"), id="acked-broadcast"),
+        pytest.param(_shared_sub(held=[1, -2]), id="held-negative"),
+        pytest.param(_shared_sub(held=[1], mode="broadcast"), id="held-broadcast"),
     ],
 )
 def test_bad_client_frames_are_malformed(data: bytes | str) -> None:

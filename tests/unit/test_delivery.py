@@ -309,6 +309,21 @@ def test_a_new_primary_does_not_hand_out_again_what_shared_members_acknowledged(
     assert shared_ts(d.tick(10, now=100.0)) == {}, "nothing is left to redeliver"
 
 
+def test_what_a_member_still_holds_stays_with_it_and_is_not_handed_to_another() -> None:
+    """a's application holds 3 and 4 (handed out by the old primary, not acknowledged):
+    they stay in flight with a, b gets the rest, and a's ack settles them."""
+    d = Delivery(make_log(ALL_T), window=2, window_bytes=BIG, shared_hold=1.0)
+    d.load([("t", "s", "shared", 2)], now=0.0)
+    d.subscribe(
+        "a", 1, "t", "s", From.LATEST, None, 10, mode=Mode.SHARED, resume=True, now=0.2,
+        held=(3, 4, 11, 1),
+    )  # fmt: skip
+    sub_shared(d, "b", (), now=0.3)
+    assert shared_ts(d.tick(10, now=1.0)) == {"b": [5, 6]}, "a's window is full with 3, 4"
+    assert shared_ts(d.ack("a", 1, 3, 10, many=(4,), now=1.1)) == {"a": [7, 8]}
+    assert d.durables[("t", "s")].offset == 4
+
+
 def test_acks_of_a_member_that_does_not_come_back_within_the_hold_are_lost() -> None:
     """At-least-once for a vanished member: what only it acknowledged goes out again."""
     d = resumed_shared()

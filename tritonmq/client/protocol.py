@@ -42,7 +42,9 @@ Rules
    application's ``from``, with ``resume: true`` after the first ``subok``. Shared:
    ``"latest"`` after the first ``subok``, with ``acked``: the ts the application
    acknowledged in the last ``RECENT_ACKS_S`` seconds (at most ``RECENT_ACKS_MAX``,
-   the newest), so that a new primary does not hand them out again. A broadcast
+   the newest), so that a new primary does not hand them out again, and ``held``: the
+   ts handed to the application and not yet acknowledged (at most ``HANDED_MAX``), so
+   that it leaves them with this member. A broadcast
    record with ts <= the highest ts already handed to the application is dropped (a
    failover's redelivery). A shared record is dropped when the application already
    acknowledged its ts (it is acknowledged again, so the broker lets go of it), or
@@ -211,8 +213,10 @@ class _Sub:
             start = self.start
         mode = "shared" if self.shared else "broadcast"
         resume = self.position is not None
-        acked = self.recent_acks(now) if self.shared and resume else ()
-        return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume, acked)
+        if not (self.shared and resume):
+            return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume)
+        acked, held = self.recent_acks(now), tuple(self.handed)
+        return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume, acked, held)
 
 
 _NEVER = float("inf")

@@ -326,6 +326,7 @@ class BrokerCore:
                 resume=frame.resume,
                 now=now,
                 acked=frame.acked,
+                held=frame.held,
             )
         except RequestRejected as e:
             return [SendError(conn, ErrorCode(e.code), e.message, sid=frame.sid)]

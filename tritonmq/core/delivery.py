@@ -21,10 +21,12 @@ what is only in memory: a new primary resumes from ZooKeeper.
 A shared subscription's stored offset is its low watermark; what its members
 acknowledged above it lived only in the old primary's memory. So a new primary
 dispatches nothing of a shared subscription it loaded until ``resume_at``
-(``shared_resume_hold_s`` after the load), and takes the ``acked`` lists that
-reconnecting members send with their ``sub`` as acknowledgements first: those
-records are not handed out again. What only a member that never comes back
-acknowledged may still go out once more (at-least-once for a vanished member).
+(``shared_resume_hold_s`` after the load). Reconnecting members send with their
+``sub`` what they acknowledged (``acked``: taken as acknowledgements, never handed
+out again) and what their application holds unacknowledged (``held``: left in
+flight with that member, not handed to another). What only a member that never
+comes back acknowledged or held may still go out once more (at-least-once for a
+vanished member).
 """
 
 from __future__ import annotations
@@ -220,12 +222,14 @@ class Delivery:
         resume: bool = False,
         now: float = 0.0,
         acked: Iterable[int] = (),
+        held: Iterable[int] = (),
     ) -> tuple[int, list[Deliver | RegisterSubscription]]:
         """Attach a consumer; returns where it starts and what to do first.
 
         ``latest`` on an existing durable subscription resumes after its offset.
         ``resume`` (a client reconnecting) moves the position, not the ack point.
-        ``acked`` (shared mode): ts the member acknowledged, perhaps to an old primary.
+        ``acked`` (shared mode): ts the member acknowledged, perhaps to an old primary;
+        ``held``: ts its application has and has not acknowledged yet.
         """
         self.unsubscribe(conn, sid, now)
         out: list[Deliver | RegisterSubscription] = []
@@ -267,6 +271,7 @@ class Delivery:
             if d.mode is Mode.SHARED:
                 cursor = d.cursor
                 self._ack_shared(d, acked)
+                self._claim(d, c, held, now)
                 out.extend(self._dispatch(d, commit_ts, now))
                 return cursor, out
         out.extend(self._pump(c, commit_ts))
@@ -349,6 +354,31 @@ class Delivery:
         if requeued:
             heapq.heapify(d.redeliver)
         d.offset = max(d.offset, d.low_watermark())
+
+    def _claim(self, d: Durable, c: Consumer, held: Iterable[int], now: float) -> None:
+        """Records an old primary handed to ``c`` that it still holds stay in flight with it."""
+        t = self.log.topics.get(d.topic)
+        if t is None:
+            return
+        deadline = now + self.ack_timeout
+        requeued = False
+        for ts in held:
+            if ts in d.inflight or ts in d.ahead:
+                continue  # someone has it already, or it was acknowledged
+            if ts in d.redeliver:
+                d.redeliver.remove(ts)
+                requeued = True
+            elif d.cursor <= ts <= self.log.last_ts:
+                i = t.index_of(ts)
+                if i >= len(t.records) or t.records[i][0] != ts:
+                    continue  # not a record of this topic
+                d.ahead.add(ts)  # the cursor passes it by: it is out already
+            else:
+                continue  # acknowledged already
+            d.inflight[ts] = (c, deadline)
+            c.inflight += 1
+        if requeued:
+            heapq.heapify(d.redeliver)
 
     def nack(self, conn: Any, sid: int, ts: int, commit_ts: int, now: float = 0.0) -> list[Deliver]:
         """Broadcast: redeliver from ``ts`` on. Shared: hand ``ts`` to a member again."""
@@ -462,8 +492,8 @@ class Delivery:
                     d.cursor = commit_ts + 1
                     d.ahead = {ts for ts in d.ahead if ts > commit_ts}
             if not recs:
-                if not skipped:  # records acknowledged elsewhere were passed: look again
-                    idle += 1
+                # passing records that are acknowledged or out already is progress too
+                idle = 0 if skipped else idle + 1
                 continue
             idle = 0
             for r in recs:
