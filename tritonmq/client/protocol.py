@@ -44,9 +44,8 @@ Rules
    acknowledged in the last ``RECENT_ACKS_S`` seconds (at most ``RECENT_ACKS_MAX``,
    the newest), so that a new primary does not hand them out again, and ``held``: the
    ts handed to the application and not yet acknowledged (at most ``HANDED_MAX``), so
-   that it leaves them with this member. A broadcast
-   record with ts <= the highest ts already handed to the application is dropped (a
-   failover's redelivery). A shared record is dropped when the application already
+   that it leaves them with this member. A broadcast record with ts <= the highest ts
+   already handed to the application is dropped (a failover's redelivery). A shared record is dropped when the application already
    acknowledged its ts (it is acknowledged again, so the broker lets go of it), or
    when it was handed over on an earlier connection and not yet acknowledged (the
    application's ack will come). On the same connection a shared record comes again
