@@ -18,7 +18,7 @@ import pytest
 import websockets
 from kazoo.client import KazooClient
 
-from tests.integration.conftest import wait_new_primary, zk_url
+from tests.integration.conftest import wait_in_isr, wait_new_primary, zk_url
 from tritonmq import Client
 from tritonmq.core.slots import SlotMap
 from tritonmq.devtools.cluster import DevCluster, wait_for
@@ -222,13 +222,15 @@ async def test_shared_subscription_survives_a_sigkilled_member(two_groups: DevCl
     assert jobs <= seen, f"{len(jobs - seen)} jobs were lost"
 
 
-async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_sigkill(
-    make_cluster: Callable[..., DevCluster],
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["sigkill", "sigstop"])
+async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_failure(
+    make_cluster: Callable[..., DevCluster], sig: signal.Signals, request: pytest.FixtureRequest
 ) -> None:
-    """Two members of one shared subscription; the primary is SIGKILLed mid-stream. The
-    acks above the stored offset lived only in its memory: the members tell the new primary
-    (docs/replication.md, shared subscriptions across a failover). Each record reaches
-    exactly one member, once. offset_interval 1 s keeps many acks above the stored offset."""
+    """Two members of one shared subscription; the primary is SIGKILLed (or SIGSTOPped,
+    then thawed once a new primary serves) mid-stream. The acks above the stored offset
+    lived only in its memory: the members tell the new primary (docs/replication.md, S6).
+    Each record reaches exactly one member, once. offset_interval 1 s keeps many acks
+    above the stored offset."""
     c = make_cluster(settings={"offset_interval": 1.0})
     topic, n = "jobs", 4000
     got: list[tuple[int, bytes]] = []  # (member, value), in the order the members saw them
@@ -249,12 +251,19 @@ async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_s
             consumers.append(asyncio.create_task(consume()))
         values = [f"job-{i}".encode() for i in range(n)]
         old = await asyncio.to_thread(c.primary)
+        assert old is not None
+        if sig == signal.SIGSTOP:  # never leave it frozen, whatever fails
+            request.addfinalizer(lambda: c.kill(old, signal.SIGCONT))
         for i in range(0, n, 100):
             await producer.publish_many(topic, values[i : i + 100])
             if i == n // 2:
                 await asyncio.to_thread(wait_for, lambda: len(got) >= n // 4, 60, "consuming")
-                c.kill(old)
+                c.kill(old, sig)
         await asyncio.to_thread(wait_for, lambda: {v for _, v in got} >= set(values), 60, "all")
+        assert await asyncio.to_thread(wait_new_primary, c, old) != old
+        if sig == signal.SIGSTOP:  # thawed, the old primary steps down and hands out nothing
+            c.kill(old, signal.SIGCONT)
+            await asyncio.to_thread(wait_in_isr, c, old)
         last = (await producer.publish(topic, b"end")).ts
         await asyncio.to_thread(
             wait_for,
@@ -265,7 +274,6 @@ async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_s
         for task in consumers:
             task.cancel()
         await asyncio.gather(*consumers, return_exceptions=True)
-    assert await asyncio.to_thread(wait_new_primary, c, old) != old
     assert {m for m, _ in got} == {0, 1}, "both members took records"
     counts = collections.Counter(v for _, v in got)
     twice = sorted(v for v, k in counts.items() if k > 1)
