@@ -222,16 +222,16 @@ async def test_shared_subscription_survives_a_sigkilled_member(two_groups: DevCl
     assert jobs <= seen, f"{len(jobs - seen)} jobs were lost"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["sigkill", "sigstop"])
+@pytest.mark.parametrize("fault", ["sigkill", "sigstop", "zk-cut"])
 async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_failure(
-    make_cluster: Callable[..., DevCluster], sig: signal.Signals, request: pytest.FixtureRequest
+    make_cluster: Callable[..., DevCluster], fault: str, request: pytest.FixtureRequest
 ) -> None:
-    """Two members of one shared subscription; the primary is SIGKILLed (or SIGSTOPped,
-    then thawed once a new primary serves) mid-stream. The acks above the stored offset
-    lived only in its memory: the members tell the new primary (docs/replication.md, S6).
-    Each record reaches exactly one member, once. offset_interval 1 s keeps many acks
-    above the stored offset."""
-    c = make_cluster(settings={"offset_interval": 1.0})
+    """Two members of one shared subscription; mid-stream the primary is SIGKILLed,
+    SIGSTOPped (thawed once a new primary serves) or cut off from ZooKeeper (healed once a
+    new primary serves). The acks above the stored offset lived only in its memory: the
+    members tell the new primary (docs/replication.md, S6). Each record reaches exactly
+    one member, once. offset_interval 1 s keeps many acks above the stored offset."""
+    c = make_cluster(settings={"offset_interval": 1.0}, isolated=fault == "zk-cut")
     topic, n = "jobs", 4000
     got: list[tuple[int, bytes]] = []  # (member, value), in the order the members saw them
     async with contextlib.AsyncExitStack() as stack:
@@ -252,17 +252,23 @@ async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_f
         values = [f"job-{i}".encode() for i in range(n)]
         old = await asyncio.to_thread(c.primary)
         assert old is not None
-        if sig == signal.SIGSTOP:  # never leave it frozen, whatever fails
+        if fault == "sigstop":  # never leave it frozen, whatever fails
             request.addfinalizer(lambda: c.kill(old, signal.SIGCONT))
         for i in range(0, n, 100):
             await producer.publish_many(topic, values[i : i + 100])
             if i == n // 2:
                 await asyncio.to_thread(wait_for, lambda: len(got) >= n // 4, 60, "consuming")
-                c.kill(old, sig)
+                if fault == "zk-cut":
+                    c.cut_zk(old)
+                else:
+                    c.kill(old, signal.SIGKILL if fault == "sigkill" else signal.SIGSTOP)
         await asyncio.to_thread(wait_for, lambda: {v for _, v in got} >= set(values), 60, "all")
         assert await asyncio.to_thread(wait_new_primary, c, old) != old
-        if sig == signal.SIGSTOP:  # thawed, the old primary steps down and hands out nothing
-            c.kill(old, signal.SIGCONT)
+        if fault != "sigkill":  # back, the old primary steps down and hands out nothing
+            if fault == "sigstop":
+                c.kill(old, signal.SIGCONT)
+            else:
+                c.heal_zk(old)
             await asyncio.to_thread(wait_in_isr, c, old)
         last = (await producer.publish(topic, b"end")).ts
         await asyncio.to_thread(
