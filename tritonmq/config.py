@@ -40,6 +40,9 @@ class BrokerConfig:
     dedup_max: int = 2_000_000
     max_bytes: int = 1024 * 1024 * 1024
     offset_interval: float = 0.2
+    # a new primary waits this long (at most ephemeral_grace) for a shared subscription's
+    # members to say what they acknowledged to the old one before it dispatches anything
+    shared_resume_hold_s: float = 1.0
 
     @property
     def effective_min_insync(self) -> int:
@@ -80,6 +83,8 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("advertise_repl must be a ws:// or wss:// URL")
     if not all(isinstance(v, int | float) and v >= 0 for v in cfg.topic_retention.values()):
         raise ConfigError("topic_retention maps topic names to seconds >= 0")
+    if cfg.shared_resume_hold_s < 0:
+        raise ConfigError("shared_resume_hold_s must be >= 0")
     if cfg.session_timeout < 0.4:
         raise ConfigError("session_timeout must be at least 0.4 s")
     return cfg

@@ -4,6 +4,8 @@ on 2 groups x 3 real brokers."""
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import json
 import signal
 import subprocess
@@ -16,7 +18,7 @@ import pytest
 import websockets
 from kazoo.client import KazooClient
 
-from tests.integration.conftest import zk_url
+from tests.integration.conftest import wait_in_isr, wait_new_primary, zk_url
 from tritonmq import Client
 from tritonmq.core.slots import SlotMap
 from tritonmq.devtools.cluster import DevCluster, wait_for
@@ -218,3 +220,67 @@ async def test_shared_subscription_survives_a_sigkilled_member(two_groups: DevCl
     seen = {v for m in members for v in m.values}
     assert members[0].values, "the killed member was consuming when it died"
     assert jobs <= seen, f"{len(jobs - seen)} jobs were lost"
+
+
+@pytest.mark.parametrize("fault", ["sigkill", "sigstop", "zk-cut"])
+async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_failure(
+    make_cluster: Callable[..., DevCluster], fault: str, request: pytest.FixtureRequest
+) -> None:
+    """Two members of one shared subscription; mid-stream the primary is SIGKILLed,
+    SIGSTOPped (thawed once a new primary serves) or cut off from ZooKeeper (healed once a
+    new primary serves). The acks above the stored offset lived only in its memory: the
+    members tell the new primary (docs/replication.md, S6). Each record reaches exactly
+    one member, once. offset_interval 1 s keeps many acks above the stored offset."""
+    c = make_cluster(settings={"offset_interval": 1.0}, isolated=fault == "zk-cut")
+    topic, n = "jobs", 4000
+    got: list[tuple[int, bytes]] = []  # (member, value), in the order the members saw them
+    async with contextlib.AsyncExitStack() as stack:
+        producer = await stack.enter_async_context(Client(zk_url(c), timeout=60))
+        consumers = []
+        for member in range(2):
+            client = await stack.enter_async_context(Client(zk_url(c), timeout=60))
+            sub = await stack.enter_async_context(
+                client.subscribe(topic, subscription="workers", mode="shared")
+            )
+
+            async def consume(member: int = member, sub: Any = sub) -> None:
+                async for msg in sub:
+                    got.append((member, msg.value))
+                    await msg.ack()
+
+            consumers.append(asyncio.create_task(consume()))
+        values = [f"job-{i}".encode() for i in range(n)]
+        old = await asyncio.to_thread(c.primary)
+        assert old is not None
+        if fault == "sigstop":  # never leave it frozen, whatever fails
+            request.addfinalizer(lambda: c.kill(old, signal.SIGCONT))
+        for i in range(0, n, 100):
+            await producer.publish_many(topic, values[i : i + 100])
+            if i == n // 2:
+                await asyncio.to_thread(wait_for, lambda: len(got) >= n // 4, 60, "consuming")
+                if fault == "zk-cut":
+                    c.cut_zk(old)
+                else:
+                    c.kill(old, signal.SIGKILL if fault == "sigkill" else signal.SIGSTOP)
+        await asyncio.to_thread(wait_for, lambda: {v for _, v in got} >= set(values), 60, "all")
+        assert await asyncio.to_thread(wait_new_primary, c, old) != old
+        if fault != "sigkill":  # back, the old primary steps down and hands out nothing
+            if fault == "sigstop":
+                c.kill(old, signal.SIGCONT)
+            else:
+                c.heal_zk(old)
+            await asyncio.to_thread(wait_in_isr, c, old)
+        last = (await producer.publish(topic, b"end")).ts
+        await asyncio.to_thread(
+            wait_for,
+            lambda: (stored_offset(c, topic, "workers") or 0) >= last,
+            60,
+            "every record acknowledged at the new primary",
+        )
+        for task in consumers:
+            task.cancel()
+        await asyncio.gather(*consumers, return_exceptions=True)
+    assert {m for m, _ in got} == {0, 1}, "both members took records"
+    counts = collections.Counter(v for _, v in got)
+    twice = sorted(v for v, k in counts.items() if k > 1)
+    assert not twice, f"{len(twice)} records reached the subscription twice, e.g. {twice[:5]}"

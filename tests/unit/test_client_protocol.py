@@ -395,8 +395,58 @@ def test_shared_subscriptions_keep_every_record_and_rejoin_at_latest() -> None:
     h.actions.clear()
     h.connect(B)
     assert [f for f in h.sent() if isinstance(f, Sub)] == [
-        Sub(2, "t", "work", From.LATEST, 10, "shared", True)
+        Sub(2, "t", "work", From.LATEST, 10, "shared", True, (7, 6))
     ]
+
+
+def shared_member() -> Harness:
+    """Connected to A, in shared subscription t/work (sid 2)."""
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(2, "t", "work", From.EARLIEST, None, "shared"))
+    h.frame(SubOk(2, 1))
+    return h
+
+
+def rec(ts: int) -> Any:
+    return (ts, b"u%d" % ts, None, b"v", None)
+
+
+def test_a_shared_member_tells_a_new_primary_what_it_acked_and_drops_its_own_repeats() -> None:
+    """A failover: 1 and 2 were acknowledged (2 never reached the old primary), 3 is with
+    the application (the sub says all three). Should the new primary send 1..4 anyway, only
+    4 is new to the application; 1 and 2 are acknowledged again so the broker lets go of
+    them; 3 waits for the application's own ack."""
+    h = shared_member()
+    h.frame(Deliver(2, "t", (rec(1), rec(2), rec(3))))
+    h(AckRecord(2, 1))
+    assert h.sent(h(Tick())) == [Ack(2, 1)]
+    h(AckRecord(2, 2))
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    assert [f for f in h.sent() if isinstance(f, Sub)] == [
+        Sub(2, "t", "work", From.LATEST, None, "shared", True, (1, 2), (3,))
+    ]
+    out = h.frame(Deliver(2, "t", (rec(1), rec(2), rec(3), rec(4))))
+    assert [a for a in out if isinstance(a, DeliverRecords)] == [DeliverRecords(2, (rec(4),))]
+    assert h.sent(h(Tick())) == [Ack(2, 1, (2,))]
+    h(AckRecord(2, 3))
+    assert h.sent(h(Tick())) == [Ack(2, 3)]
+
+
+def test_a_shared_member_remembers_its_acks_for_a_bounded_time() -> None:
+    h = shared_member()
+    h.frame(Deliver(2, "t", (rec(1), rec(2))))
+    h(AckRecord(2, 1))
+    h.now += protocol_module.RECENT_ACKS_S - 1
+    h(AckRecord(2, 2))
+    h.now += 2
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    [sub] = [f for f in h.sent() if isinstance(f, Sub)]
+    assert sub.acked == (2,), "an ack older than RECENT_ACKS_S was sent"
 
 
 def test_acks_are_coalesced_and_kept_across_a_disconnect() -> None:

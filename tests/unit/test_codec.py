@@ -81,6 +81,22 @@ short_names = st.text(min_size=1, max_size=codec.MAX_NAME_LEN)
 # --- round trips --------------------------------------------------------------------
 
 
+def _shared_sub(**fields: Any) -> bytes:
+    frame = {"op": "sub", "sid": 1, "topic": "t", "subscription": "s", "mode": "shared"}
+    return codec.packb({**frame, **fields})
+
+
+ts_lists = st.lists(st.integers(0, 2**63), max_size=50)
+
+
+@given(ts_lists, ts_lists, st.booleans())
+def test_a_shared_sub_carries_what_its_member_acked_and_holds(
+    acked: list[int], held: list[int], resume: bool
+) -> None:
+    frame = Sub(1, "t", "s", From.LATEST, None, "shared", resume, tuple(acked), tuple(held))
+    assert codec.decode_client(codec.enc_client(frame)) == frame
+
+
 @given(client_frames)
 @settings(max_examples=300)
 def test_every_client_frame_round_trips(frame: ClientFrame) -> None:
@@ -341,6 +357,14 @@ def test_batch_and_value_limits() -> None:
             codec.packb({"op": "fetch", "id": 1, "topic": "t", "from": 1, "to": 2, "max": 0}),
             id="max-0",
         ),
+        pytest.param(_shared_sub(acked=5), id="acked-not-array"),
+        pytest.param(_shared_sub(acked=[1, -2]), id="acked-negative"),
+        pytest.param(_shared_sub(acked=[1, "2"]), id="acked-str"),
+        pytest.param(_shared_sub(acked=[True]), id="acked-bool"),
+        pytest.param(_shared_sub(acked=[0] * (codec.MAX_ACK_TS + 1)), id="acked-too-many"),
+        pytest.param(_shared_sub(acked=[1], mode="broadcast"), id="acked-broadcast"),
+        pytest.param(_shared_sub(held=[1, -2]), id="held-negative"),
+        pytest.param(_shared_sub(held=[1], mode="broadcast"), id="held-broadcast"),
     ],
 )
 def test_bad_client_frames_are_malformed(data: bytes | str) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import (
     Action,
+    Deliver,
     LoadSubscriptions,
     ProposeState,
     ReadState,
@@ -223,6 +224,47 @@ def test_a_new_primary_purges_nothing_during_the_grace_unnamed_subscribers_get()
     assert len(c.log.topics["t"].records) == 1
     sub = c.handle(ClientFrameIn("sub", Sub(1, "t", None, 1, resume=True), 4.5))
     assert only(sub, SendSubOk) == [SendSubOk("sub", 1, 1)]
+
+
+# --- shared subscriptions across a failover ---------------------------------------------------
+
+
+def re_elected_with_shared(**cfg: object) -> BrokerCore:
+    """a led epoch 1 (t has ts 1..6), followed x at epoch 2, and is primary again at epoch 3.
+    ZooKeeper holds shared subscription t/work at offset 2 (its low watermark at x)."""
+    c = leading(isr="a", live="a", replicas=1, retention_s=100.0, **cfg)
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs(*[f"u{i}" for i in range(1, 7)])), 0.1))
+    c.handle(ZkView(state(2, "x", "ax", start_ts=7, version=2), members("ax"), None, 1.0))
+    out = c.handle(ZkView(state(2, "x", "ax", start_ts=7, version=2), members("a"), None, 2.0))
+    [prop] = only(out, ProposeState)
+    out = c.handle(
+        CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=3), 2.1)
+    )
+    [load] = only(out, LoadSubscriptions)
+    c.handle(SubscriptionsLoaded(load.request, [("t", "work", "shared", 2)], 2.2))
+    assert c.role is Role.LEADING and c.commit_ts == 6
+    return c
+
+
+def test_a_new_primary_does_not_redeliver_what_shared_members_acked_to_the_old_one() -> None:
+    """Members m1 and m2 had acknowledged 3, 4 and 5 to x; only the offset (2) reached
+    ZooKeeper. They re-subscribe with what they acked: 6 goes out, once, and nothing else."""
+    c = re_elected_with_shared()
+    got: list[int] = []
+    for conn, acked, now in (("m1", (3, 5), 2.4), ("m2", (4,), 2.6)):
+        sub = Sub(1, "t", "work", From.LATEST, None, "shared", True, acked)
+        out = c.handle(ClientFrameIn(conn, sub, now))
+        assert [ok.conn for ok in only(out, SendSubOk)] == [conn]
+        got += [r[0] for d in only(out, Deliver) for r in d.records]
+    for now in (2.8, 3.0, 3.2, 3.4):
+        got += [r[0] for d in only(c.handle(Tick(now)), Deliver) for r in d.records]
+    assert got == [6], "records the members had acknowledged were handed out again"
+
+
+def test_the_shared_hold_is_bounded_by_the_setting() -> None:
+    c = re_elected_with_shared(shared_resume_hold_s=0.0)
+    out = c.handle(ClientFrameIn("m1", Sub(1, "t", "work", From.LATEST, None, "shared", True), 2.3))
+    assert [r[0] for d in only(out, Deliver) for r in d.records] == [3, 4, 5, 6]
 
 
 # --- the follow handshake and fencing ----------------------------------------------------------

@@ -277,6 +277,71 @@ def test_a_nacked_shared_record_is_handed_out_again() -> None:
     assert again == {"a": [1]}
 
 
+def resumed_shared(hold: float = 1.0) -> Delivery:
+    """A new primary that loaded shared subscription t/s with stored offset 2 at time 0;
+    records 1..10 are committed. Its members had acknowledged more to the old primary."""
+    d = Delivery(make_log(ALL_T), window=100, window_bytes=BIG, shared_hold=hold)
+    d.load([("t", "s", "shared", 2)], now=0.0)
+    return d
+
+
+def sub_shared(d: Delivery, conn: str, acked: tuple[int, ...], now: float) -> list[Deliver]:
+    _, out = d.subscribe(
+        conn, 1, "t", "s", From.LATEST, None, 10, mode=Mode.SHARED, resume=True, now=now,
+        acked=acked,
+    )  # fmt: skip
+    return [o for o in out if isinstance(o, Deliver)]
+
+
+def test_a_new_primary_does_not_hand_out_again_what_shared_members_acknowledged() -> None:
+    """The stored offset is the low watermark (2); a and b had acknowledged 3, 4, 5 and 7
+    to the old primary. They say so when they re-subscribe within the hold: only 6, 8, 9
+    and 10 go out, each once."""
+    d = resumed_shared()
+    assert sub_shared(d, "a", (3, 4, 7), now=0.3) == []  # the hold: nothing yet
+    assert sub_shared(d, "b", (5,), now=0.5) == []
+    assert d.on_commit(10, now=0.6) == [] and d.tick(10, now=0.9) == []
+    got = shared_ts(d.tick(10, now=1.0))
+    assert sorted(ts for one in got.values() for ts in one) == [6, 8, 9, 10]
+    for conn, ts in got.items():
+        d.ack(conn, 1, ts[0], 10, many=tuple(ts[1:]), now=1.1)
+    assert d.durables[("t", "s")].offset == 10
+    assert shared_ts(d.tick(10, now=100.0)) == {}, "nothing is left to redeliver"
+
+
+def test_what_a_member_still_holds_stays_with_it_and_is_not_handed_to_another() -> None:
+    """a's application holds 3 and 4 (handed out by the old primary, not acknowledged):
+    they stay in flight with a, b gets the rest, and a's ack settles them."""
+    d = Delivery(make_log(ALL_T), window=2, window_bytes=BIG, shared_hold=1.0)
+    d.load([("t", "s", "shared", 2)], now=0.0)
+    d.subscribe(
+        "a", 1, "t", "s", From.LATEST, None, 10, mode=Mode.SHARED, resume=True, now=0.2,
+        held=(3, 4, 11, 1),
+    )  # fmt: skip
+    sub_shared(d, "b", (), now=0.3)
+    assert shared_ts(d.tick(10, now=1.0)) == {"b": [5, 6]}, "a's window is full with 3, 4"
+    assert shared_ts(d.ack("a", 1, 3, 10, many=(4,), now=1.1)) == {"a": [7, 8]}
+    assert d.durables[("t", "s")].offset == 4
+
+
+def test_acks_of_a_member_that_does_not_come_back_within_the_hold_are_lost() -> None:
+    """At-least-once for a vanished member: what only it acknowledged goes out again."""
+    d = resumed_shared()
+    sub_shared(d, "a", (3,), now=0.2)
+    got = shared_ts(d.tick(10, now=1.0))
+    assert got == {"a": [4, 5, 6, 7, 8, 9, 10]}
+    assert sub_shared(d, "b", (4, 5), now=1.5) == []  # too late: a has 4 and 5 again
+    assert d.durables[("t", "s")].offset == 5, "b's acks still count"
+
+
+def test_acked_ts_beyond_the_log_are_ignored_and_a_new_subscription_is_not_held() -> None:
+    d = resumed_shared()
+    sub_shared(d, "a", (3, 10**9), now=0.2)
+    assert d.durables[("t", "s")].ahead == {3}, "only records this primary holds are taken"
+    _, out = d.subscribe("c", 1, "t", "new", From.EARLIEST, None, 10, mode=Mode.SHARED, now=0.2)
+    assert shared_ts([o for o in out if isinstance(o, Deliver)]) == {"c": list(range(1, 11))}
+
+
 def test_a_leaver_s_records_reach_the_others_on_the_next_tick_even_in_an_idle_group() -> None:
     d = delivery(make_log(["t", "t", "t"]), window=2)
     d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 3, mode=Mode.SHARED)  # a: 1, 2

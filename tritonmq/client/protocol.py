@@ -40,8 +40,16 @@ Rules
 6. **Subscriptions.** ``sub`` is sent on every connection. Broadcast: ``from`` is
    (highest ts handed over) + 1, else the first ``subok.next``, else the
    application's ``from``, with ``resume: true`` after the first ``subok``. Shared:
-   ``"latest"`` after the first ``subok``. A broadcast record with ts <= the highest
-   ts already handed to the application is dropped (a failover's redelivery).
+   ``"latest"`` after the first ``subok``, with ``acked``: the ts the application
+   acknowledged in the last ``RECENT_ACKS_S`` seconds (at most ``RECENT_ACKS_MAX``,
+   the newest), so that a new primary does not hand them out again, and ``held``: the
+   ts handed to the application and not yet acknowledged (at most ``HANDED_MAX``), so
+   that it leaves them with this member. A broadcast record with ts <= the highest ts
+   already handed to the application is dropped (a failover's redelivery). A shared record is dropped when the application already
+   acknowledged its ts (it is acknowledged again, so the broker lets go of it), or
+   when it was handed over on an earlier connection and not yet acknowledged (the
+   application's ack will come). On the same connection a shared record comes again
+   only because its ``ack_timeout`` passed: that one is handed over again.
    A retriable error with ``sid`` (not ``WRONG_GROUP``) reconnects; any other ends
    the subscription with that error (``PURGED`` included: the application sees
    :class:`~tritonmq.errors.Purged`, records are never skipped in silence).
@@ -108,6 +116,7 @@ from tritonmq.wire.frames import (
     Pub,
     PubAck,
     PubRecord,
+    Record,
     Sub,
     SubOk,
     Unsub,
@@ -173,8 +182,25 @@ class _Sub:
     asked_at: float
     position: int | None = None  # subok.next of the first subok
     max_seen: int = -1  # highest ts handed to the application
+    # shared mode (rule 6): ts -> when the application acknowledged it, oldest first
+    acked: dict[int, float] = field(default_factory=dict)
+    # shared mode: ts handed to the application, not yet acknowledged -> on which connection
+    handed: dict[int, int] = field(default_factory=dict)
 
-    def frame(self) -> Sub:
+    def acknowledged(self, ts: int, now: float) -> None:
+        self.handed.pop(ts, None)
+        self.acked.pop(ts, None)
+        self.acked[ts] = now
+        if len(self.acked) > RECENT_ACKS_MAX:
+            del self.acked[next(iter(self.acked))]
+
+    def recent_acks(self, now: float) -> tuple[int, ...]:
+        old = [ts for ts, at in self.acked.items() if at < now - RECENT_ACKS_S]
+        for ts in old:
+            del self.acked[ts]
+        return tuple(self.acked)
+
+    def frame(self, now: float) -> Sub:
         start: From | int
         if self.shared:
             start = From.LATEST if self.position is not None else self.start
@@ -186,10 +212,16 @@ class _Sub:
             start = self.start
         mode = "shared" if self.shared else "broadcast"
         resume = self.position is not None
-        return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume)
+        if not (self.shared and resume):
+            return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume)
+        acked, held = self.recent_acks(now), tuple(self.handed)
+        return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume, acked, held)
 
 
 _NEVER = float("inf")
+RECENT_ACKS_S = 30.0  # rule 6: a shared member remembers its acks this long
+RECENT_ACKS_MAX = 50_000  # ... and at most this many (the wire allows 100,000)
+HANDED_MAX = 100_000  # shared records handed over and not yet acknowledged, remembered
 
 
 @dataclass(slots=True)
@@ -399,7 +431,7 @@ class ClientProtocol:
         sub = _Sub(e.sid, e.topic, e.name, e.start, e.window, e.mode == "shared", now)
         self._subs[e.sid] = sub
         if self.state is ConnState.CONNECTED:
-            self._out.append(Send(sub.frame()))
+            self._out.append(Send(sub.frame(now)))
 
     def _unsubscribe(self, sid: int) -> None:
         if sid not in self._subs:
@@ -415,6 +447,7 @@ class ClientProtocol:
             return
         if sub.shared:
             self._shared_acks.setdefault(sid, []).append(ts)
+            sub.acknowledged(ts, now)
         elif ts > self._acks.get(sid, -1):
             self._acks[sid] = ts
         self._wake = min(self._wake, now)
@@ -432,12 +465,16 @@ class ClientProtocol:
             if sid in self._subs and many:
                 self._out.append(Send(Ack(sid, many[0], tuple(many[1:]))))
 
-    def _deliver(self, f: Deliver) -> None:
+    def _deliver(self, f: Deliver, now: float) -> None:
         sub = self._subs.get(f.sid)
         if sub is None or not f.records:
             return
         records = f.records
-        if not sub.shared:
+        if sub.shared:
+            records = self._shared_repeats_dropped(sub, records, now)
+            if not records:
+                return
+        else:
             seen = sub.max_seen
             if records[0][0] <= seen:  # a redelivery after a failover: drop what was handed over
                 records = tuple(r for r in records if r[0] > seen)
@@ -445,6 +482,26 @@ class ClientProtocol:
                     return
             sub.max_seen = records[-1][0]
         self._out.append(DeliverRecords(f.sid, records))
+
+    def _shared_repeats_dropped(
+        self, sub: _Sub, records: tuple[Record, ...], now: float
+    ) -> tuple[Record, ...]:
+        """Rule 6 for a shared record this member already handed to its application."""
+        keep: list[Record] = []
+        for r in records:
+            ts = r[0]
+            if ts in sub.acked:  # acknowledged already, perhaps to an old primary: say so again
+                self._shared_acks.setdefault(sub.sid, []).append(ts)
+                self._wake = min(self._wake, now)
+                self._out.append(WakeAt(now))
+            elif sub.handed.get(ts, self.conn) != self.conn:
+                sub.handed[ts] = self.conn  # the application has it; its ack will come
+            else:
+                sub.handed[ts] = self.conn
+                if len(sub.handed) > HANDED_MAX:
+                    del sub.handed[next(iter(sub.handed))]
+                keep.append(r)
+        return tuple(keep) if len(keep) < len(records) else records
 
     def _sub_error(self, sub: _Sub, err: TritonError, now: float) -> None:
         if err.retriable and not isinstance(err, WrongGroup):
@@ -465,7 +522,7 @@ class ClientProtocol:
             return
         match frame:
             case Deliver():
-                self._deliver(frame)
+                self._deliver(frame, now)
             case PubAck():
                 self._puback(frame, now)
             case SubOk(sid=sid, next=next_ts):
@@ -509,7 +566,7 @@ class ClientProtocol:
             self._probing = False
             self._next_probe = 0.0
             for sub in self._subs.values():
-                self._out.append(Send(sub.frame()))
+                self._out.append(Send(sub.frame(now)))
             self._flush_acks()
             self._unsent = deque(sorted(self._batches))
             self._pump(now)

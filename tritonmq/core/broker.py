@@ -156,6 +156,7 @@ class BrokerCore:
             window_bytes=cfg.window_bytes,
             ack_timeout=cfg.ack_timeout,
             grace=cfg.ephemeral_grace,
+            shared_hold=min(cfg.shared_resume_hold_s, cfg.ephemeral_grace),
         )
         self.retention = Retention(
             default_s=cfg.retention_s,
@@ -324,6 +325,8 @@ class BrokerCore:
                 mode=Mode(frame.mode),
                 resume=frame.resume,
                 now=now,
+                acked=frame.acked,
+                held=frame.held,
             )
         except RequestRejected as e:
             return [SendError(conn, ErrorCode(e.code), e.message, sid=frame.sid)]
@@ -717,7 +720,7 @@ class BrokerCore:
         if ev.found is None:
             self._load_retry_at = ev.now + 0.2
             return [LogLine(L.WARNING, "loading subscriptions failed; retrying")]
-        self.delivery.load(ev.found)
+        self.delivery.load(ev.found, ev.now)
         self.durables_ready = True
         out: list[Action] = [LogLine(L.INFO, f"resumed {len(ev.found)} durable subscription(s)")]
         waiting, self.waiting_subs = self.waiting_subs, []

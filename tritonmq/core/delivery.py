@@ -17,6 +17,16 @@
 :meth:`Delivery.holds` says, per topic, the last ``ts`` that purge may remove.
 A durable subscription holds back from what ZooKeeper has stored, never from
 what is only in memory: a new primary resumes from ZooKeeper.
+
+A shared subscription's stored offset is its low watermark; what its members
+acknowledged above it lived only in the old primary's memory. So a new primary
+dispatches nothing of a shared subscription it loaded until ``resume_at``
+(``shared_resume_hold_s`` after the load). Reconnecting members send with their
+``sub`` what they acknowledged (``acked``: taken as acknowledgements, never handed
+out again) and what their application holds unacknowledged (``held``: left in
+flight with that member, not handed to another). What only a member that never
+comes back acknowledged or held may still go out once more (at-least-once for a
+vanished member).
 """
 
 from __future__ import annotations
@@ -93,6 +103,8 @@ class Durable:
         "inflight",
         "redeliver",
         "turn",
+        "ahead",
+        "resume_at",
     )
 
     def __init__(self, topic: str, name: str, mode: Mode, offset: int, stored: int | None) -> None:
@@ -107,6 +119,8 @@ class Durable:
         self.inflight: dict[int, tuple[Consumer, float]] = {}
         self.redeliver: list[int] = []  # heap of ts to hand out again
         self.turn = 0
+        self.ahead: set[int] = set()  # ts >= cursor a member says it acknowledged: skip them
+        self.resume_at = 0.0  # a new primary dispatches nothing before this
 
     def low_watermark(self) -> int:
         low = self.cursor
@@ -130,6 +144,7 @@ class Delivery:
         frame_bytes: int = FRAME_BYTES,
         ack_timeout: float = 30.0,
         grace: float = 10.0,
+        shared_hold: float = 0.0,
     ) -> None:
         self.log = log
         self.window = window
@@ -137,6 +152,7 @@ class Delivery:
         self.frame_bytes = frame_bytes
         self.ack_timeout = ack_timeout
         self.grace = grace
+        self.shared_hold = shared_hold
         self.consumers: dict[tuple[int, int], Consumer] = {}
         self.by_topic: dict[str, list[Consumer]] = {}
         self.durables: dict[tuple[str, str], Durable] = {}
@@ -148,12 +164,17 @@ class Delivery:
 
     # --- durable subscriptions known to ZooKeeper ----------------------------------
 
-    def load(self, durables: Iterable[tuple[str, str, str, int]]) -> None:
-        """The subscriptions ZooKeeper holds for our topics: (topic, name, mode, offset)."""
+    def load(self, durables: Iterable[tuple[str, str, str, int]], now: float = 0.0) -> None:
+        """The subscriptions ZooKeeper holds for our topics: (topic, name, mode, offset).
+
+        A shared one waits ``shared_hold`` for its members to say what they acknowledged."""
         for topic, name, mode, offset in durables:
             d = self.durables.get((topic, name))
             if d is None:
-                self.durables[(topic, name)] = Durable(topic, name, Mode(mode), offset, offset)
+                d = Durable(topic, name, Mode(mode), offset, offset)
+                if d.mode is Mode.SHARED:
+                    d.resume_at = now + self.shared_hold
+                self.durables[(topic, name)] = d
             else:
                 d.stored = offset if d.stored is None else max(d.stored, offset)
         self.loaded = True
@@ -200,6 +221,8 @@ class Delivery:
         mode: Mode = Mode.BROADCAST,
         resume: bool = False,
         now: float = 0.0,
+        acked: Iterable[int] = (),
+        held: Iterable[int] = (),
     ) -> tuple[int, list[Deliver | RegisterSubscription]]:
         """Attach a consumer; returns where it starts and what to do first.
 
@@ -207,6 +230,8 @@ class Delivery:
         ``resume`` (a client reconnecting) moves the position, not the ack point; an
         unnamed subscriber resuming before records of its topic that were purged gets
         :class:`Purged` rather than silently skipping them.
+        ``acked`` (shared mode): ts the member acknowledged, perhaps to an old primary;
+        ``held``: ts its application has and has not acknowledged yet.
         """
         self.unsubscribe(conn, sid, now)
         out: list[Deliver | RegisterSubscription] = []
@@ -233,10 +258,10 @@ class Delivery:
             # and what it replays is held back from purge again.
             d.cursor = next_ts
             d.offset = min(d.offset, max(0, next_ts - 1))
-        acked = next_ts - 1
+        ack_point = next_ts - 1
         if d is not None and (resume or start == From.LATEST):
-            acked = min(d.offset, next_ts - 1)
-        c = Consumer(conn, sid, topic, d, next_ts, acked)
+            ack_point = min(d.offset, next_ts - 1)
+        c = Consumer(conn, sid, topic, d, next_ts, ack_point)
         c.window = min(window or self.window, self.window)
         c.window_bytes = self.window_bytes
         self.consumers[(id(conn), sid)] = c
@@ -247,6 +272,8 @@ class Delivery:
                 self._broadcast_offset(d)  # a replay holds what it replays back from purge
             if d.mode is Mode.SHARED:
                 cursor = d.cursor
+                self._ack_shared(d, acked)
+                self._claim(d, c, held, now)
                 out.extend(self._dispatch(d, commit_ts, now))
                 return cursor, out
         out.extend(self._pump(c, commit_ts))
@@ -303,14 +330,7 @@ class Delivery:
             return []
         d = c.durable
         if d is not None and d.mode is Mode.SHARED:
-            for one in (ts, *many):
-                held = d.inflight.pop(one, None)
-                if held is not None:
-                    held[0].inflight -= 1
-                elif one in d.redeliver:  # acked by its first holder after being requeued
-                    d.redeliver.remove(one)
-                    heapq.heapify(d.redeliver)
-            d.offset = max(d.offset, d.low_watermark())
+            self._ack_shared(d, (ts, *many))
             return self._dispatch(d, commit_ts, now)
         ts = max(ts, *many) if many else ts
         if ts <= c.acked_ts:
@@ -319,6 +339,48 @@ class Delivery:
         if d is not None:
             self._broadcast_offset(d)
         return self._pump(c, commit_ts)
+
+    def _ack_shared(self, d: Durable, many: Iterable[int]) -> None:
+        requeued = False
+        for one in many:
+            held = d.inflight.pop(one, None)
+            if held is not None:
+                held[0].inflight -= 1
+            elif one in d.redeliver:  # acked by its first holder after being requeued
+                d.redeliver.remove(one)
+                requeued = True
+            elif d.cursor <= one <= self.log.last_ts:
+                # not dispatched here yet: handed out by an old primary and acknowledged
+                # there. Bounded by the log; dispatch drops it once the cursor passes it.
+                d.ahead.add(one)
+        if requeued:
+            heapq.heapify(d.redeliver)
+        d.offset = max(d.offset, d.low_watermark())
+
+    def _claim(self, d: Durable, c: Consumer, held: Iterable[int], now: float) -> None:
+        """Records an old primary handed to ``c`` that it still holds stay in flight with it."""
+        t = self.log.topics.get(d.topic)
+        if t is None:
+            return
+        deadline = now + self.ack_timeout
+        requeued = False
+        for ts in held:
+            if ts in d.inflight or ts in d.ahead:
+                continue  # someone has it already, or it was acknowledged
+            if ts in d.redeliver:
+                d.redeliver.remove(ts)
+                requeued = True
+            elif d.cursor <= ts <= self.log.last_ts:
+                i = t.index_of(ts)
+                if i >= len(t.records) or t.records[i][0] != ts:
+                    continue  # not a record of this topic
+                d.ahead.add(ts)  # the cursor passes it by: it is out already
+            else:
+                continue  # acknowledged already
+            d.inflight[ts] = (c, deadline)
+            c.inflight += 1
+        if requeued:
+            heapq.heapify(d.redeliver)
 
     def nack(self, conn: Any, sid: int, ts: int, commit_ts: int, now: float = 0.0) -> list[Deliver]:
         """Broadcast: redeliver from ``ts`` on. Shared: hand ``ts`` to a member again."""
@@ -363,6 +425,9 @@ class Delivery:
         for d in self.durables.values():
             if d.mode is not Mode.SHARED:
                 continue
+            if d.resume_at and now >= d.resume_at:  # the hold after an election is over
+                d.resume_at = 0.0
+                out.extend(self._dispatch(d, commit_ts, now))
             late = [ts for ts, (_, deadline) in d.inflight.items() if deadline <= now]
             for ts in late:
                 who, _ = d.inflight.pop(ts)
@@ -397,7 +462,7 @@ class Delivery:
         out: list[Deliver] = []
         t = self.log.topics.get(d.topic)
         members = d.consumers
-        if t is None or not members:
+        if t is None or not members or now < d.resume_at:
             return out
         deadline = now + self.ack_timeout
         idle = 0
@@ -413,16 +478,24 @@ class Delivery:
                 if i < len(t.records) and t.records[i][0] == ts:
                     recs.append(t.records[i])
                     used += t.bytes_in(i, i + 1)
+            skipped = False
             if len(recs) < room and d.cursor <= commit_ts and used < self.frame_bytes:
                 budget = self.frame_bytes - used
                 fresh = t.between(d.cursor, commit_ts, room - len(recs), budget)
                 if fresh:
                     d.cursor = fresh[-1][0] + 1
+                    if d.ahead:
+                        n = len(fresh)
+                        fresh = [r for r in fresh if r[0] not in d.ahead]
+                        skipped = len(fresh) < n
+                        d.ahead = {ts for ts in d.ahead if ts >= d.cursor}
                     recs.extend(fresh)
                 else:
                     d.cursor = commit_ts + 1
+                    d.ahead = {ts for ts in d.ahead if ts > commit_ts}
             if not recs:
-                idle += 1
+                # passing records that are acknowledged or out already is progress too
+                idle = 0 if skipped else idle + 1
                 continue
             idle = 0
             for r in recs:

@@ -50,6 +50,7 @@ DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 MAX_TOPIC_LEN = 249
 MAX_NAME_LEN = 249
 MAX_UUID_LEN = 64
+MAX_ACK_TS = 100_000  # ts in one `ack`, or in the `acked` (or `held`) of one `sub`
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -163,7 +164,7 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         )
     if op == "ack":
         ts = obj.get("ts")
-        if type(ts) is tuple and ts and len(ts) <= 100_000:
+        if type(ts) is tuple and ts and len(ts) <= MAX_ACK_TS:
             if not all(type(t) is int and t >= 0 for t in ts):
                 raise MalformedFrame("'ts' must be a ts or an array of ts >= 0")
             return Ack(_int(obj, "sid"), ts[0], ts[1:])
@@ -193,8 +194,10 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         resume = obj.get("resume", False)
         if type(resume) is not bool:
             raise MalformedFrame("'resume' must be a boolean")
+        acked = _ts_list(obj, "acked", mode)
+        held = _ts_list(obj, "held", mode)
         topic = _str(obj, "topic", max_len=MAX_TOPIC_LEN)
-        return Sub(_int(obj, "sid"), topic, name, start, window, mode, resume)
+        return Sub(_int(obj, "sid"), topic, name, start, window, mode, resume, acked, held)
     if op == "unsub":
         return Unsub(_int(obj, "sid"))
     if op == "hello":
@@ -211,6 +214,20 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
             _int(obj, "max", minimum=1, default=10_000),
         )
     raise UnknownOp(f"unknown op {op[:40]!r}")
+
+
+def _ts_list(obj: dict[str, Any], field: str, mode: str) -> tuple[int, ...]:
+    """A shared ``sub``'s ``acked`` or ``held``: at most MAX_ACK_TS ts >= 0."""
+    raw = obj.get(field, ())
+    if (
+        type(raw) is not tuple
+        or len(raw) > MAX_ACK_TS
+        or not all(type(t) is int and t >= 0 for t in raw)
+    ):
+        raise MalformedFrame(f"'{field}' must be an array of at most {MAX_ACK_TS} ts >= 0")
+    if raw and mode != "shared":
+        raise MalformedFrame(f"'{field}' is for shared subscriptions only")
+    return raw
 
 
 def _epochs(raw: Any) -> list[tuple[int, int]]:
@@ -550,6 +567,10 @@ def enc_client(frame: ClientFrame) -> bytes:
             d["resume"] = True
         if frame.window is not None:
             d["window"] = frame.window
+        if frame.acked:
+            d["acked"] = frame.acked
+        if frame.held:
+            d["held"] = frame.held
         return _packb(d)
     if isinstance(frame, Unsub):
         return _packb({"op": "unsub", "sid": frame.sid})

@@ -88,6 +88,12 @@ class Sub:
     window: int | None = None
     mode: str = "broadcast"  # or "shared" (needs a subscription name)
     resume: bool = False  # a reconnect: move the position, keep the durable ack point
+    # shared mode, on a reconnect: ts this member acknowledged recently, so a new primary
+    # does not hand them out again (its stored offset is only the low watermark)
+    acked: tuple[int, ...] = ()
+    # ... and ts it handed to its application and has not acknowledged yet: a new primary
+    # leaves them with this member instead of handing them to another
+    held: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
