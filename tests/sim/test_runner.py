@@ -15,16 +15,21 @@ CI_SEEDS = 2000
 # Violations of a bug this simulator found in the core that is not fixed yet, with the
 # test that pins it (tests/sim/test_world.py). Anything else fails the run.
 KNOWN_OPEN = {
+    # found by the simulator; pinned by test_known_open_core_bug_a_reset_follower_...
     "reset follower admitted to the ISR before it applied the reset": re.compile(
         r"acknowledged record ts \d+ \(.*\) is missing on in-sync replica"
+    ),
+    # issue 6 bug 5, not fixed in the core yet; pinned by test_known_open_bug_5_...
+    "an unnamed subscriber silently skips purged records": re.compile(
+        r"after healing, unnamed subscriber \S+ of \S+ never received acked ts"
     ),
 }
 
 
 def _known(r: Result) -> bool:
-    return "(reset=True)" in r.trace and any(
-        p.search(r.violation or "") for p in KNOWN_OPEN.values()
-    )
+    v = r.violation or ""
+    reset, skip = KNOWN_OPEN.values()
+    return bool((reset.search(v) and "(reset=True)" in r.trace) or skip.search(v))
 
 
 def test_two_thousand_seeds_break_no_invariant() -> None:
@@ -42,10 +47,10 @@ def test_two_thousand_seeds_break_no_invariant() -> None:
 
 
 def test_sim_replays_one_seed_and_exits_zero_when_clean() -> None:
-    res = CliRunner().invoke(main, ["sim", "--seed", "12"])
+    res = CliRunner().invoke(main, ["sim", "--seed", "1"])
     assert res.exit_code == 0, res.output
-    assert "seed 12: no violation" in res.output and "crash g0b2" in res.output
-    again = CliRunner().invoke(main, ["sim", "--seed", "12"])
+    assert "seed 1: no violation" in res.output and "crash g0b1" in res.output
+    again = CliRunner().invoke(main, ["sim", "--seed", "1"])
     assert again.output == res.output
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonmq.core.group import GroupState
+from tritonmq.core.log import GroupLog
 from tritonmq.sim.broker import BrokerParams, SimBroker, state_path
 from tritonmq.sim.clients import SimProducer, SimSubscriber
 from tritonmq.sim.faults import Fault, FaultKind, schedule_faults
@@ -56,13 +57,16 @@ CLIENT_TICK = 0.25  # a ZooKeeper request that gets no answer ends in Connection
 class SimParams:
     groups: int = 1
     replicas: int = 3
-    subscribers: tuple[tuple[str | None, str], ...] = (
-        ("durable", "broadcast"),
-        ("shared", "shared"),
-        ("shared", "shared"),
-        (None, "broadcast"),
+    # (topic, subscription name or None for unnamed, mode); topics are per group: "t" has
+    # every kind of subscriber, "u" only an unnamed one (nothing durable holds it back).
+    subscribers: tuple[tuple[str, str | None, str], ...] = (
+        ("t", "durable", "broadcast"),
+        ("t", "shared", "shared"),
+        ("t", "shared", "shared"),
+        ("t", None, "broadcast"),
+        ("u", None, "broadcast"),
     )
-    producers_per_group: int = 1
+    producers: tuple[str, ...] = ("t", "u")  # one producer per topic named here
     publish_until: float = 4.0
     faults: int = 5
     quiet: float = 5.0  # after healing, before the liveness check
@@ -182,6 +186,7 @@ class World:
         self.watch_delay = 0.05
         self.faults_done = 0
         self.dirty: set[str] = set()
+        self.graveyard: list[tuple[str, str, GroupLog]] = []  # crashed incarnations' memory
         self.healed = False
         self._build()
 
@@ -195,18 +200,18 @@ class World:
                 name = f"{group}b{r}"
                 self.group_of[name] = group
                 self.factories[name] = self._broker_factory(name, group)
-            topic = f"{group}.t"
-            for i in range(p.producers_per_group):
+            for i, t in enumerate(p.producers):
                 name = f"{group}p{i}"
                 self.group_of[name] = group
                 rng = random.Random(self.rng.getrandbits(64))
                 prod = SimProducer(
-                    name, group, topic, self.history, rng, publish_until=p.publish_until
+                    name, group, f"{group}.{t}", self.history, rng, publish_until=p.publish_until
                 )
                 self.factories[name] = lambda prod=prod: prod  # type: ignore[misc]
-            for i, (sub, mode) in enumerate(p.subscribers):
+            for i, (t, sub, mode) in enumerate(p.subscribers):
                 name = f"{group}s{i}"
                 self.group_of[name] = group
+                topic = f"{group}.{t}"
                 s = SimSubscriber(name, group, topic, self.history, subscription=sub, mode=mode)
                 self.factories[name] = lambda s=s: s  # type: ignore[misc]
         for name in self.factories:
@@ -368,14 +373,17 @@ class World:
             self._to(end, Closed(conn.id, timed_out), delay)
 
     def _acked_copies(self, name: str, msg: PubAcked) -> None:
+        """Count copies on every incarnation that ever held the record: one that
+        acknowledged it and then crashed did hold it when the primary counted it."""
         group = self.group_of[name]
         logs = {
-            b: n.log
+            f"{b}/{n.me.boot}": n.log
             for b, n in self.nodes.items()
             if isinstance(n, SimBroker)
             and n.group == group
             and self.net.procs.get(b) is not Proc.DOWN
         }
+        logs.update((k, log) for g, k, log in self.graveyard if g == group)
         self.history.acknowledged_copies(group, msg.ts, logs)
 
     def _check_group(self, group: str) -> None:
@@ -498,6 +506,9 @@ class World:
         self._at(t, _TickDue(name, inc))
 
     def _crash(self, name: str) -> None:
+        node = self.nodes[name]
+        if isinstance(node, SimBroker):
+            self.graveyard.append((node.group, f"{name}/{node.me.boot}", node.log))
         self.net.procs[name] = Proc.DOWN
         self.held.pop(name, None)
         for conn in self.net.conns_of(name):
