@@ -315,8 +315,9 @@ class World:
 
     def _deliver(self, name: str, ev: NodeEvent) -> None:
         node = self.nodes[name]
-        self.trace.step(self.now, f"{name} <- {_describe(ev)}")
         effects = node.handle(ev, self.now)
+        quiet = isinstance(ev, Ticked) and not effects
+        self.trace.step(self.now, f"{name} <- {_describe(ev)}", quiet=quiet)
         for e in effects:
             self._perform(name, e)
         if isinstance(ev, Received | ZkReplied) and isinstance(node, SimBroker):
@@ -589,8 +590,9 @@ class World:
                     self.now + f.duration, _FaultEvent(Fault(FaultKind.THAW, target, 0.0, 0.0))
                 )
             case FaultKind.THAW:
-                self.trace.fault(self.now, f"thaw {target}")
-                self._thaw(target)
+                if self.net.procs.get(target) is Proc.FROZEN:  # not if it crashed meanwhile
+                    self.trace.fault(self.now, f"thaw {target}")
+                    self._thaw(target)
                 return
             case FaultKind.PARTITION:
                 pair = frozenset((target, f.other))
