@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Callable
 
 import pytest
 import websockets
@@ -199,3 +200,75 @@ async def test_sigterm_closes_the_session_so_failover_starts_at_once(cluster: De
     async with Client(zk_url(cluster)) as c:
         ack = await c.publish("after-sigterm", b"x")
     assert ack.ts > 0 and group_info(cluster)["primary"] == new
+
+
+async def test_sigterm_exits_promptly_with_a_frozen_peer_and_a_backup_takes_over(
+    cluster: DevCluster,
+) -> None:
+    """Bug 9: a planned stop bounds every wait. A frozen backup never answers the close
+    handshake of its replication link; the stopping primary must exit anyway."""
+    info = await asyncio.to_thread(group_info, cluster)
+    old = info["primary"]
+    frozen = next(b for b in info["isr"] if b != old)
+    cluster.kill(frozen, signal.SIGSTOP)
+    try:
+        proc = cluster.brokers[old].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGTERM)
+        # Generous: a prompt stop takes about a second; it used to wait out a 10 s close.
+        await asyncio.to_thread(proc.wait, 6)
+        assert proc.returncode == 0
+        new = await asyncio.to_thread(wait_new_primary, cluster, old)
+        assert new != frozen
+    finally:
+        cluster.kill(frozen, signal.SIGCONT)
+
+
+async def _raw_meta(url: str) -> dict[str, object]:
+    async with websockets.connect(url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
+        await ws.send(codec.packb({"op": "hello", "client": "test"}))
+        return codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))
+
+
+async def test_a_backup_that_rejoined_by_reset_still_dedups_a_late_retry_once_elected(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    """Bug 4: the record is acknowledged and purged (nobody subscribes); backup y restarts
+    and re-joins by reset, so the record never reaches it. Then y is the only survivor and
+    is elected: the producer's late retry must get the original ts, not a second copy."""
+    c = make_cluster(settings={"min_insync": 1, "ephemeral_grace": 0.5})
+    uuid = os.urandom(16)
+    info = await asyncio.to_thread(group_info, c)
+    p = info["primary"]
+    first = await _raw_pub(info["primary_url"], 1, uuid, b"once")
+    assert first["op"] == "puback"
+
+    async def purged() -> bool:
+        return (await _raw_meta(str(info["primary_url"])))["records"] == 0
+
+    for _ in range(100):
+        if await purged():
+            break
+        await asyncio.sleep(0.1)
+    assert await purged(), "the record was never purged"
+    y, x = [b for b in c.brokers if b != p]
+    c.kill(y)
+    await asyncio.to_thread(
+        wait_for, lambda: y not in group_info(c)["isr"], 30, f"{y} to leave the ISR"
+    )
+    await asyncio.to_thread(c.restart, y)
+    await asyncio.to_thread(wait_in_isr, c, y)
+    c.kill(x)
+    await asyncio.to_thread(
+        wait_for, lambda: x not in group_info(c)["isr"], 30, f"{x} to leave the ISR"
+    )
+    c.kill(p)
+    await asyncio.to_thread(wait_for, lambda: group_info(c)["primary"] == y, 30, f"{y} to lead")
+    y_url = str(group_info(c)["members"][y])
+    again: dict[str, object] = {}
+    for _ in range(100):
+        again = await _raw_pub(y_url, 2, uuid, b"once")
+        if again["op"] == "puback" or not again.get("retriable"):
+            break
+        await asyncio.sleep(0.1)
+    assert again["op"] == "puback" and again["ts"] == first["ts"], "the retry was stored again"

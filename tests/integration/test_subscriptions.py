@@ -183,6 +183,15 @@ async def test_shared_subscription_survives_a_sigkilled_member(two_groups: DevCl
             pass  # the subscription exists from here on: nothing published later is missed
         members = [SharedConsumer(two_groups, topic) for _ in range(3)]
         try:
+            # Until every member is attached, the first one takes all there is (its window
+            # holds every job): warm up one record at a time until each has printed one.
+            n = 0
+            while not all(m.started.is_set() for m in members):
+                assert n < 600, "the three members never all took a record"
+                await c.publish(topic, f"warm-{n}".encode())
+                n += 1
+                await asyncio.sleep(0.1)
+            members[0].started.clear()
             acks: list[Any] = []
 
             async def produce() -> None:

@@ -1,82 +1,92 @@
-"""One broker process: a websocket server, a ZooKeeper view, and the pure core between them.
+"""One broker process: decode -> :class:`BrokerCore` -> perform.
 
-The reconcile loop wakes on every ZooKeeper change, asks
-:func:`tritonmq.core.group.decide` what to do and does it. The primary's and
-backup's rules live in :mod:`tritonmq.core.replication`; this module performs
-the actions they return.
+The shell owns the sockets, the ZooKeeper client, the clock and the tasks; the
+core owns every decision. Every event goes through :meth:`Broker.feed`, and every
+action the core returns goes through the one ``match`` in :meth:`Broker.perform`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, assert_never
 
 import websockets
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from websockets.asyncio.server import Server, ServerConnection
 
-from tritonmq.broker import clients, offsets, replica
+from tritonmq.broker import clients, replica
+from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
-from tritonmq.coord.group import GroupCoordinator, Session
+from tritonmq.coord.group import GroupCoordinator
 from tritonmq.coord.offsets import Offsets
 from tritonmq.core.actions import (
     Action,
+    CloseConn,
+    CloseLink,
     Deliver,
+    LoadSubscriptions,
+    LogLine,
     ProposeIsr,
+    ProposeState,
+    ReadState,
     RegisterSubscription,
     Replicate,
+    SendEntries,
     SendError,
+    SendFetched,
+    SendLeader,
+    SendMeta,
     SendPubAck,
+    SendPurge,
+    SendSubOk,
+    SendToPrimary,
+    StartFollowing,
+    StopFollowing,
+    Stopped,
+    StoreOffsets,
 )
-from tritonmq.core.delivery import Delivery
-from tritonmq.core.group import Member, Verdict, decide
-from tritonmq.core.log import GroupLog
-from tritonmq.core.replication import BackupCore, PrimaryCore
-from tritonmq.core.retention import Retention
+from tritonmq.core.broker import STOP_FLUSH_S, BrokerCore
+from tritonmq.core.events import (
+    CasDone,
+    CasOutcome,
+    Event,
+    OffsetsStored,
+    SessionChanged,
+    StopRequested,
+    SubscriptionRegistered,
+    SubscriptionsLoaded,
+    Tick,
+    ZkView,
+)
+from tritonmq.core.group import GroupState, Member
 from tritonmq.wire import codec
-from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode
+from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode, Follow
 
 log = logging.getLogger("tritonmq.broker")
 TICK = 0.1
+META_DEADLINE = 3.0
+CLOSE_DEADLINE = 2.0  # closing the server and its connections on a planned stop, at most
 
 
 class Broker:
     def __init__(self, cfg: BrokerConfig) -> None:
         self.cfg = cfg
         self.boot = uuid.uuid4().hex[:12]
-        self.log = GroupLog()
-        self.delivery = Delivery(
-            self.log,
-            window=cfg.window_records,
-            window_bytes=cfg.window_bytes,
-            ack_timeout=cfg.ack_timeout,
-            grace=cfg.ephemeral_grace,
-        )
-        self.retention = Retention(
-            default_s=cfg.retention_s,
-            per_topic=cfg.topic_retention,
-            dedup_window_s=cfg.dedup_window_s,
-        )
-        self.durables_ready = asyncio.Event()
-        self.primary: PrimaryCore | None = None
-        self.backup: BackupCore | None = None
-        self.commit_ts = 0  # what we know is committed (as backup: from the primary's appends)
-        self.follow_task: asyncio.Task[None] | None = None
-        self.following: tuple[str, int] | None = None
-        self.suspect: Member | None = None  # a primary we saw die before ZooKeeper did
-        self.repl_links: dict[str, ServerConnection] = {}
+        self.core: BrokerCore | None = None
         self.coord: GroupCoordinator | None = None
+        self.offsets: Offsets | None = None
         self.server: Server | None = None
         self.url = ""
-        self.me: Member | None = None
-        self._wake = asyncio.Event()
+        self.tasks = Spawner()
+        self.follows: dict[int, asyncio.Task[None]] = {}
+        self.follow_links: dict[int, Any] = {}
+        self._session = None
         self._stopping = asyncio.Event()
-        self._last_wait = ""
-        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -91,19 +101,22 @@ class Broker:
             compression=None,
             ping_interval=5,
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
+            close_timeout=1,
             max_queue=64,
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
         self.url = f"ws://{self.cfg.advertise_host or bound_host}:{bound_port}"
-        self.me = Member(self.cfg.id, self.url, self.boot, self.cfg.advertise_repl)
+        me = Member(self.cfg.id, self.url, self.boot, self.cfg.advertise_repl)
+        self.core = BrokerCore(self.cfg, me)
         self.coord = GroupCoordinator(
             self.cfg.zk,
             self.cfg.chroot,
             self.cfg.group,
-            self.me,
+            me,
             session_timeout=self.cfg.session_timeout,
-            on_change=self._wake.set,
+            on_change=self._zk_changed,
+            spawn=self.tasks.spawn,
         )
         await self.coord.start()
         self.offsets = Offsets(self.coord)
@@ -114,11 +127,8 @@ class Broker:
             self.url,
             self.boot,
         )
-        self._tasks = [
-            asyncio.ensure_future(self._reconcile()),
-            asyncio.ensure_future(self._ticker()),
-            asyncio.ensure_future(offsets.run(self)),
-        ]
+        self._zk_changed()
+        self.tasks.spawn(self._ticker(), "ticker")
 
     async def serve_forever(self) -> None:
         await self._stopping.wait()
@@ -127,276 +137,198 @@ class Broker:
         self._stopping.set()
 
     async def stop(self) -> None:
-        """Planned stop: close the ZooKeeper session first so a backup takes over at once."""
-        for t in self._tasks:
-            t.cancel()
-        if self.follow_task:
-            self.follow_task.cancel()
-            await asyncio.gather(self.follow_task, return_exceptions=True)
-        if self.primary is not None:
-            await offsets.flush_now(self)
-            self._step_down("shutting down")
+        """Planned stop: step down, write offsets, close the ZooKeeper session so a backup
+        takes over at once, then close the server. Every wait has a deadline."""
+        if self.core is not None:
+            self.feed(StopRequested(time.monotonic()))
+            try:
+                await asyncio.wait_for(self._stopped.wait(), STOP_FLUSH_S + 0.5)
+            except TimeoutError:
+                log.warning("offsets not written before the stop deadline")
+        await self.tasks.cancel_all(timeout=1.0)
         if self.coord is not None:
             await self.coord.stop()
         if self.server is not None:
             self.server.close()
-            await self.server.wait_closed()
-
-    # --- decisions ---------------------------------------------------------------
-
-    async def _reconcile(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
             try:
-                await self._reconcile_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("reconcile step failed; retrying")
-                await asyncio.sleep(0.2)
-                self._wake.set()
+                await asyncio.wait_for(self.server.wait_closed(), CLOSE_DEADLINE)
+            except TimeoutError:
+                log.warning("connections still open after %.1fs; exiting anyway", CLOSE_DEADLINE)
 
-    async def _reconcile_once(self) -> None:
-        coord, me = self.coord, self.me
-        assert coord is not None and me is not None
-        if coord.session != Session.CONNECTED:
-            if self.primary is not None:
-                if coord.session == Session.LOST:
-                    self._step_down("ZooKeeper session lost")
-                elif self.primary.accepting:
-                    self.primary.accepting = False
-                    log.warning("ZooKeeper session suspended: refusing writes")
+    # --- events in ----------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        assert self.core is not None
+        self.perform(self.core.handle(event))
+
+    def _zk_changed(self) -> None:
+        coord = self.coord
+        if coord is None or self.core is None:
             return
-        if not coord.registered:
-            return
-        state = coord.state
-        if self.primary is not None:
-            p = self.primary
-            if (
-                state is None
-                or state.epoch != p.epoch
-                or state.primary != me.id
-                or state.boots.get(me.id) != me.boot
-            ):
-                self._step_down(f"group state moved to epoch {state.epoch if state else '?'}")
-            else:
-                if not p.accepting:
-                    log.info("ZooKeeper session back: accepting writes")
-                    p.accepting = True
-                if p.proposal is None and (set(state.isr) != p.isr or dict(state.boots) != p.boots):
-                    self.perform(p.isr_changed(state))
-                self.perform(
-                    p.members_changed(
-                        {m.id: m.boot for m in coord.members.values()}, time.monotonic()
-                    )
-                )
-                return
-        d = decide(
-            me,
-            state,
-            coord.members,
-            self.log.last_ts,
-            unclean_election=self.cfg.unclean_election,
-            suspect=self.suspect,
-        )
-        if d.verdict is Verdict.CREATE:
-            assert d.state is not None
-            created = await coord.create_state(d.state)
-            if created is not None:
-                self._become_primary(created)
-            else:
-                await coord.refresh()
-        elif d.verdict is Verdict.CLAIM:
-            assert d.state is not None
-            # Leave the old epoch before claiming: from here on we acknowledge nothing of it.
-            self._stop_following()
-            won = await coord.cas_state(d.state)
-            if won is not None:
-                log.info(
-                    "elected primary of %s: epoch %d, isr %s (%s)",
-                    self.cfg.group,
-                    won.epoch,
-                    list(won.isr),
-                    d.reason,
-                )
-                self._become_primary(won)
-            else:
-                await coord.refresh()
-        elif d.verdict is Verdict.FOLLOW:
-            assert d.state is not None and d.primary is not None
-            if self.following != (d.primary.id, d.state.epoch):
-                self._start_following(d.primary, d.state.epoch)
-        else:
-            if d.reason != self._last_wait:
-                log.info("waiting: %s", d.reason)
-                self._last_wait = d.reason
-
-    def _become_primary(self, state: Any) -> None:
-        self._stop_following()
-        commit = self.backup.commit_ts if self.backup else self.commit_ts
-        self.backup = None
-        self.primary = PrimaryCore(
-            self.cfg.id,
-            self.log,
-            state,
-            min_insync=self.cfg.effective_min_insync,
-            lag_timeout=self.cfg.replica_lag_timeout,
-            commit_ts=commit,
-            now=time.monotonic(),
-            max_bytes=self.cfg.max_bytes,
-            dedup_max=self.cfg.dedup_max,
-        )
-        self.durables_ready.clear()
-        # The old primary's unnamed subscribers are unknown here: purge nothing until
-        # they have had their grace period to reattach.
-        self.delivery.freeze_purge(time.monotonic() + self.cfg.ephemeral_grace)
-        asyncio.ensure_future(offsets.load(self, self.primary))
-        self.commit_ts = self.primary.commit_ts
-        assert self.coord is not None
-        self.perform(
-            self.primary.members_changed(
-                {m.id: m.boot for m in self.coord.members.values()}, time.monotonic()
-            )
-        )
-        self._wake.set()
-
-    def _step_down(self, reason: str) -> None:
-        p = self.primary
-        if p is None:
-            return
-        log.warning("stepping down as primary of epoch %d: %s", p.epoch, reason)
-        self.primary = None
-        for ws in list(self.repl_links.values()):
-            asyncio.ensure_future(ws.close(1012, "primary stepped down"))
-        self.repl_links.clear()
-        self.perform(p.step_down())
-        for c in list(self.delivery.consumers.values()):
-            self.send(
-                c.conn, codec.enc_error(ErrorCode.NOT_PRIMARY, "primary stepped down", sid=c.sid)
-            )
-        self.delivery.drop_all()
-        self.durables_ready.clear()
-        self._wake.set()
-
-    def suspect_dead(self, primary: Member) -> None:
-        """Our link to the primary is refused: its process is gone. Decide without waiting."""
-        if self.suspect != primary:
-            log.warning("primary %s refuses connections: treating it as gone", primary.id)
-            self.suspect = primary
-            self._wake.set()
-
-    def _start_following(self, primary: Member, epoch: int) -> None:
-        self._stop_following()
-        if self.suspect is not None and self.suspect.id != primary.id:
-            self.suspect = None
-        self.following = (primary.id, epoch)
-        self.backup = BackupCore(self.log, epoch)
-        self.backup.commit_ts = self.commit_ts
-        log.info("following %s at epoch %d", primary.id, epoch)
-        self.follow_task = asyncio.ensure_future(replica.follow(self, primary, epoch))
-
-    def _stop_following(self) -> None:
-        if self.backup is not None:
-            self.commit_ts = max(self.commit_ts, self.backup.commit_ts)
-        if self.follow_task is not None:
-            self.follow_task.cancel()
-            self.follow_task = None
-        self.following = None
+        now = time.monotonic()
+        if coord.session is not self._session:
+            self._session = coord.session  # type: ignore[assignment]
+            self.feed(SessionChanged(coord.session, now))
+        self.feed(ZkView(coord.state, dict(coord.members), coord.slot_map, now))
 
     async def _ticker(self) -> None:
         while True:
             await asyncio.sleep(TICK)
-            p = self.primary
-            coord = self.coord
-            if (
-                p is not None
-                and coord is not None
-                and coord.session is Session.SUSPENDED
-                and time.monotonic() - coord.suspended_since > self.cfg.session_timeout
-            ):
-                # ZooKeeper has surely expired us by now; it only says so once we reach it
-                # again. Let our clients go to the new primary instead of waiting for that.
-                self._step_down("ZooKeeper unreachable for longer than the session timeout")
-                continue
-            if p is not None:
-                now = time.monotonic()
-                self.perform(p.tick(now))
-                self.perform(self.delivery.tick(p.commit_ts, now))
-                self.retention.committed(p.commit_ts, now)
-                replica.heartbeat(self, p)
-
-    # --- performing actions -----------------------------------------------------------
-
-    def perform(self, actions: Iterable[Action]) -> None:
-        p = self.primary
-        for a in actions:
-            if type(a) is SendPubAck:
-                self.send(a.conn, codec.enc_puback(a.id, a.ts, self.cfg.group))
-            elif type(a) is Replicate:
-                if p is not None:
-                    replica.send_entries(self, p, a)
-            elif type(a) is Deliver:
-                self.send(a.conn, codec.enc_deliver(a.sid, a.topic, a.records))
-            elif type(a) is SendError:
-                hint = self.primary_url() if a.code is ErrorCode.NOT_PRIMARY else None
-                self.send(a.conn, codec.enc_error(a.code, a.message, id=a.id, primary=hint))
-            elif type(a) is ProposeIsr:
-                asyncio.ensure_future(self._propose(a))
-            elif type(a) is RegisterSubscription:
-                asyncio.ensure_future(offsets.register(self, a))
-        if p is not None and p.commit_ts > self.commit_ts:
-            self.commit_ts = p.commit_ts
-            for d in self.delivery.on_commit(p.commit_ts, time.monotonic()):
-                self.send(d.conn, codec.enc_deliver(d.sid, d.topic, d.records))
-
-    async def _propose(self, prop: ProposeIsr) -> None:
-        p, coord = self.primary, self.coord
-        if p is None or coord is None or coord.state is None:
-            return
-        st = coord.state
-        new = dataclasses.replace(st, isr=prop.isr, boots=prop.boots)
-        won = await coord.cas_state(new) if st.epoch == p.epoch else None
-        if self.primary is not p:
-            return
-        if won is None:
-            p.proposal_failed()
-            await coord.refresh()
-            return
-        log.info(
-            "isr of %s at epoch %d is now %s: %s",
-            self.cfg.group,
-            won.epoch,
-            list(won.isr),
-            prop.reason,
-        )
-        self.perform(p.isr_changed(won))
-
-    @staticmethod
-    def send(conn: Any, data: bytes) -> None:
-        websockets.broadcast((conn,), data)
-
-    # --- connections ---------------------------------------------------------------
+            self.feed(Tick(time.monotonic()))
 
     async def _handle(self, ws: ServerConnection) -> None:
         if ws.subprotocol == REPL_SUBPROTOCOL:
-            await replica.serve_follower(self, ws)
+            await replica.serve_follower(ws, self.feed)
         else:
-            await clients.serve(self, ws)
+            await clients.serve(ws, self.cfg, self.feed)
 
-    def other_owner(self, topic: str) -> str | None:
-        """The group that owns ``topic`` when it is not ours (None: ours, or no slot map yet)."""
-        smap = self.coord.slot_map if self.coord else None
-        if smap is None:
-            return None
-        g = smap.group_of(topic)
-        return g if g != self.cfg.group else None
+    # --- actions out -----------------------------------------------------------------
 
-    def primary_url(self) -> str | None:
+    def perform(self, actions: Iterable[Action]) -> None:
+        core = self.core
+        assert core is not None
+        group = self.cfg.group
+        for a in actions:
+            match a:
+                case SendPubAck(conn=conn, id=pub_id, ts=ts):
+                    self.send(conn, codec.enc_puback(pub_id, ts, group))
+                case Deliver(conn=conn, sid=sid, topic=topic, records=records):
+                    self.send(conn, codec.enc_deliver(sid, topic, records))
+                case SendError():
+                    hint = a.primary
+                    if hint is None and a.code is ErrorCode.NOT_PRIMARY:
+                        hint = core.primary_url()
+                    frame = codec.enc_error(
+                        a.code, a.message, id=a.id, sid=a.sid, primary=hint, group=a.group
+                    )
+                    self.send(a.conn, frame)
+                case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
+                    self.send(conn, codec.enc_subok(sid, next_ts))
+                case SendFetched(conn=conn, id=fid, records=records, next_ts=next_ts):
+                    self.send(conn, codec.enc_fetched(fid, records, next_ts))
+                case SendMeta(conn=conn, info=info, cluster=cluster):
+                    if cluster:
+                        self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")
+                    else:
+                        self.send(conn, codec.packb(dict(info)))
+                case CloseConn(conn=conn, code=code, reason=reason):
+                    self.tasks.spawn(conn.close(code, reason), "close-conn")
+                case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
+                    data = codec.enc_append(epoch, commit, start, core.entries_for(start, end))
+                    websockets.broadcast(links, data)
+                case SendLeader(link=link, leader=leader):
+                    self.send(link, codec.enc_leader(leader))
+                case SendPurge(links=links, purge=purge):
+                    websockets.broadcast(links, codec.enc_purge(purge))
+                case CloseLink(link=link, reason=reason, code=code):
+                    if code is not None:
+                        self.send(link, codec.enc_error(code, reason))
+                    self.tasks.spawn(link.close(1000 if code else 1012, reason[:100]), "close")
+                case StartFollowing(follow_id=fid, primary=primary):
+                    self.follows[fid] = self.tasks.spawn(
+                        replica.follow(fid, primary, self.cfg.listen, self.follow_links, self.feed),
+                        f"follow-{primary.id}",
+                    )
+                case StopFollowing(follow_id=fid):
+                    task = self.follows.pop(fid, None)
+                    if task is not None:
+                        task.cancel()
+                case SendToPrimary(follow_id=fid, frame=frame):
+                    ws = self.follow_links.get(fid)
+                    if ws is not None:
+                        if isinstance(frame, Follow):
+                            self.send(ws, codec.enc_follow(frame))
+                        else:
+                            self.send(ws, codec.enc_rack(frame.epoch, frame.ts))
+                case ProposeState(request=request, state=state, reason=reason):
+                    self.tasks.spawn(self._cas(request, state, reason), "cas")
+                case ReadState():
+                    self.tasks.spawn(self._read_state(), "read-state")
+                case LoadSubscriptions(request=request):
+                    self.tasks.spawn(self._load(request), "load-subscriptions")
+                case StoreOffsets(offsets=offsets):
+                    self.tasks.spawn(self._store(offsets), "store-offsets")
+                case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
+                    self.tasks.spawn(self._register(topic, name, mode, offset), "register")
+                case LogLine(level=level, message=message):
+                    log.log(level, "%s", message)
+                case Stopped():
+                    self._stopped.set()
+                case Replicate() | ProposeIsr():
+                    raise AssertionError(f"BrokerCore never returns {a!r}")
+                case _:
+                    assert_never(a)
+
+    @staticmethod
+    def send(conn: Any, data: bytes) -> None:
+        """Queue ``data`` on ``conn`` without waiting (a closed connection drops it)."""
+        websockets.broadcast((conn,), data)
+
+    # --- ZooKeeper work the core asked for ----------------------------------------------
+
+    async def _cas(self, request: int, state: GroupState, reason: str) -> None:
         coord = self.coord
-        if coord is None or coord.state is None:
-            return None
-        if coord.state.primary == self.cfg.id and self.primary is None:
-            return None  # our view still names us, but we just stepped down
-        m = coord.members.get(coord.state.primary)
-        return m.url if m is not None else None
+        assert coord is not None
+        outcome, written = CasOutcome.UNKNOWN, None
+        try:
+            if state.version == -1:
+                written = await coord.create_state(state)
+            else:
+                written = await coord.cas_state(state)
+            outcome = CasOutcome.OK if written is not None else CasOutcome.CONFLICT
+        except (BadVersionError, NoNodeError, NodeExistsError):
+            outcome = CasOutcome.CONFLICT
+        except Exception as e:  # ConnectionLoss, SessionExpired...: it may have been written
+            log.warning("state CAS (%s) outcome unknown: %r", reason, e)
+        self.feed(CasDone(request, outcome, written, time.monotonic()))
+
+    async def _read_state(self) -> None:
+        coord = self.coord
+        assert coord is not None
+        while not await coord.refresh():
+            await asyncio.sleep(0.2)
+
+    async def _load(self, request: int) -> None:
+        assert self.offsets is not None and self.core is not None
+        core = self.core
+        found: list[tuple[str, str, str, int]] | None
+        try:
+            found = await self.offsets.load(
+                lambda t: core.slots is None or core.slots.group_of(t) == self.cfg.group
+            )
+        except Exception as e:  # ZooKeeper unreachable: the core retries
+            log.warning("loading subscriptions failed: %s", e)
+            found = None
+        self.feed(SubscriptionsLoaded(request, found, time.monotonic()))
+
+    async def _store(self, offsets: tuple[tuple[str, str, int], ...]) -> None:
+        assert self.offsets is not None
+        ok = True
+        try:
+            await asyncio.wait_for(self.offsets.store(offsets), STOP_FLUSH_S)
+        except Exception as e:
+            log.warning("storing %d offset(s) failed: %r", len(offsets), e)
+            ok = False
+        self.feed(OffsetsStored(offsets, ok, time.monotonic()))
+
+    async def _register(self, topic: str, name: str, mode: str, offset: int) -> None:
+        assert self.offsets is not None
+        held: int | None
+        try:
+            held = await self.offsets.register(topic, name, mode, offset)
+        except Exception as e:
+            log.warning("registering subscription %s/%s failed: %s", topic, name, e)
+            held = None
+        self.feed(SubscriptionRegistered(topic, name, held, time.monotonic()))
+
+    async def _send_meta(self, conn: Any, frame: dict[str, Any]) -> None:
+        """``meta`` plus the slot map and every group's brokers, so a ws:// client can route."""
+        coord = self.coord
+        if coord is not None:
+            try:
+                frame["groups"] = await asyncio.wait_for(coord.read_groups(), META_DEADLINE)
+            except Exception as e:  # ZooKeeper unreachable: answer with what we know
+                log.debug("meta without cluster view: %s", e)
+            if coord.slot_map is not None:
+                frame["slots"] = coord.slot_map.as_dict()
+        self.send(conn, codec.packb(frame))

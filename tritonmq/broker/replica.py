@@ -1,8 +1,9 @@
-"""Replication links (``tritonmq.repl.v1``): the backup's follow loop and the primary's side.
+"""Replication links (``tritonmq.repl.v1``): bytes in and out, every decision in the core.
 
-A backup connects to the primary, says where its log ends and which epochs it
-holds, truncates to where the primary says they agree, then appends and
-acknowledges batches. Entries for several caught-up backups are encoded once.
+The primary's side reads ``follow`` and ``rack`` frames from a follower's link; the
+backup's side keeps one link to the primary open (reconnecting on a short back-off)
+and reports how each attempt ends: refused (nothing listens: the process is gone),
+timed out, closed, or rejected with an error frame.
 """
 
 from __future__ import annotations
@@ -11,17 +12,24 @@ import asyncio
 import ipaddress
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import websockets
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
 
-from tritonmq.core.actions import Replicate
+from tritonmq.core.events import (
+    Event,
+    FollowerFrame,
+    FollowerGone,
+    LinkEnd,
+    LinkEvent,
+    PrimaryFrame,
+)
 from tritonmq.core.group import Member
-from tritonmq.core.replication import PrimaryCore, Rejected
-from tritonmq.errors import ProtocolError, ReplicationError
+from tritonmq.errors import ProtocolError
 from tritonmq.wire import codec
 from tritonmq.wire.frames import (
     REPL_SUBPROTOCOL,
@@ -33,76 +41,33 @@ from tritonmq.wire.frames import (
     ReplAck,
 )
 
-if TYPE_CHECKING:
-    from tritonmq.broker.node import Broker
-
 log = logging.getLogger("tritonmq.replica")
 REPL_MAX_FRAME = 256 * 1024 * 1024
-DEAD_AFTER_REFUSALS = 3
-DEAD_AFTER_SECONDS = 0.1
 
 
 # --- primary side -------------------------------------------------------------------
 
 
-async def serve_follower(broker: Broker, ws: ServerConnection) -> None:
-    fid = ""
-    p: PrimaryCore | None = None
+async def serve_follower(ws: ServerConnection, feed: Callable[[Event], None]) -> None:
+    """Feed a follower's frames to the core until the link closes."""
     try:
-        try:
-            hello = codec.decode_repl(await asyncio.wait_for(ws.recv(), 10))
-        except ProtocolError as e:
-            await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
-            return
-        p = broker.primary
-        if not isinstance(hello, Follow):
-            await ws.send(
-                codec.enc_error(ErrorCode.BAD_REQUEST, "a replication link starts with follow")
-            )
-            return
-        if p is None or hello.group != broker.cfg.group:
-            await ws.send(codec.enc_error(ErrorCode.NOT_PRIMARY, "not the primary of this group"))
-            return
-        res = p.attach(
-            hello.id, hello.boot, hello.epoch, hello.epochs, hello.last_ts, time.monotonic()
-        )
-        if isinstance(res, Rejected):
-            await ws.send(codec.enc_error(res.code, res.message))
-            return
-        fid = hello.id
-        old = broker.repl_links.pop(fid, None)
-        if old is not None:
-            asyncio.ensure_future(old.close(1000, "replaced by a newer link"))
-        broker.repl_links[fid] = ws
-        await ws.send(codec.enc_leader(res))
-        log.info("%s follows from ts %d (epoch %d)", fid, res.truncate_to, res.epoch)
-        broker.perform(p.pump(fid))
         async for data in ws:
-            frame = codec.decode_repl(data)
-            if isinstance(frame, ReplAck) and broker.primary is p:
-                broker.perform(p.acked(fid, frame.epoch, frame.ts, time.monotonic()))
-    except (ConnectionClosed, ProtocolError, TimeoutError) as e:
-        log.debug("replication link from %s ended: %s", fid or "?", e)
+            try:
+                frame = codec.decode_repl(data)
+            except ProtocolError as e:
+                await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
+                return
+            if isinstance(frame, Follow | ReplAck):
+                feed(FollowerFrame(ws, frame, time.monotonic()))
+            else:
+                await ws.send(
+                    codec.enc_error(ErrorCode.BAD_REQUEST, "a follower sends follow/rack")
+                )
+                return
+    except ConnectionClosed as e:
+        log.debug("replication link ended: %s", e)
     finally:
-        if fid and broker.repl_links.get(fid) is ws:
-            del broker.repl_links[fid]
-            if p is not None and broker.primary is p:
-                p.detach(fid, time.monotonic())
-                log.info("%s stopped following", fid)
-
-
-def send_entries(broker: Broker, p: PrimaryCore, a: Replicate) -> None:
-    links = [broker.repl_links[f] for f in a.followers if f in broker.repl_links]
-    if not links:
-        return
-    websockets.broadcast(links, codec.enc_append(*p.entries_for(a.start, a.end)))
-
-
-def heartbeat(broker: Broker, p: PrimaryCore) -> None:
-    """Tell caught-up backups the commit point when no new entries would carry it."""
-    links = [broker.repl_links[f] for f in p.heartbeat() if f in broker.repl_links]
-    if links:
-        websockets.broadcast(links, codec.enc_append(p.epoch, p.commit_ts, p.log.last_ts + 1, []))
+        feed(FollowerGone(ws, time.monotonic()))
 
 
 # --- backup side --------------------------------------------------------------------
@@ -134,14 +99,21 @@ def dial_from(listen: str, url: str) -> tuple[str, int] | None:
     return (str(src), 0)
 
 
-async def follow(broker: Broker, primary: Member, epoch: int) -> None:
-    """Follow ``primary`` at ``epoch`` until cancelled, reconnecting as needed."""
+async def follow(
+    follow_id: int,
+    primary: Member,
+    listen: str,
+    links: dict[int, Any],
+    feed: Callable[[Event], None],
+) -> None:
+    """Keep a link to ``primary`` open until cancelled; ``links[follow_id]`` is it while open."""
     backoff = 0.05
-    core = broker.backup
-    assert core is not None and broker.me is not None
     url = primary.repl_url or primary.url
-    local_addr = dial_from(broker.cfg.listen, url)
-    refused, first_refused = 0, 0.0
+    local_addr = dial_from(listen, url)
+
+    def report(what: LinkEnd, clean: bool = False, detail: str = "") -> None:
+        feed(LinkEvent(follow_id, what, time.monotonic(), clean, detail))
+
     while True:
         try:
             async with websockets.connect(
@@ -153,64 +125,35 @@ async def follow(broker: Broker, primary: Member, epoch: int) -> None:
                 open_timeout=5,
                 ping_interval=5,
                 ping_timeout=10,
+                close_timeout=1,
             ) as ws:
-                log_ = broker.log
-                await ws.send(
-                    codec.enc_follow(
-                        Follow(
-                            broker.cfg.group,
-                            broker.me.id,
-                            broker.me.boot,
-                            epoch,
-                            log_.last_ts,
-                            list(log_.epochs),
-                        )
-                    )
-                )
-                reply = await ws.recv()
-                try:
-                    lead = codec.decode_repl(reply, max_frame=REPL_MAX_FRAME)
-                except ProtocolError:
-                    err = codec.decode_broker(reply)
-                    raise ReplicationError(f"{err.get('code')}: {err.get('message')}") from None
-                if not isinstance(lead, Leader):
-                    raise ReplicationError("expected a leader frame")
-                cut = core.on_leader(lead)
-                if cut:
-                    log.warning("truncated %d entries not in the history of epoch %d", cut, epoch)
-                log.info(
-                    "caught up from ts %d of %s, epoch %d", lead.truncate_to, primary.id, epoch
-                )
+                links[follow_id] = ws
                 backoff = 0.05
+                report(LinkEnd.CONNECTED)
                 async for data in ws:
-                    frame = codec.decode_repl(data)
-                    if isinstance(frame, Append):
-                        ts = core.on_append(frame)
-                        broker.commit_ts = core.commit_ts
-                        await ws.send(codec.enc_rack(epoch, ts))
-                    elif isinstance(frame, Purge):
-                        core.on_purge(frame)
+                    try:
+                        frame = codec.decode_repl(data, max_frame=REPL_MAX_FRAME)
+                    except ProtocolError:
+                        err = codec.decode_broker(data)
+                        report(LinkEnd.REJECTED, detail=f"{err.get('code')}: {err.get('message')}")
+                        break
+                    if isinstance(frame, Leader | Append | Purge):
+                        feed(PrimaryFrame(follow_id, frame, time.monotonic()))
+            report(LinkEnd.CLOSED, clean=True)
         except asyncio.CancelledError:
             raise
         except ConnectionRefusedError:
-            # Nothing listens on the primary's port: its process is gone. A few refusals in
-            # a row let us claim before ZooKeeper expires its session (a freeze or a
-            # partition times out instead, and waits for the session).
-            now = time.monotonic()
-            refused, first_refused = refused + 1, first_refused if refused else now
-            if refused >= DEAD_AFTER_REFUSALS and now - first_refused >= DEAD_AFTER_SECONDS:
-                broker.suspect_dead(primary)
-        except (
-            OSError,
-            ConnectionClosed,
-            InvalidHandshake,
-            ReplicationError,
-            ProtocolError,
-            TimeoutError,
-        ) as e:
-            refused = 0
-            log.debug("following %s: %s; retrying", primary.id, e)
+            report(LinkEnd.REFUSED)
+        except TimeoutError:
+            report(LinkEnd.TIMED_OUT)
+        except ConnectionClosedOK:
+            report(LinkEnd.CLOSED, clean=True)
+        except (OSError, ConnectionClosed, InvalidHandshake, ProtocolError) as e:
+            report(LinkEnd.CLOSED, detail=str(e))
         except Exception:  # never stop following silently: that would stall the ISR for good
             log.exception("following %s failed unexpectedly; retrying", primary.id)
+            report(LinkEnd.CLOSED, detail="unexpected error")
+        finally:
+            links.pop(follow_id, None)
         await asyncio.sleep(backoff)
         backoff = min(backoff * 2, 0.5)

@@ -8,11 +8,11 @@ decision is made in :mod:`tritonmq.core.group`.
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -22,6 +22,7 @@ from tritonmq.coord import paths
 from tritonmq.coord.bridge import to_future
 from tritonmq.coord.inspect import read_cluster
 from tritonmq.coord.slots import cluster_path, parse_cluster, slot_path
+from tritonmq.core.events import SessionState
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.slots import SlotMap
 from tritonmq.errors import CoordinationError
@@ -29,10 +30,9 @@ from tritonmq.errors import CoordinationError
 log = logging.getLogger("tritonmq.coord")
 
 
-class Session(enum.Enum):
-    CONNECTED = "connected"
-    SUSPENDED = "suspended"
-    LOST = "lost"
+Session = SessionState  # the core's enum: the coordinator reports, the core decides
+Spawn = Callable[[Coroutine[Any, Any, Any], str], Any]
+STOP_TIMEOUT = 3.0  # closing the session never holds a planned stop longer than this
 
 
 def group_paths(chroot: str, group: str) -> tuple[str, str]:
@@ -49,6 +49,7 @@ class GroupCoordinator:
         *,
         session_timeout: float,
         on_change: Callable[[], None],
+        spawn: Spawn | None = None,
     ) -> None:
         self.me = me
         self.members_path, self.state_path = group_paths(chroot, group)
@@ -65,6 +66,8 @@ class GroupCoordinator:
         self.chroot = chroot
         self.registered = False
         self._on_change = on_change
+        self._spawn: Spawn = spawn or self._keep
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._refreshing = False
         self._again = False
@@ -86,14 +89,39 @@ class GroupCoordinator:
         self._started = True
         await self.refresh()
 
-    async def stop(self) -> None:
-        """Close the session cleanly: our ephemeral member znode vanishes at once."""
+    def _keep(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Close the session cleanly: our ephemeral member znode vanishes at once.
+
+        On a daemon thread and with a deadline: with ZooKeeper unreachable kazoo's
+        stop can block for long, and a pool thread would hold the process's exit.
+        """
         self._closing = True
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def settle() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def close() -> None:
+            try:
+                self.zk.stop()
+                self.zk.close()
+            except Exception as e:  # shutting down anyway
+                log.warning("closing ZooKeeper session: %s", e)
+            finally:
+                loop.call_soon_threadsafe(settle)
+
+        threading.Thread(target=close, name="zk-stop", daemon=True).start()
         try:
-            await asyncio.to_thread(self.zk.stop)
-            await asyncio.to_thread(self.zk.close)
-        except Exception as e:  # shutting down anyway
-            log.warning("closing ZooKeeper session: %s", e)
+            await asyncio.wait_for(done, timeout)
+        except TimeoutError:
+            log.warning("ZooKeeper session did not close within %.1fs; exiting anyway", timeout)
 
     def _session_listener(self, state: str) -> None:
         # Runs on kazoo's thread: hand over to the loop and return at once.
@@ -110,7 +138,7 @@ class GroupCoordinator:
         else:
             self.session = Session.CONNECTED
             if self._started:
-                asyncio.ensure_future(self._resume())
+                self._spawn(self._resume(), "zk-resume")
         log.info("zookeeper session %s", self.session.value)
         self._on_change()
 
@@ -167,14 +195,16 @@ class GroupCoordinator:
 
     def _watch(self, _event: Any) -> None:
         if self._loop is not None and not self._closing:
-            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.refresh()))
+            self._loop.call_soon_threadsafe(lambda: self._spawn(self.refresh(), "zk-refresh"))
 
-    async def refresh(self) -> None:
-        """Re-read members and state, re-arming one-shot watches; coalesces concurrent calls."""
+    async def refresh(self) -> bool:
+        """Re-read members and state, re-arming one-shot watches; coalesces concurrent calls.
+        False when the read failed (a concurrent caller's read counts as this one's)."""
         if self._refreshing:
             self._again = True
-            return
+            return True
         self._refreshing = True
+        ok = True
         try:
             while True:
                 self._again = False
@@ -183,9 +213,11 @@ class GroupCoordinator:
                     break
         except Exception as e:
             log.debug("refresh failed (%s); will retry on reconnect", e)
+            ok = False
         finally:
             self._refreshing = False
         self._on_change()
+        return ok
 
     async def _read(self) -> None:
         children = await self._call(

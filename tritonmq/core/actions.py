@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from tritonmq.core.group import GroupState, Member
-from tritonmq.wire.frames import ErrorCode, Follow, Leader, Purge, Record
+from tritonmq.wire.frames import ErrorCode, Follow, Leader, Purge, Record, ReplAck
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +153,12 @@ class CloseLink:
 @dataclass(frozen=True, slots=True)
 class StartFollowing:
     """Open a replication link to ``primary`` and keep it open (reconnecting on a short
-    back-off) until StopFollowing; on each connect send ``hello`` then report every frame
-    as PrimaryFrame and every connect/failure as LinkEvent, tagged ``follow_id``."""
+    back-off) until StopFollowing; report every connect/failure as LinkEvent and every
+    frame received as PrimaryFrame, tagged ``follow_id``. The core answers CONNECTED
+    with the ``follow`` frame to send (SendToPrimary)."""
 
     follow_id: int
     primary: Member
-    hello: Follow
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,11 +168,11 @@ class StopFollowing:
 
 @dataclass(frozen=True, slots=True)
 class SendToPrimary:
-    """A ``rack`` (ack of everything up to ``ts`` of ``epoch``) on the follow link."""
+    """``follow`` (the handshake) or ``rack`` (everything up to ``ts`` of ``epoch`` is
+    appended) on the follow link ``follow_id``; dropped if that link is not connected."""
 
     follow_id: int
-    epoch: int
-    ts: int
+    frame: Follow | ReplAck
 
 
 # --- ZooKeeper ----------------------------------------------------------------------

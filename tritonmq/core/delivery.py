@@ -28,11 +28,23 @@ from typing import Any
 
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
 from tritonmq.core.log import GroupLog
-from tritonmq.errors import RequestRejected
+from tritonmq.errors import Purged, RequestRejected
 from tritonmq.wire.frames import From, Record
 
 MAX_RECORDS_PER_FRAME = 2_000
 FRAME_BYTES = 1024 * 1024
+
+
+def check_retained(log: GroupLog, topic: str, start: int) -> None:
+    """Raise :class:`Purged` when records of ``topic`` at or after ``start`` were purged:
+    a reader starting there would skip them without knowing."""
+    t = log.topics.get(topic)
+    if t is not None and t.last_purged >= start:
+        raise Purged(
+            f"records of topic {topic!r} from ts {start} to {t.last_purged} were purged",
+            first=start,
+            last=t.last_purged,
+        )
 
 
 class Mode(enum.StrEnum):
@@ -192,12 +204,16 @@ class Delivery:
         """Attach a consumer; returns where it starts and what to do first.
 
         ``latest`` on an existing durable subscription resumes after its offset.
-        ``resume`` (a client reconnecting) moves the position, not the ack point.
+        ``resume`` (a client reconnecting) moves the position, not the ack point; an
+        unnamed subscriber resuming before records of its topic that were purged gets
+        :class:`Purged` rather than silently skipping them.
         """
         self.unsubscribe(conn, sid, now)
         out: list[Deliver | RegisterSubscription] = []
         d = self.durables.get((topic, name)) if name else None
         t = self.log.topics.get(topic)
+        if resume and not name and isinstance(start, int):
+            check_retained(self.log, topic, start)
         first = t.first_ts() if t is not None else None
         if start == From.LATEST:
             next_ts = d.offset + 1 if d is not None else commit_ts + 1

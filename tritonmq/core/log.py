@@ -46,12 +46,13 @@ class TopicLog:
     subtraction and a byte limit is one bisect.
     """
 
-    __slots__ = ("records", "cum", "cum0")
+    __slots__ = ("records", "cum", "cum0", "last_purged")
 
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.cum: list[int] = []
         self.cum0 = 0
+        self.last_purged = 0  # ts of the newest record purged: a reader before it missed some
 
     @property
     def bytes(self) -> int:
@@ -71,6 +72,7 @@ class TopicLog:
         if j == 0:
             return []
         gone = self.records[:j]
+        self.last_purged = gone[-1][0]
         self.cum0 = self.cum[j - 1]
         del self.records[:j]
         del self.cum[:j]

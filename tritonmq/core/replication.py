@@ -1,18 +1,20 @@
 """Replication decisions of one broker: the primary's commit and ISR rules, the backup's append rules.
 
-Safety rests on four rules (docs/replication.md says why each holds):
+Safety rests on these rules (docs/replication.md says why each holds):
 
 * A batch commits when every member of ``isr ∪ joining`` has acknowledged it.
-  Only committed records are acknowledged to producers or delivered. Writes
-  are accepted only while the ISR is at least ``min_insync`` strong.
+  Only committed records are delivered; a committed batch is acknowledged to its
+  producer only while the ISR is ``min_insync`` strong (else the retriable
+  NOT_ENOUGH_REPLICAS). Writes are accepted only while the ISR is that strong.
 * The in-memory ISR shrinks only after ZooKeeper's does (the CAS succeeded) and
   grows before ZooKeeper's does (``joining``), so it is always a superset of the
-  ZooKeeper ISR, from which the next primary is elected.
+  ZooKeeper ISR, from which the next primary is elected. A follower joins only
+  once it holds everything before this epoch's start and everything committed.
 * A backup acknowledges only frames of the epoch it follows, and a backup that
   claims primacy has already left the old epoch: an old primary can never again
   gather a full set of acknowledgements.
 * A backup appends only ``ts == last + 1`` after truncating to where its history
-  and the primary's agree.
+  and the primary's agree; one that missed purged records gets their uuids.
 """
 
 from __future__ import annotations

@@ -1,0 +1,260 @@
+"""BrokerCore driven by events alone: election, following, ISR CAS outcomes, suspicion,
+PURGED for readers whose records are gone, planned stop."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from tritonmq.config import BrokerConfig
+from tritonmq.core.actions import (
+    Action,
+    LoadSubscriptions,
+    ProposeState,
+    ReadState,
+    SendEntries,
+    SendError,
+    SendFetched,
+    SendLeader,
+    SendPubAck,
+    SendSubOk,
+    SendToPrimary,
+    StartFollowing,
+    StopFollowing,
+    Stopped,
+)
+from tritonmq.core.broker import BrokerCore, Role
+from tritonmq.core.events import (
+    CasDone,
+    CasOutcome,
+    ClientFrameIn,
+    FollowerFrame,
+    LinkEnd,
+    LinkEvent,
+    StopRequested,
+    SubscriptionsLoaded,
+    Tick,
+    ZkView,
+)
+from tritonmq.core.group import GroupState, Member
+from tritonmq.wire.frames import ErrorCode, Fetch, Follow, From, Pub, PubRecord, ReplAck, Sub
+
+
+def member(m: str) -> Member:
+    return Member(m, f"ws://{m}:1", f"boot-{m}")
+
+
+def members(ms: str) -> dict[str, Member]:
+    return {m: member(m) for m in ms}
+
+
+def state(epoch: int, primary: str, isr: str, start_ts: int = 1, version: int = 0) -> GroupState:
+    return GroupState(epoch, primary, tuple(isr), {m: f"boot-{m}" for m in isr}, start_ts, version)
+
+
+def core(me: str, **cfg: object) -> BrokerCore:
+    settings = {"id": me, "min_insync": 2, "replica_lag_timeout": 2.0, **cfg}
+    return BrokerCore(BrokerConfig(**settings), member(me))  # type: ignore[arg-type]
+
+
+def only(actions: Sequence[Action], kind: type) -> list:  # type: ignore[type-arg]
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def recs(*uuids: str) -> list[PubRecord]:
+    return [(u.encode(), None, b"v-" + u.encode(), None) for u in uuids]
+
+
+def leading(me: str = "a", isr: str = "abc", live: str = "abc", **cfg: object) -> BrokerCore:
+    """A core that created the group and whose ISR ZooKeeper then shows as ``isr``."""
+    c = core(me, **cfg)
+    [prop] = only(c.handle(ZkView(None, members(live), None, 0.0)), ProposeState)
+    assert prop.state.version == -1 and prop.state.primary == me
+    out = c.handle(
+        CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=0), 0.0)
+    )
+    [load] = only(out, LoadSubscriptions)
+    c.handle(SubscriptionsLoaded(load.request, [], 0.0))
+    c.handle(ZkView(state(1, me, isr, version=1), members(live), None, 0.0))
+    assert c.role is Role.LEADING and c.primary is not None and c.primary.isr == set(isr)
+    return c
+
+
+def attach(c: BrokerCore, fid: str, link: object, now: float = 0.0) -> list[Action]:
+    hello = Follow(c.cfg.group, fid, f"boot-{fid}", c.primary.epoch, 0, [])  # type: ignore[union-attr]
+    return c.handle(FollowerFrame(link, hello, now))
+
+
+def following(me: str = "b", primary: str = "a", isr: str = "ab", live: str = "ab") -> BrokerCore:
+    c = core(me)
+    out = c.handle(ZkView(state(1, primary, isr), members(live), None, 0.0))
+    [start] = only(out, StartFollowing)
+    assert start.primary == member(primary) and c.role is Role.FOLLOWING
+    return c
+
+
+# --- election -----------------------------------------------------------------------
+
+
+def test_an_in_sync_backup_claims_when_the_primary_is_gone_and_leads_once_the_cas_wins() -> None:
+    c = following()
+    out = c.handle(ZkView(state(1, "a", "ab"), members("b"), None, 1.0))
+    assert only(out, StopFollowing), "a claimant leaves the old epoch before its CAS"
+    [prop] = only(out, ProposeState)
+    assert (prop.state.epoch, prop.state.primary, prop.state.isr) == (2, "b", ("b",))
+    assert c.role is Role.CLAIMING
+    c.handle(CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=1), 1.1))
+    assert c.role is Role.LEADING
+
+
+def test_a_claim_of_unknown_outcome_is_adopted_when_the_re_read_shows_it_written() -> None:
+    c = following()
+    [prop] = only(c.handle(ZkView(state(1, "a", "ab"), members("b"), None, 1.0)), ProposeState)
+    assert only(c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 1.1)), ReadState)
+    assert c.role is Role.CLAIMING
+    c.handle(ZkView(dataclasses.replace(prop.state, version=1), members("b"), None, 1.2))
+    assert c.role is Role.LEADING and c.primary is not None and c.primary.epoch == 2
+
+
+# --- bug 3: an ISR CAS of unknown outcome ------------------------------------------------
+
+
+def test_an_isr_cas_of_unknown_outcome_is_re_read_then_proposed_again_and_commits() -> None:
+    """Bug 3: a ConnectionLoss during the CAS that drops lagging c must not leave the
+    proposal set for good: re-read, see it did not happen, propose again, commit."""
+    c = leading(isr="abc")
+    attach(c, "b", "link-b")
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.1))
+    c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.2))
+    [prop] = only(c.handle(Tick(3.0)), ProposeState)
+    assert prop.state.isr == ("a", "b")
+    assert only(c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 3.1)), ReadState)
+    reread = c.handle(ZkView(state(1, "a", "abc", version=1), members("abc"), None, 3.2))
+    [again] = only(reread + c.handle(Tick(3.3)), ProposeState)  # it was not written: again
+    assert again.state.isr == ("a", "b") and again.request != prop.request
+    out = c.handle(
+        CasDone(again.request, CasOutcome.OK, dataclasses.replace(again.state, version=2), 3.4)
+    )
+    assert only(out, SendPubAck) == [SendPubAck("prod", 1, (1,))]
+
+
+def test_an_isr_cas_of_unknown_outcome_that_happened_is_applied() -> None:
+    c = leading(isr="abc")
+    attach(c, "b", "link-b")
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.1))
+    c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.2))
+    [prop] = only(c.handle(Tick(3.0)), ProposeState)
+    c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 3.1))
+    out = c.handle(ZkView(dataclasses.replace(prop.state, version=2), members("abc"), None, 3.2))
+    assert only(out, SendPubAck) == [SendPubAck("prod", 1, (1,))]
+    assert c.cas is None and c.primary is not None and c.primary.isr == {"a", "b"}
+
+
+# --- bug 6: a lost claim and the refusal counter ---------------------------------------------
+
+
+def refuse(c: BrokerCore, times: int, t0: float) -> list[Action]:
+    f = c.follow
+    assert f is not None
+    out: list[Action] = []
+    for i in range(times):
+        out += c.handle(LinkEvent(f.id, LinkEnd.REFUSED, t0 + 0.06 * i))
+    return out
+
+
+def test_a_backup_whose_claim_loses_drops_its_suspicion_and_follows_again() -> None:
+    """Bug 6: b suspects a (refused connections) and claims; the CAS loses because a, alive,
+    just dropped b from the ISR. b must follow a again (to be re-admitted), not wait forever."""
+    c = following(isr="ab", live="ab")
+    [prop] = only(refuse(c, 3, 1.0), ProposeState)
+    assert c.suspect == member("a")
+    assert only(c.handle(CasDone(prop.request, CasOutcome.CONFLICT, None, 1.2)), ReadState)
+    out = c.handle(ZkView(state(1, "a", "a", version=1), members("ab"), None, 1.3))
+    [start] = only(out, StartFollowing)
+    assert start.primary == member("a") and c.role is Role.FOLLOWING and c.suspect is None
+
+
+def test_refusals_count_only_in_a_row_a_connection_that_succeeded_resets_them() -> None:
+    c = following()
+    f = c.follow
+    assert f is not None
+    refuse(c, 2, 1.0)
+    assert only(c.handle(LinkEvent(f.id, LinkEnd.CONNECTED, 1.2)), SendToPrimary)
+    c.handle(LinkEvent(f.id, LinkEnd.CLOSED, 1.3, clean=True))
+    assert only(refuse(c, 2, 1.4), ProposeState) == []
+    assert c.suspect is None and c.role is Role.FOLLOWING
+    assert only(refuse(c, 1, 1.6), ProposeState), "three in a row now"
+
+
+# --- bug 5: readers whose records were purged -----------------------------------------------
+
+
+def purged_leader() -> BrokerCore:
+    """A 1-replica group whose topic t had ts 1..3 purged (nobody held them)."""
+    c = leading(isr="a", live="a", replicas=1, ephemeral_grace=0.0, offset_interval=0.1)
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.1))
+    c.handle(Tick(1.0))
+    assert c.log.topics["t"].records == []
+    return c
+
+
+def test_an_unnamed_subscriber_resuming_below_what_is_retained_is_told_purged() -> None:
+    c = purged_leader()
+    out = c.handle(ClientFrameIn("sub", Sub(5, "t", None, 2, resume=True), 1.1))
+    [err] = only(out, SendError)
+    assert (err.code, err.sid) == (ErrorCode.PURGED, 5) and not err.code.retriable
+    assert "'t'" in err.message and "2 to 3" in err.message
+    ok = c.handle(ClientFrameIn("sub", Sub(6, "t", None, 4, resume=True), 1.2))
+    assert only(ok, SendSubOk) == [SendSubOk("sub", 6, 4)]
+
+
+def test_a_fetch_below_the_retained_base_is_told_purged_not_given_nothing() -> None:
+    c = purged_leader()
+    [err] = only(c.handle(ClientFrameIn("spark", Fetch(9, "t", 1, 10, 100), 1.1)), SendError)
+    assert (err.code, err.id) == (ErrorCode.PURGED, 9)
+    [fetched] = only(c.handle(ClientFrameIn("spark", Fetch(10, "t", 4, 10, 100), 1.2)), SendFetched)
+    assert (fetched.records, fetched.next_ts) == ([], 4)
+
+
+def test_a_new_primary_purges_nothing_during_the_grace_unnamed_subscribers_get() -> None:
+    c = leading(isr="a", live="a", replicas=1, ephemeral_grace=5.0, offset_interval=0.1)
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.1))
+    c.handle(Tick(4.0))
+    assert len(c.log.topics["t"].records) == 1
+    sub = c.handle(ClientFrameIn("sub", Sub(1, "t", None, 1, resume=True), 4.5))
+    assert only(sub, SendSubOk) == [SendSubOk("sub", 1, 1)]
+
+
+# --- the follow handshake and fencing ----------------------------------------------------------
+
+
+def test_a_follower_is_answered_with_leader_then_entries_and_its_acks_commit() -> None:
+    c = leading(isr="ab", live="ab")
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.1))
+    out = attach(c, "b", "link-b", 0.2)
+    assert [type(a) for a in out if not a.__class__.__name__ == "LogLine"] == [
+        SendLeader,
+        SendEntries,
+    ]
+    assert only(c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.3)), SendPubAck) == [
+        SendPubAck("prod", 1, (1,))
+    ]
+
+
+def test_a_newer_epoch_in_zookeeper_makes_the_primary_step_down_and_redirect() -> None:
+    c = leading(isr="ab", live="ab")
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.1))
+    out = c.handle(ZkView(state(2, "b", "b", 2, version=3), members("ab"), None, 0.5))
+    assert c.primary is None
+    assert [(e.code, e.id) for e in only(out, SendError)] == [(ErrorCode.NOT_PRIMARY, 1)]
+    assert only(out, StartFollowing)
+
+
+def test_a_planned_stop_writes_offsets_then_says_stopped() -> None:
+    c = leading(isr="a", live="a", replicas=1)
+    c.handle(ClientFrameIn("s", Sub(1, "t", "durable", From.EARLIEST), 0.1))
+    out = c.handle(StopRequested(0.2))
+    assert c.primary is None and (only(out, Stopped) or c.role is Role.STEPPING_DOWN)
+    if not only(out, Stopped):
+        assert only(c.handle(Tick(5.0)), Stopped)
+    assert c.role is Role.STOPPED

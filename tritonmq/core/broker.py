@@ -1,0 +1,810 @@
+"""BrokerCore: the one pure state machine of a broker.
+
+It owns every decision a broker makes: its role, the election (a CAS on the group
+state znode), the commit point, ISR proposals, the follow handshake, suspicion of a
+dead primary, step-down, purge ordering and the purge freeze after an election,
+and what each client frame gets. It composes :class:`PrimaryCore` (the primary's
+commit and ISR rules), :class:`BackupCore` (the backup's append rules),
+:class:`Delivery`, :class:`Retention` and :func:`decide`.
+
+How to drive it
+---------------
+Build one per broker process with its settings and its member identity (the boot
+id is chosen outside: a seed reproduces a run). Feed it every event, in the order
+they happen, with :meth:`BrokerCore.handle`; each call returns a ``list[Action]``
+to perform in order (see :mod:`tritonmq.core.actions` for what each one means).
+
+* ZooKeeper: report every session change (SessionChanged) and every fresh read of
+  the group (ZkView: state, members, slot map). After SessionChanged(CONNECTED)
+  the shell re-registers the member znode and reads: the core decides nothing
+  until it sees itself registered in a view.
+* CAS: ProposeState is answered with CasDone carrying OK (the written state with
+  its version), CONFLICT (nothing written) or UNKNOWN (ConnectionLoss or
+  SessionExpired: maybe written). The shell must not retry an UNKNOWN by itself:
+  the core asks for a re-read (ReadState) and judges from the view whether its
+  write happened (an election it won is adopted, an ISR change is applied) or not
+  (the proposal is dropped and decided afresh). No proposal outlives its answer.
+* Ticks: every ~0.1 s (Tick). Lag, offsets, purge, heartbeats, redelivery and the
+  suspended-session deadline are all judged on ticks.
+* Follow links: StartFollowing(follow_id) opens one; every connect, refusal,
+  close and timeout comes back as LinkEvent and every frame as PrimaryFrame with
+  that id. Events of another id are stale and ignored.
+* A planned stop: StopRequested; the core steps down, writes offsets (waits for
+  OffsetsStored, at most ``STOP_FLUSH_S``) and returns Stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Sequence
+from typing import Any, assert_never
+
+from tritonmq.config import BrokerConfig
+from tritonmq.core.actions import (
+    Action,
+    CloseLink,
+    LoadSubscriptions,
+    LogLine,
+    ProposeIsr,
+    ProposeState,
+    ReadState,
+    Replicate,
+    SendEntries,
+    SendError,
+    SendFetched,
+    SendLeader,
+    SendMeta,
+    SendPurge,
+    SendSubOk,
+    SendToPrimary,
+    StartFollowing,
+    StopFollowing,
+    Stopped,
+)
+from tritonmq.core.actions import Level as L
+from tritonmq.core.delivery import Delivery, Mode, check_retained
+from tritonmq.core.events import (
+    CasDone,
+    CasOutcome,
+    ClientFrameIn,
+    ClientGone,
+    Event,
+    FollowerFrame,
+    FollowerGone,
+    LinkEnd,
+    LinkEvent,
+    OffsetsStored,
+    PrimaryFrame,
+    SessionChanged,
+    SessionState,
+    StopRequested,
+    SubscriptionRegistered,
+    SubscriptionsLoaded,
+    Tick,
+    ZkView,
+)
+from tritonmq.core.group import GroupState, Member, Verdict, decide
+from tritonmq.core.log import GroupLog
+from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
+from tritonmq.core.retention import Retention
+from tritonmq.core.slots import SlotMap
+from tritonmq.errors import ReplicationError, RequestRejected
+from tritonmq.wire.frames import (
+    Ack,
+    Append,
+    ErrorCode,
+    Fetch,
+    Follow,
+    Hello,
+    Leader,
+    Meta,
+    Nack,
+    Pub,
+    Purge,
+    ReplAck,
+    Sub,
+    Unsub,
+)
+
+DEAD_AFTER_REFUSALS = 3  # refused follow connections in a row...
+DEAD_AFTER_SECONDS = 0.1  # ...over at least this long: the primary's process is gone
+DURABLES_WAIT_S = 5.0  # a durable `sub` waits this long for a new primary's subscriptions
+STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be written
+FETCH_BYTES = 4 * 1024 * 1024  # a fetch answer is cut here; `next` says where to continue
+
+
+class Role(enum.Enum):
+    JOINING = "joining"  # no decision yet, or waiting (no live in-sync replica, not registered)
+    FOLLOWING = "following"
+    CLAIMING = "claiming"  # our CAS for a new epoch (or the group's creation) is in flight
+    LEADING = "leading"
+    STEPPING_DOWN = "stepping down"  # planned stop: writing the last offsets
+    STOPPED = "stopped"
+
+
+class CasKind(enum.Enum):
+    CLAIM = "claim"
+    ISR = "isr"
+
+
+@dataclasses.dataclass(slots=True)
+class _Cas:
+    request: int
+    kind: CasKind
+    state: GroupState
+    unknown: bool = False  # the answer was UNKNOWN: a re-read decides
+
+
+@dataclasses.dataclass(slots=True)
+class _Follow:
+    id: int
+    primary: Member
+    epoch: int
+    refused: int = 0
+    first_refused: float = 0.0
+
+
+class BrokerCore:
+    def __init__(self, cfg: BrokerConfig, me: Member) -> None:
+        self.cfg = cfg
+        self.me = me
+        self.log = GroupLog()
+        self.delivery = Delivery(
+            self.log,
+            window=cfg.window_records,
+            window_bytes=cfg.window_bytes,
+            ack_timeout=cfg.ack_timeout,
+            grace=cfg.ephemeral_grace,
+        )
+        self.retention = Retention(
+            default_s=cfg.retention_s,
+            per_topic=cfg.topic_retention,
+            dedup_window_s=cfg.dedup_window_s,
+        )
+        self.role = Role.JOINING
+        self.session = SessionState.CONNECTED
+        self.suspended_since = 0.0
+        self.state: GroupState | None = None
+        self.members: dict[str, Member] = {}
+        self.slots: SlotMap | None = None
+        self.viewed = False
+        self.primary: PrimaryCore | None = None
+        self.backup: BackupCore | None = None
+        self.commit_ts = 0  # what we know is committed (as a backup: from the primary)
+        self.follow: _Follow | None = None
+        self.suspect: Member | None = None  # a primary we saw die before ZooKeeper did
+        self.cas: _Cas | None = None
+        self.links: dict[str, Any] = {}  # follower id -> its replication link
+        self.link_ids: dict[int, str] = {}  # id(link) -> follower id
+        self.durables_ready = False
+        self.waiting_subs: list[ClientFrameIn] = []
+        self.stop_deadline = 0.0
+        self._requests = 0
+        self._load_request = 0
+        self._load_retry_at: float | None = None
+        self._next_offsets_at = 0.0
+        self._storing = False
+        self._last_wait = ""
+
+    # --- the one entry point ------------------------------------------------------
+
+    def handle(self, ev: Event) -> list[Action]:
+        """Apply one event; the actions to perform, in order."""
+        if self.role is Role.STOPPED:
+            return []
+        match ev:
+            case ClientFrameIn():
+                return self._client(ev)
+            case ClientGone(conn=conn, now=now):
+                self.delivery.drop_conn(conn, now)
+                if self.primary is not None:
+                    self.primary.drop_conn(conn)
+                self.waiting_subs = [w for w in self.waiting_subs if w.conn is not conn]
+                return []
+            case FollowerFrame():
+                return self._follower_frame(ev)
+            case FollowerGone(link=link, now=now):
+                return self._follower_gone(link, now)
+            case PrimaryFrame():
+                return self._primary_frame(ev)
+            case LinkEvent():
+                return self._link_event(ev)
+            case ZkView():
+                return self._view(ev)
+            case SessionChanged():
+                return self._session(ev)
+            case CasDone():
+                return self._cas_done(ev)
+            case SubscriptionsLoaded():
+                return self._loaded(ev)
+            case OffsetsStored():
+                return self._stored(ev)
+            case SubscriptionRegistered(topic=topic, name=name, offset=offset):
+                if offset is not None:
+                    self.delivery.registered(topic, name, offset)
+                return []
+            case Tick(now=now):
+                return self._tick(now)
+            case StopRequested(now=now):
+                return self._stop(now)
+            case _:
+                assert_never(ev)
+
+    # --- what others may ask ----------------------------------------------------------
+
+    def entries_for(self, start: int, end: int) -> list[Any]:
+        """The log entries a SendEntries names (read when performing it)."""
+        return self.log.entries_between(start, end)
+
+    def primary_url(self) -> str | None:
+        st = self.state
+        if st is None:
+            return None
+        if st.primary == self.me.id and self.primary is None:
+            return None  # our view still names us, but we stepped down
+        m = self.members.get(st.primary)
+        return m.url if m is not None else None
+
+    def meta(self) -> dict[str, Any]:
+        st = self.state
+        return {
+            "op": "meta",
+            "group": self.cfg.group,
+            "broker": self.me.id,
+            "role": "primary" if self.primary is not None else "backup",
+            "epoch": st.epoch if st else 0,
+            "primary": st.primary if st else None,
+            "primary_url": self.primary_url(),
+            "isr": list(st.isr) if st else [],
+            "members": {m.id: m.url for m in self.members.values()},
+            "bytes": self.log.bytes,
+            "records": sum(len(t.records) for t in self.log.topics.values()),
+        }
+
+    # --- clients --------------------------------------------------------------------
+
+    def _other_owner(self, topic: str) -> str | None:
+        if self.slots is None:
+            return None
+        g = self.slots.group_of(topic)
+        return g if g != self.cfg.group else None
+
+    def _not_primary(self, conn: Any, *, id: int | None = None, sid: int | None = None) -> Action:
+        msg = f"broker {self.me.id} is not the primary of {self.cfg.group}"
+        return SendError(conn, ErrorCode.NOT_PRIMARY, msg, id, sid, self.primary_url())
+
+    def _client(self, ev: ClientFrameIn) -> list[Action]:
+        conn, frame, now = ev.conn, ev.frame, ev.now
+        p = self.primary
+        if isinstance(frame, Pub | Sub | Fetch) and (owner := self._other_owner(frame.topic)):
+            msg = f"topic {frame.topic!r} belongs to group {owner}, not {self.cfg.group}"
+            if isinstance(frame, Sub):
+                return [SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=owner)]
+            return [SendError(conn, ErrorCode.WRONG_GROUP, msg, id=frame.id, group=owner)]
+        match frame:
+            case Pub(id=pub_id, topic=topic, records=records):
+                if p is None:
+                    return [self._not_primary(conn, id=pub_id)]
+                return self._primary_out(p, p.publish(conn, pub_id, topic, records), now)
+            case Ack(sid=sid, ts=ts, many=many):
+                return list(self.delivery.ack(conn, sid, ts, self.commit_ts, many, now))
+            case Nack(sid=sid, ts=ts):
+                return list(self.delivery.nack(conn, sid, ts, self.commit_ts, now))
+            case Sub():
+                if p is None:
+                    return [self._not_primary(conn, sid=frame.sid)]
+                if frame.subscription and not self.durables_ready:
+                    self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
+                    return []
+                return self._subscribe(conn, frame, p, now)
+            case Unsub(sid=sid):
+                return list(self.delivery.unsubscribe(conn, sid, now))
+            case Hello():
+                return [SendMeta(conn, {**self.meta(), "id": 0}, cluster=False)]
+            case Meta(id=meta_id):
+                return [SendMeta(conn, {**self.meta(), "id": meta_id}, cluster=True)]
+            case Fetch():
+                if p is None:
+                    return [self._not_primary(conn, id=frame.id)]
+                return [self._fetch(conn, frame, p.commit_ts)]
+            case _:
+                assert_never(frame)
+
+    def _subscribe(self, conn: Any, frame: Sub, p: PrimaryCore, now: float) -> list[Action]:
+        try:
+            next_ts, first = self.delivery.subscribe(
+                conn,
+                frame.sid,
+                frame.topic,
+                frame.subscription,
+                frame.start,
+                frame.window,
+                p.commit_ts,
+                mode=Mode(frame.mode),
+                resume=frame.resume,
+                now=now,
+            )
+        except RequestRejected as e:
+            return [SendError(conn, ErrorCode(e.code), e.message, sid=frame.sid)]
+        return [SendSubOk(conn, frame.sid, next_ts), *first]
+
+    def _fetch(self, conn: Any, frame: Fetch, commit_ts: int) -> Action:
+        try:
+            check_retained(self.log, frame.topic, frame.start)
+        except RequestRejected as e:
+            return SendError(conn, ErrorCode(e.code), e.message, id=frame.id)
+        end = min(frame.end, commit_ts)
+        limit = min(frame.max, self.cfg.max_batch_records)
+        t = self.log.topics.get(frame.topic)
+        recs = t.between(frame.start, end, limit, FETCH_BYTES) if t is not None else []
+        next_ts = recs[-1][0] + 1 if recs else max(frame.start, end + 1)
+        return SendFetched(conn, frame.id, recs, next_ts)
+
+    # --- the primary's actions ----------------------------------------------------------
+
+    def _primary_out(self, p: PrimaryCore, actions: Sequence[Action], now: float) -> list[Action]:
+        """Turn PrimaryCore's requests into shell actions; deliver what newly committed."""
+        out: list[Action] = []
+        for a in actions:
+            if type(a) is Replicate:
+                links = tuple(self.links[f] for f in a.followers if f in self.links)
+                if links:
+                    out.append(SendEntries(links, p.epoch, p.commit_ts, a.start, a.end))
+            elif type(a) is ProposeIsr:
+                out.extend(self._propose_isr(p, a))
+            else:
+                out.append(a)
+        if p.commit_ts > self.commit_ts:
+            self.commit_ts = p.commit_ts
+            out.extend(self.delivery.on_commit(p.commit_ts, now))
+        return out
+
+    def _propose_isr(self, p: PrimaryCore, prop: ProposeIsr) -> list[Action]:
+        st = self.state
+        if st is None or st.epoch != p.epoch or self.cas is not None:
+            p.proposal_failed()
+            return []
+        new = dataclasses.replace(st, isr=prop.isr, boots=dict(prop.boots))
+        self._requests += 1
+        self.cas = _Cas(self._requests, CasKind.ISR, new)
+        return [ProposeState(self._requests, new, prop.reason)]
+
+    def _become_primary(self, state: GroupState, now: float) -> list[Action]:
+        out = self._stop_following()
+        commit = max(self.commit_ts, self.backup.commit_ts if self.backup else 0)
+        self.backup = None
+        p = PrimaryCore(
+            self.me.id,
+            self.log,
+            state,
+            min_insync=self.cfg.effective_min_insync,
+            lag_timeout=self.cfg.replica_lag_timeout,
+            commit_ts=commit,
+            now=now,
+            max_bytes=self.cfg.max_bytes,
+            dedup_max=self.cfg.dedup_max,
+        )
+        self.primary = p
+        self.role = Role.LEADING
+        self.state = state
+        self.commit_ts = p.commit_ts
+        self.durables_ready = False
+        # The old primary's unnamed subscribers are unknown here: purge nothing until
+        # they have had their grace period to reattach (or to be told PURGED).
+        self.delivery.freeze_purge(now + self.cfg.ephemeral_grace)
+        self._requests += 1
+        self._load_request = self._requests
+        out.append(LoadSubscriptions(self._load_request))
+        out.append(
+            LogLine(
+                L.INFO,
+                f"primary of {self.cfg.group}: epoch {state.epoch}, isr {list(state.isr)}",
+            )
+        )
+        members = {m.id: m.boot for m in self.members.values()}
+        out.extend(self._primary_out(p, p.members_changed(members, now), now))
+        return out
+
+    def _step_down(self, reason: str) -> list[Action]:
+        p = self.primary
+        if p is None:
+            return []
+        self.primary = None
+        self.role = Role.JOINING
+        out: list[Action] = [
+            LogLine(L.WARNING, f"stepping down as primary of epoch {p.epoch}: {reason}")
+        ]
+        out.extend(CloseLink(link, "primary stepped down") for link in self.links.values())
+        self.links.clear()
+        self.link_ids.clear()
+        out.extend(p.step_down())
+        for c in list(self.delivery.consumers.values()):
+            out.append(SendError(c.conn, ErrorCode.NOT_PRIMARY, "primary stepped down", sid=c.sid))
+        for w in self.waiting_subs:
+            out.append(self._not_primary(w.conn, sid=getattr(w.frame, "sid", None)))
+        self.waiting_subs.clear()
+        self.delivery.drop_all()
+        self.durables_ready = False
+        if self.cas is not None and self.cas.kind is CasKind.ISR:
+            self.cas = None
+        return out
+
+    # --- followers of ours ----------------------------------------------------------------
+
+    def _follower_frame(self, ev: FollowerFrame) -> list[Action]:
+        link, frame, now = ev.link, ev.frame, ev.now
+        p = self.primary
+        if isinstance(frame, ReplAck):
+            fid = self.link_ids.get(id(link))
+            if p is None or fid is None:
+                return []
+            return self._primary_out(p, p.acked(fid, frame.epoch, frame.ts, now), now)
+        if p is None or frame.group != self.cfg.group:
+            return [CloseLink(link, "not the primary", ErrorCode.NOT_PRIMARY)]
+        res = p.attach(frame.id, frame.boot, frame.epoch, frame.epochs, frame.last_ts, now)
+        if isinstance(res, Rejected):
+            return [CloseLink(link, res.message, res.code)]
+        out: list[Action] = []
+        old = self.links.get(frame.id)
+        if old is not None and old is not link:
+            self.link_ids.pop(id(old), None)
+            out.append(CloseLink(old, "replaced by a newer link"))
+        self.links[frame.id] = link
+        self.link_ids[id(link)] = frame.id
+        out.append(SendLeader(link, res))
+        out.append(LogLine(L.INFO, f"{frame.id} follows from ts {res.truncate_to}"))
+        out.extend(self._primary_out(p, p.pump(frame.id), now))
+        return out
+
+    def _follower_gone(self, link: Any, now: float) -> list[Action]:
+        fid = self.link_ids.pop(id(link), None)
+        if fid is None or self.links.get(fid) is not link:
+            return []
+        del self.links[fid]
+        if self.primary is not None:
+            self.primary.detach(fid, now)
+        return [LogLine(L.INFO, f"{fid} stopped following")]
+
+    # --- following a primary --------------------------------------------------------------
+
+    def _start_following(self, primary: Member, epoch: int) -> list[Action]:
+        out = self._stop_following()
+        if self.suspect is not None and self.suspect.id != primary.id:
+            self.suspect = None
+        self._requests += 1
+        self.follow = _Follow(self._requests, primary, epoch)
+        self.backup = BackupCore(self.log, epoch)
+        self.backup.commit_ts = self.commit_ts
+        self.role = Role.FOLLOWING
+        out.append(StartFollowing(self._requests, primary))
+        out.append(LogLine(L.INFO, f"following {primary.id} at epoch {epoch}"))
+        return out
+
+    def _stop_following(self) -> list[Action]:
+        if self.backup is not None:
+            self.commit_ts = max(self.commit_ts, self.backup.commit_ts)
+        f = self.follow
+        self.follow = None
+        if self.role is Role.FOLLOWING:
+            self.role = Role.JOINING
+        return [StopFollowing(f.id)] if f is not None else []
+
+    def _restart_following(self, why: str) -> list[Action]:
+        f = self.follow
+        assert f is not None
+        out: list[Action] = [LogLine(L.DEBUG, f"following {f.primary.id}: {why}; reconnecting")]
+        out.extend(self._start_following(f.primary, f.epoch))
+        return out
+
+    def _link_event(self, ev: LinkEvent) -> list[Action]:
+        f = self.follow
+        if f is None or ev.follow_id != f.id or self.backup is None:
+            return []
+        if ev.what is LinkEnd.CONNECTED:
+            f.refused = 0
+            self.backup.synced = False
+            hello = Follow(
+                self.cfg.group,
+                self.me.id,
+                self.me.boot,
+                f.epoch,
+                self.log.last_ts,
+                list(self.log.epochs),
+            )
+            return [SendToPrimary(f.id, hello)]
+        if ev.what is LinkEnd.REFUSED:
+            # Nothing listens on the primary's port: its process is gone. A few refusals in
+            # a row let us claim before ZooKeeper expires its session (a freeze or a
+            # partition times out instead, and waits for the session).
+            f.refused, f.first_refused = f.refused + 1, f.first_refused if f.refused else ev.now
+            dead = f.refused >= DEAD_AFTER_REFUSALS and ev.now - f.first_refused >= (
+                DEAD_AFTER_SECONDS
+            )
+            if dead and self.suspect != f.primary:
+                self.suspect = f.primary
+                out: list[Action] = [
+                    LogLine(L.WARNING, f"primary {f.primary.id} refuses connections: gone")
+                ]
+                return out + self._reconcile(ev.now)
+            return []
+        f.refused = 0  # closed, timed out, rejected: not a run of refusals any more
+        self.backup.synced = False
+        if ev.what is LinkEnd.REJECTED:
+            return [LogLine(L.DEBUG, f"following {f.primary.id}: {ev.detail}")]
+        return []
+
+    def _primary_frame(self, ev: PrimaryFrame) -> list[Action]:
+        f, b = self.follow, self.backup
+        if f is None or b is None or ev.follow_id != f.id:
+            return []
+        frame = ev.frame
+        try:
+            if isinstance(frame, Leader):
+                cut = b.on_leader(frame)
+                out: list[Action] = [
+                    LogLine(L.INFO, f"caught up from ts {frame.truncate_to} of {f.primary.id}")
+                ]
+                if cut:
+                    out.append(
+                        LogLine(L.WARNING, f"truncated {cut} entries not in epoch {f.epoch}")
+                    )
+                return out
+            if isinstance(frame, Append):
+                ts = b.on_append(frame)
+                self.commit_ts = max(self.commit_ts, b.commit_ts)
+                return [SendToPrimary(f.id, ReplAck(f.epoch, ts))]
+            if isinstance(frame, Purge):
+                b.on_purge(frame)
+                return []
+            assert_never(frame)
+        except ReplicationError as e:
+            return self._restart_following(str(e))
+
+    # --- ZooKeeper ------------------------------------------------------------------------
+
+    def _session(self, ev: SessionChanged) -> list[Action]:
+        self.session = ev.session
+        out: list[Action] = [LogLine(L.INFO, f"zookeeper session {ev.session.value}")]
+        if ev.session is SessionState.SUSPENDED:
+            self.suspended_since = ev.now
+        elif ev.session is SessionState.LOST:
+            self.viewed = False  # our member znode is gone; wait for a view that has it again
+        return out + self._reconcile(ev.now)
+
+    def _view(self, ev: ZkView) -> list[Action]:
+        self.state = ev.state
+        self.members = dict(ev.members)
+        self.slots = ev.slots
+        self.viewed = True
+        out: list[Action] = []
+        cas = self.cas
+        if cas is not None and cas.unknown:
+            out.extend(self._judge_unknown(cas, ev.now))
+        return out + self._reconcile(ev.now)
+
+    def _judge_unknown(self, cas: _Cas, now: float) -> list[Action]:
+        """A re-read after a CAS of unknown outcome: did our write happen?"""
+        self.cas = None
+        st, want = self.state, cas.state
+        wrote = (
+            st is not None
+            and st.epoch == want.epoch
+            and st.primary == want.primary
+            and tuple(st.isr) == tuple(want.isr)
+            and dict(st.boots) == dict(want.boots)
+        )
+        if cas.kind is CasKind.CLAIM:
+            self.role = Role.JOINING
+            if wrote and st is not None and st.start_ts == self.log.last_ts + 1:
+                return self._become_primary(st, now)
+            return [LogLine(L.INFO, "our claim of unknown outcome did not happen")]
+        p = self.primary
+        if p is None:
+            return []
+        if wrote and st is not None:
+            return self._primary_out(p, p.isr_changed(st), now)
+        p.proposal_failed()
+        return [LogLine(L.INFO, "an ISR change of unknown outcome did not happen; deciding again")]
+
+    def _cas_done(self, ev: CasDone) -> list[Action]:
+        cas = self.cas
+        if cas is None or ev.request != cas.request:
+            return []
+        now = ev.now
+        if ev.outcome is CasOutcome.UNKNOWN:
+            cas.unknown = True
+            return [
+                LogLine(L.WARNING, f"{cas.kind.value} CAS outcome unknown; re-reading"),
+                ReadState(),
+            ]
+        self.cas = None
+        if cas.kind is CasKind.CLAIM:
+            if ev.outcome is CasOutcome.OK and ev.state is not None:
+                return self._become_primary(ev.state, now)
+            # Lost: whoever won (or the primary that just changed the ISR) is alive. Our
+            # suspicion is stale: drop it and follow whatever the fresh view says.
+            self.role = Role.JOINING
+            self.suspect = None
+            return [LogLine(L.INFO, "our claim lost; re-reading the group"), ReadState()]
+        p = self.primary
+        if p is None:
+            return []
+        if ev.outcome is CasOutcome.OK and ev.state is not None:
+            self.state = ev.state
+            return [
+                LogLine(L.INFO, f"isr at epoch {ev.state.epoch} is now {list(ev.state.isr)}"),
+                *self._primary_out(p, p.isr_changed(ev.state), now),
+            ]
+        p.proposal_failed()
+        return [ReadState()]
+
+    def _registered(self) -> bool:
+        return self.viewed and self.members.get(self.me.id) == self.me
+
+    def _reconcile(self, now: float) -> list[Action]:
+        """Decide the role from the session and the latest view."""
+        if self.role in (Role.STEPPING_DOWN, Role.STOPPED):
+            return []
+        p = self.primary
+        out: list[Action]
+        if self.session is not SessionState.CONNECTED:
+            if p is None:
+                return []
+            if self.session is SessionState.LOST:
+                return self._step_down("ZooKeeper session lost")
+            if p.accepting:
+                p.accepting = False
+                return [LogLine(L.WARNING, "ZooKeeper session suspended: refusing writes")]
+            return []
+        if not self._registered() or self.cas is not None:
+            return []
+        state = self.state
+        if p is not None:
+            if (
+                state is None
+                or state.epoch != p.epoch
+                or state.primary != self.me.id
+                or state.boots.get(self.me.id) != self.me.boot
+            ):
+                epoch = state.epoch if state else "?"
+                out = self._step_down(f"group state moved to epoch {epoch}")
+                return out + self._reconcile(now)  # and decide what to be now
+            out = []
+            if not p.accepting:
+                p.accepting = True
+                out.append(LogLine(L.INFO, "ZooKeeper session back: accepting writes"))
+            if p.proposal is None and (set(state.isr) != p.isr or dict(state.boots) != p.boots):
+                out.extend(self._primary_out(p, p.isr_changed(state), now))
+            members = {m.id: m.boot for m in self.members.values()}
+            out.extend(self._primary_out(p, p.members_changed(members, now), now))
+            return out
+        d = decide(
+            self.me,
+            state,
+            self.members,
+            self.log.last_ts,
+            unclean_election=self.cfg.unclean_election,
+            suspect=self.suspect,
+        )
+        if d.verdict is Verdict.CREATE or d.verdict is Verdict.CLAIM:
+            assert d.state is not None
+            # Leave the old epoch before claiming: from here on we acknowledge nothing of it.
+            out = self._stop_following()
+            self.role = Role.CLAIMING
+            self._requests += 1
+            self.cas = _Cas(self._requests, CasKind.CLAIM, d.state)
+            out.append(ProposeState(self._requests, d.state, d.reason))
+            return out
+        if d.verdict is Verdict.FOLLOW:
+            assert d.state is not None and d.primary is not None
+            f = self.follow
+            if f is None or (f.primary, f.epoch) != (d.primary, d.state.epoch):
+                return self._start_following(d.primary, d.state.epoch)
+            return []
+        if d.reason != self._last_wait:
+            self._last_wait = d.reason
+            return [LogLine(L.INFO, f"waiting: {d.reason}")]
+        return []
+
+    # --- durable subscriptions, offsets, purge -----------------------------------------
+
+    def _loaded(self, ev: SubscriptionsLoaded) -> list[Action]:
+        p = self.primary
+        if p is None or ev.request != self._load_request:
+            return []
+        if ev.found is None:
+            self._load_retry_at = ev.now + 0.2
+            return [LogLine(L.WARNING, "loading subscriptions failed; retrying")]
+        self.delivery.load(ev.found)
+        self.durables_ready = True
+        out: list[Action] = [LogLine(L.INFO, f"resumed {len(ev.found)} durable subscription(s)")]
+        waiting, self.waiting_subs = self.waiting_subs, []
+        for w in waiting:
+            assert isinstance(w.frame, Sub)
+            out.extend(self._subscribe(w.conn, w.frame, p, ev.now))
+        return out
+
+    def _stored(self, ev: OffsetsStored) -> list[Action]:
+        self._storing = False
+        if ev.ok:
+            self.delivery.stored(ev.offsets)
+        if self.role is Role.STEPPING_DOWN:
+            return self._finish_stop()
+        p = self.primary
+        return self._purge(p, ev.now) if p is not None else []
+
+    def _purge(self, p: PrimaryCore, now: float) -> list[Action]:
+        """Purge what every subscription has let go of, as far as ZooKeeper holds it."""
+        d = self.delivery
+        if not d.may_purge(now):
+            return []
+        topics = [t for t, tl in self.log.topics.items() if tl.records]
+        points = self.retention.purge_points(topics, d.holds(), p.commit_ts, now)
+        frame = p.purge(points, self.retention.forget_point(now))
+        if frame is not None and self.links:
+            return [SendPurge(tuple(self.links.values()), frame)]
+        return []
+
+    # --- time -----------------------------------------------------------------------------
+
+    def _tick(self, now: float) -> list[Action]:
+        if self.role is Role.STEPPING_DOWN:
+            return self._finish_stop() if now >= self.stop_deadline else []
+        p = self.primary
+        if p is None:
+            return []
+        if (
+            self.session is SessionState.SUSPENDED
+            and now - self.suspended_since > self.cfg.session_timeout
+        ):
+            # ZooKeeper has surely expired us by now; it only says so once we reach it
+            # again. Let our clients go to the new primary instead of waiting for that.
+            return self._step_down("ZooKeeper unreachable for longer than the session timeout")
+        out = self._primary_out(p, p.tick(now), now)
+        out.extend(self.delivery.tick(p.commit_ts, now))
+        self.retention.committed(p.commit_ts, now)
+        beat = tuple(self.links[f] for f in p.heartbeat() if f in self.links)
+        if beat:
+            last = self.log.last_ts
+            out.append(SendEntries(beat, p.epoch, p.commit_ts, last + 1, last))
+        if self._load_retry_at is not None and now >= self._load_retry_at:
+            self._load_retry_at = None
+            out.append(LoadSubscriptions(self._load_request))
+        expired = [w for w in self.waiting_subs if now - w.now > DURABLES_WAIT_S]
+        if expired:
+            self.waiting_subs = [w for w in self.waiting_subs if now - w.now <= DURABLES_WAIT_S]
+            msg = "the new primary is still loading subscriptions; retry"
+            for w in expired:
+                sid = w.frame.sid if isinstance(w.frame, Sub) else None
+                out.append(SendError(w.conn, ErrorCode.UNAVAILABLE, msg, sid=sid))
+        if now >= self._next_offsets_at and not self._storing:
+            self._next_offsets_at = now + self.cfg.offset_interval
+            due = self.delivery.offsets_to_store()
+            if due is not None:
+                self._storing = True
+                out.append(due)
+            else:
+                out.extend(self._purge(p, now))
+        return out
+
+    # --- a planned stop ---------------------------------------------------------------------
+
+    def _stop(self, now: float) -> list[Action]:
+        out = self._stop_following()
+        if self.primary is None:
+            self.role = Role.STOPPED
+            return [*out, Stopped()]
+        due = self.delivery.offsets_to_store()
+        out.extend(self._step_down("shutting down"))
+        self.role = Role.STEPPING_DOWN
+        self.stop_deadline = now + STOP_FLUSH_S
+        if due is None:
+            return out + self._finish_stop()
+        self._storing = True
+        out.append(due)
+        return out
+
+    def _finish_stop(self) -> list[Action]:
+        self.role = Role.STOPPED
+        return [Stopped()]
