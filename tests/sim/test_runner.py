@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from tritonmq.cli import main
@@ -14,24 +15,16 @@ from tritonmq.sim.world import Result
 CI_SEEDS = 2000
 # Violations of a bug this simulator found in the core that is not fixed yet, with the
 # test that pins it (tests/sim/test_world.py). Anything else fails the run.
-KNOWN_OPEN = {
-    # found by the simulator; pinned by test_known_open_core_bug_a_reset_follower_...
-    "reset follower admitted to the ISR before it applied the reset": re.compile(
-        r"acknowledged record ts \d+ \(.*\) is missing on in-sync replica"
-    ),
-    # issue 6 bug 5, not fixed in the core yet; pinned by test_known_open_bug_5_...
-    "an unnamed subscriber silently skips purged records": re.compile(
-        r"after healing, unnamed subscriber \S+ of \S+ never received acked ts"
-    ),
-}
+KNOWN_OPEN = re.compile(r"acknowledged record ts \d+ \(.*\) is missing on in-sync replica")
 
 
 def _known(r: Result) -> bool:
-    v = r.violation or ""
-    reset, skip = KNOWN_OPEN.values()
-    return bool((reset.search(v) and "(reset=True)" in r.trace) or skip.search(v))
+    """The reset-admission hole (pinned in test_world.py): an ISR member lacks records
+    right after it was admitted on a reset it had not applied yet."""
+    return bool(KNOWN_OPEN.search(r.violation or "")) and "(reset=True)" in r.trace
 
 
+@pytest.mark.timeout(1200)  # no timing goal here: the machine is shared; the time is printed
 def test_two_thousand_seeds_break_no_invariant() -> None:
     t0 = time.monotonic()
     summary = run_many(0, CI_SEEDS, jobs=2)
@@ -80,6 +73,7 @@ def test_sim_bad_arguments_exit_2() -> None:
         ["sim", "--seeds", "0"],
         ["sim", "--seed", "x"],
         ["sim", "--seeds", "3", "--jobs", "0"],
+        ["sim", "--seed", "1", "--adapter", "asyncio"],
     )
     for args in bad:
         assert CliRunner().invoke(main, args).exit_code == 2, args

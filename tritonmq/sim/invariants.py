@@ -48,6 +48,7 @@ class History:
         self.sub_bases: dict[tuple[str, str], int] = {}  # durable subscription -> registered offset
         self.writers: dict[tuple[str, int], str] = {}  # (group, epoch) -> broker incarnation
         self.violations: list[str] = []
+        self._checked: dict[str, object] = {}  # group -> what its last ISR check saw
 
     def violation(self, text: str) -> None:
         self.violations.append(text)
@@ -109,6 +110,18 @@ class History:
         if state is None:
             return
         acked = self.acked.get(group, {})
+        key = (
+            state.epoch,
+            tuple(state.isr),
+            len(acked),
+            tuple(
+                (m, b, id(log), len(log.entries), log.base_ts, tuple(log.epochs[-1:]))
+                for m, (b, log) in sorted(logs.items())
+            ),
+        )
+        if self._checked.get(group) == key:
+            return  # nothing it depends on moved since the last check
+        self._checked[group] = key
         for m in state.isr:
             got = logs.get(m)
             if got is None or got[0] != state.boots.get(m):

@@ -17,6 +17,7 @@ from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog
 from tritonmq.sim.broker import BrokerParams, SimBroker, state_path
 from tritonmq.sim.clients import SimProducer, SimSubscriber
+from tritonmq.sim.corebroker import SimCoreBroker
 from tritonmq.sim.faults import Fault, FaultKind, schedule_faults
 from tritonmq.sim.invariants import History
 from tritonmq.sim.network import ZK, Conn, Dial, Network, Proc
@@ -47,6 +48,7 @@ from tritonmq.sim.node import (
 from tritonmq.sim.trace import Trace
 from tritonmq.sim.zkmodel import Outcome, SessionState, ZkCreate, ZkModel, ZkResult, ZkSet
 
+BROKERS = (SimBroker, SimCoreBroker)
 PING_TIMEOUT = 1.0  # a connection over a cut link, or to a frozen process, dies after this
 OPEN_TIMEOUT = 0.5  # a dial that gets no answer
 ZK_TIMEOUT = 0.4
@@ -72,6 +74,9 @@ class SimParams:
     quiet: float = 5.0  # after healing, before the liveness check
     max_steps: int = 20_000
     broker: BrokerParams = field(default_factory=BrokerParams)
+    # "core": brokers are BrokerCore (tritonmq/core/broker.py); "shell": the decisions of
+    # the asyncio shell before BrokerCore, over the pure pieces (sim/broker.py)
+    adapter: str = "core"
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +229,9 @@ class World:
     def _broker_factory(self, name: str, group: str) -> Callable[[], SimNode]:
         def make() -> SimNode:
             boot = f"{self.rng.getrandbits(32):08x}"
-            return SimBroker(name, group, boot, self.p.broker)
+            if self.p.adapter == "shell":
+                return SimBroker(name, group, boot, self.p.broker)
+            return SimCoreBroker(name, group, boot, self.p.broker)
 
         return make
 
@@ -307,7 +314,9 @@ class World:
             case _TickDue(node=node, inc=inc):
                 if self.inc.get(node) == inc and self.net.procs.get(node) is Proc.RUNNING:
                     self._at(self.now + self._tick_of(node), _TickDue(node, inc))
-                    self._deliver(node, Ticked())
+                    sub = self.nodes[node]
+                    if not (isinstance(sub, SimSubscriber) and sub.conn is not None):
+                        self._deliver(node, Ticked())  # a connected subscriber has no timer
 
     def _hold(self, to: str, cid: int, msg: Any) -> None:
         if self.net.procs.get(to) is Proc.FROZEN:
@@ -320,7 +329,7 @@ class World:
         self.trace.step(self.now, f"{name} <- {_describe(ev)}", quiet=quiet)
         for e in effects:
             self._perform(name, e)
-        if isinstance(ev, Received | ZkReplied) and isinstance(node, SimBroker):
+        if isinstance(ev, Received | ZkReplied) and isinstance(node, BROKERS):
             self.dirty.add(node.group)
 
     # --- effects -----------------------------------------------------------------------
@@ -362,7 +371,7 @@ class World:
                 self.history.purged(topic, upto)
             case AcceptedWrites(epoch=epoch):
                 node = self.nodes[name]
-                boot = node.me.boot if isinstance(node, SimBroker) else ""
+                boot = node.me.boot if isinstance(node, BROKERS) else ""
                 self.history.accepted_writes(self.group_of[name], epoch, f"{name}/{boot}")
 
     def _close(self, conn: Conn, *, timed_out: bool, closer: str | None) -> None:
@@ -380,7 +389,7 @@ class World:
         logs = {
             f"{b}/{n.me.boot}": n.log
             for b, n in self.nodes.items()
-            if isinstance(n, SimBroker)
+            if isinstance(n, BROKERS)
             and n.group == group
             and self.net.procs.get(b) is not Proc.DOWN
         }
@@ -393,7 +402,7 @@ class World:
         logs = {
             b: (n.me.boot, n.log)
             for b, n in self.nodes.items()
-            if isinstance(n, SimBroker)
+            if isinstance(n, BROKERS)
             and n.group == group
             and self.net.procs.get(b) is not Proc.DOWN
         }
@@ -501,14 +510,14 @@ class World:
 
     def _tick_of(self, name: str) -> float:
         """Brokers tick as the shell's timers do; clients only need to notice retries."""
-        return TICK if isinstance(self.nodes.get(name), SimBroker) else CLIENT_TICK
+        return TICK if isinstance(self.nodes.get(name), BROKERS) else CLIENT_TICK
 
     def _schedule_tick(self, name: str, inc: int, t: float) -> None:
         self._at(t, _TickDue(name, inc))
 
     def _crash(self, name: str) -> None:
         node = self.nodes[name]
-        if isinstance(node, SimBroker):
+        if isinstance(node, BROKERS):
             self.graveyard.append((node.group, f"{name}/{node.me.boot}", node.log))
         self.net.procs[name] = Proc.DOWN
         self.held.pop(name, None)
@@ -642,7 +651,7 @@ class World:
             if other == name or self.group_of[other] != group or other not in self.factories:
                 continue
             node = self.nodes[other]
-            if not isinstance(node, SimBroker):
+            if not isinstance(node, BROKERS):
                 continue
             if self.net.procs.get(other) is not Proc.RUNNING or not state.in_sync(node.me):
                 return False
