@@ -78,12 +78,16 @@ def test_known_open_core_bug_a_reset_follower_joins_the_isr_before_it_holds_anyt
     before it has even received the ``leader`` frame, and the next tick proposes it into
     the ISR. Until it applies the reset its log is empty from ts 1; were it elected in
     that window (the primary dies, the ``leader`` frame is lost with the connection) it
-    would start its epoch at ts 1 and reuse acknowledged ts values. BrokerCore uses the
-    same ``attach``; this seed shows it with the pre-BrokerCore shell's timing.
+    would start its epoch at ts 1 and reuse acknowledged ts values. Seed 332 (BrokerCore:
+    the proposal goes out on the very view that follows the attach) and seed 79 (the
+    pre-BrokerCore shell) show it.
 
     When the core fixes this (count a reset follower's progress from its first ack),
     this test fails: delete it and the KNOWN_OPEN entry in test_runner.py.
     """
-    r = World(79, SimParams(adapter="shell")).run()
-    assert r.violation is not None and "missing on in-sync replica g0b0" in r.violation
-    assert "(reset=True)" in r.trace
+    r = World(332).run()
+    assert r.violation is not None and "missing on in-sync replica g0b2" in r.violation
+    assert "g0b1: follower on #10 starts after ts 36 (reset=True)" in r.trace
+    shell = World(79, SimParams(adapter="shell")).run()
+    assert shell.violation is not None and "missing on in-sync replica g0b0" in shell.violation
+    assert "(reset=True)" in shell.trace
