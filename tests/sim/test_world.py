@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import os
 import subprocess
 import sys
 
 from tritonmq.sim.broker import BrokerParams
-from tritonmq.sim.world import SimParams, World
+from tritonmq.sim.node import ZkReplied, ZkRequest
+from tritonmq.sim.world import SimParams, World, _ToNode, _ZkArrive
+from tritonmq.sim.zkmodel import Outcome, ZkCreate, ZkSet
 
 
 def test_the_same_seed_gives_the_same_trace_bit_for_bit() -> None:
@@ -91,3 +94,28 @@ def test_known_open_core_bug_a_reset_follower_joins_the_isr_before_it_holds_anyt
     shell = World(79, SimParams(adapter="shell")).run()
     assert shell.violation is not None and "missing on in-sync replica g0b0" in shell.violation
     assert "(reset=True)" in shell.trace
+
+
+def test_connection_loss_on_a_cas_leaves_its_outcome_unknown_to_the_caller() -> None:
+    """The caller of a CAS hit by ConnectionLoss hears UNKNOWN; whether ZooKeeper applied
+    the write is up to the seed, and both happen."""
+    outcomes = set()
+    for seed in range(30):
+        w = World(seed, SimParams(faults=0))
+        sid = w.sessions["g0b0"]
+        w.zk.apply(sid, ZkCreate("/x", "v0"))
+        w.zk_flaky["g0"] = 1
+        w.queue.clear()
+        w._zk_send("g0b0", ZkRequest("t", ZkSet("/x", "v1", 0)))
+        replies = []
+        while w.queue and not replies:
+            t, _, ev = heapq.heappop(w.queue)
+            w.now = t
+            if isinstance(ev, _ToNode) and isinstance(ev.ev, ZkReplied):
+                replies.append(ev.ev.result.outcome)
+            elif isinstance(ev, _ZkArrive):
+                w._step(ev)
+        assert replies == [Outcome.UNKNOWN]
+        outcomes.add(w.zk.nodes["/x"].data)
+        assert "ConnectionLoss on g0b0's t (/x)" in w.trace.faults[-1]
+    assert outcomes == {"v0", "v1"}  # sometimes written, sometimes not
