@@ -559,3 +559,22 @@ def test_a_follower_that_missed_purged_records_still_dedups_a_late_retry_once_el
     assert y.log.last_ts == x.log.last_ts, "the retry was stored twice"
     py.purge({}, forget=py.commit_ts)  # the dedup window passed on the new primary too
     assert y.log.lookup(b"u3") is None
+
+
+def test_a_follower_that_starts_by_reset_joins_the_isr_only_after_it_acked_the_reset() -> None:
+    """Found by the simulator (seed 79): a follower behind the purge horizon was counted as
+    holding everything up to our base before it even received the leader frame, and the
+    next tick admitted it; elected then, it would start its epoch at ts 1."""
+    p = primary(isr="a", members="ab", min_insync=1)
+    p.publish("prod", 1, "t", recs("u1", "u2"))
+    p.purge({"t": 2}, forget=0)
+    assert p.log.base_ts == 3
+    b = BackupCore(GroupLog(), 1)
+    lead = attach(p, "b", b.log, 1.0)
+    assert lead.reset
+    assert [a for a in p.tick(1.1) if isinstance(a, ProposeIsr)] == [], "b holds nothing yet"
+    b.on_leader(lead)
+    beat = p.heartbeat()
+    assert beat == ("b",)
+    out = p.acked("b", 1, b.on_append(Append(1, p.commit_ts, p.log.last_ts + 1, [])), 1.2)
+    assert proposal(out) == (("a", "b"), boots("ab"))

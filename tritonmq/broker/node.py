@@ -169,7 +169,8 @@ class Broker:
         if coord.session is not self._session:
             self._session = coord.session  # type: ignore[assignment]
             self.feed(SessionChanged(coord.session, now))
-        self.feed(ZkView(coord.state, dict(coord.members), coord.slot_map, now))
+        if coord.registered:  # after a lost session, the view is stale until we are back
+            self.feed(ZkView(coord.state, dict(coord.members), coord.slot_map, now))
 
     async def _ticker(self) -> None:
         while True:

@@ -591,12 +591,13 @@ class BrokerCore:
             st is not None
             and st.epoch == want.epoch
             and st.primary == want.primary
+            and st.start_ts == want.start_ts
             and tuple(st.isr) == tuple(want.isr)
             and dict(st.boots) == dict(want.boots)
         )
         if cas.kind is CasKind.CLAIM:
             self.role = Role.JOINING
-            if wrote and st is not None and st.start_ts == self.log.last_ts + 1:
+            if wrote and st is not None:
                 return self._become_primary(st, now)
             return [LogLine(L.INFO, "our claim of unknown outcome did not happen")]
         p = self.primary

@@ -264,7 +264,13 @@ class PrimaryCore:
             reset
         ):  # it lacks records we have purged (acknowledged by everyone): start it at our base
             agree = self.log.base_ts - 1
-        self.followers[fid] = FollowerProgress(fid, boot, agree, now)
+        f = self.followers[fid] = FollowerProgress(fid, boot, agree, now)
+        if reset:
+            # It holds none of it until it has applied the reset: count its progress from
+            # its first ack (a heartbeat brings one at once), not from our base, or the
+            # next tick could admit an empty log to the ISR.
+            f.acked = -1
+            self._beat_commit = -1
         self.absent_since.pop(fid, None)
         # Records it will never see (purged) still deduplicate there, should it be elected.
         dedup = self.log.dedup_after(-1 if reset else agree)
