@@ -75,25 +75,18 @@ def test_a_lost_isr_cas_reply_stalls_the_old_shell_for_good() -> None:
     assert World(seed).run().violation is None  # BrokerCore
 
 
-def test_known_open_core_bug_a_reset_follower_joins_the_isr_before_it_holds_anything() -> None:
-    """Found by this simulator (not in issue 6's list): ``PrimaryCore.attach`` counts a
-    follower that starts by *reset* as having acknowledged up to the primary's base
-    before it has even received the ``leader`` frame, and the next tick proposes it into
-    the ISR. Until it applies the reset its log is empty from ts 1; were it elected in
-    that window (the primary dies, the ``leader`` frame is lost with the connection) it
-    would start its epoch at ts 1 and reuse acknowledged ts values. Seed 332 (BrokerCore:
-    the proposal goes out on the very view that follows the attach) and seed 79 (the
-    pre-BrokerCore shell) show it.
-
-    When the core fixes this (count a reset follower's progress from its first ack),
-    this test fails: delete it and the KNOWN_OPEN entry in test_runner.py.
-    """
+def test_a_reset_follower_is_not_admitted_to_the_isr_before_it_holds_anything() -> None:
+    """Found by this simulator: ``PrimaryCore.attach`` counted a follower that starts by
+    *reset* as holding everything up to the primary's base before it had even received
+    the ``leader`` frame, and the next view proposed it into the ISR while its log was
+    still empty from ts 1 (elected then, it would have reused acknowledged ts values).
+    Seed 332 (BrokerCore) and seed 79 (the old shell) broke "in-sync replicas hold what
+    was acknowledged" before core commit 90e6249; now they run clean."""
     r = World(332).run()
-    assert r.violation is not None and "missing on in-sync replica g0b2" in r.violation
-    assert "g0b1: follower on #10 starts after ts 36 (reset=True)" in r.trace
+    assert r.violation is None, r.trace
+    assert "follower on #10 starts after ts 36 (reset=True)" in r.trace
     shell = World(79, SimParams(adapter="shell")).run()
-    assert shell.violation is not None and "missing on in-sync replica g0b0" in shell.violation
-    assert "(reset=True)" in shell.trace
+    assert shell.violation is None, shell.trace
 
 
 def test_connection_loss_on_a_cas_leaves_its_outcome_unknown_to_the_caller() -> None:
