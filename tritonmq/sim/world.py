@@ -291,9 +291,10 @@ class World:
                 if not self.net.link_ok(conn.a, conn.b):
                     conn.held.append((to, msg))
                     return
-                self._deliver(to, Received(cid, msg)) if self.net.running(to) else self._hold(
-                    to, cid, msg
-                )
+                if self.net.running(to):
+                    self._deliver(to, Received(cid, msg))
+                else:
+                    self._hold(to, cid, msg)
             case _ZkArrive():
                 self._zk_arrive(ev)
             case _Heartbeat(node=node, inc=inc):
@@ -558,11 +559,11 @@ class World:
         if stuck:
             self._close(conn, timed_out=True, closer=None)
 
-    def _cut(self, names: list[str]) -> None:
+    def _cut(self) -> None:
+        """Connections over a cut link die of ping timeouts unless it heals first."""
         for conn in list(self.net.conns.values()):
             if conn.open and not self.net.link_ok(conn.a, conn.b):
                 self._at(self.now + PING_TIMEOUT, _PingCheck(conn.id))
-        del names
 
     def _heal_links(self) -> None:
         for conn in list(self.net.conns.values()):
@@ -609,7 +610,7 @@ class World:
                     self.now, f"partition {target} <-> {f.other} for {f.duration:.2f}s"
                 )
                 self.net.cuts.add(pair)
-                self._cut([target, f.other])
+                self._cut()
                 self._at(
                     self.now + f.duration,
                     _FaultEvent(Fault(FaultKind.HEAL, target, 0.0, 0.0, f.other)),
