@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from tritonmq.sim.broker import BrokerParams
-from tritonmq.sim.node import ZkReplied, ZkRequest
+from tritonmq.sim.node import Closed, Dialed, DialOut, ZkReplied, ZkRequest
 from tritonmq.sim.world import SimParams, World, _ToNode, _ZkArrive
 from tritonmq.sim.zkmodel import Outcome, ZkCreate, ZkSet
 
@@ -112,3 +112,21 @@ def test_connection_loss_on_a_cas_leaves_its_outcome_unknown_to_the_caller() -> 
         outcomes.add(w.zk.nodes["/x"].data)
         assert "ConnectionLoss on g0b0's t (/x)" in w.trace.faults[-1]
     assert outcomes == {"v0", "v1"}  # sometimes written, sometimes not
+
+
+def test_a_connection_reset_never_reaches_a_node_before_it_knew_the_connection() -> None:
+    """A peer that crashes right after accepting: the dialer hears "connected", then
+    "closed" (the kernel's reset follows the open), never the other way round, or it
+    would keep a dead connection for good (a producer stalled after healing)."""
+    for seed in range(40):
+        w = World(seed, SimParams(faults=0))
+        w.queue.clear()
+        w._perform("g0p0", DialOut("g0b0", "client", "probe"))
+        w._crash("g0b0")
+        seen = []
+        while w.queue:
+            t, _, ev = heapq.heappop(w.queue)
+            if isinstance(ev, _ToNode) and ev.node == "g0p0":
+                if isinstance(ev.ev, Dialed | Closed):
+                    seen.append(type(ev.ev).__name__)
+        assert seen == ["Dialed", "Closed"], (seed, seen)

@@ -350,6 +350,7 @@ class World:
                 if outcome is Dial.CONNECTED:
                     conn = self.net.open(name, peer, kind)
                     d = self.net.delay()
+                    conn.known_at = {peer: self.now + d, name: self.now + 2 * d}
                     self._to(peer, Accepted(conn.id, name, kind), d)
                     self._to(name, Dialed(tag, peer, outcome, conn.id), 2 * d)
                 elif outcome is Dial.REFUSED:
@@ -381,7 +382,9 @@ class World:
             if end == closer:
                 continue
             delay = PING_TIMEOUT if timed_out else self.net.delay()
-            self._to(end, Closed(conn.id, timed_out), delay)
+            # Never before the end has heard of the connection: a reset follows the open.
+            t = max(self.now + delay, conn.known_at.get(end, 0.0))
+            self._at(t, _ToNode(end, self.inc.get(end, 0), Closed(conn.id, timed_out)))
 
     def _acked_copies(self, name: str, msg: PubAcked) -> None:
         """Count copies on every incarnation that ever held the record: one that
