@@ -487,6 +487,13 @@ def chaos(
 @click.option("--groups", type=click.IntRange(1, 16), default=1, show_default=True)
 @click.option("--replicas", type=click.IntRange(1, 7), default=3, show_default=True)
 @click.option("--faults", type=click.IntRange(0, 100), default=5, show_default=True)
+@click.option(
+    "--adapter",
+    type=click.Choice(["core", "shell"]),
+    default="core",
+    show_default=True,
+    help="Brokers as BrokerCore, or as the pre-BrokerCore shell over the pure pieces.",
+)
 def sim(
     seed: int | None,
     seeds: int | None,
@@ -495,6 +502,7 @@ def sim(
     groups: int,
     replicas: int,
     faults: int,
+    adapter: str,
 ) -> None:
     """Deterministic simulator: whole clusters, seeded faults, invariants after every step."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -504,7 +512,7 @@ def sim(
 
     if (seed is None) == (seeds is None):
         _fail("give either --seed S (replay one) or --seeds N (run many)")
-    params = SimParams(groups=groups, replicas=replicas, faults=faults)
+    params = SimParams(groups=groups, replicas=replicas, faults=faults, adapter=adapter)
     if seed is not None:
         r = run_seed(seed, params)
         click.echo(r.trace)

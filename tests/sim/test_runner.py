@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from tritonmq.cli import main
@@ -12,6 +13,7 @@ from tritonmq.sim.runner import run_many
 CI_SEEDS = 2000
 
 
+@pytest.mark.timeout(1200)  # no timing goal here: the machine is shared; the time is printed
 def test_two_thousand_seeds_break_no_invariant() -> None:
     t0 = time.monotonic()
     summary = run_many(0, CI_SEEDS, jobs=2)
@@ -23,10 +25,10 @@ def test_two_thousand_seeds_break_no_invariant() -> None:
 
 
 def test_sim_replays_one_seed_and_exits_zero_when_clean() -> None:
-    res = CliRunner().invoke(main, ["sim", "--seed", "12"])
+    res = CliRunner().invoke(main, ["sim", "--seed", "1"])
     assert res.exit_code == 0, res.output
-    assert "seed 12: no violation" in res.output and "crash g0b2" in res.output
-    again = CliRunner().invoke(main, ["sim", "--seed", "12"])
+    assert "seed 1: no violation" in res.output and "crash g0b1" in res.output
+    again = CliRunner().invoke(main, ["sim", "--seed", "1"])
     assert again.output == res.output
 
 
@@ -56,6 +58,7 @@ def test_sim_bad_arguments_exit_2() -> None:
         ["sim", "--seeds", "0"],
         ["sim", "--seed", "x"],
         ["sim", "--seeds", "3", "--jobs", "0"],
+        ["sim", "--seed", "1", "--adapter", "asyncio"],
     )
     for args in bad:
         assert CliRunner().invoke(main, args).exit_code == 2, args

@@ -167,7 +167,7 @@ class SimProducer(_Client):
             for i, (pub_id, recs, seqs) in enumerate(self.unacked):
                 if pub_id == msg.id:
                     for rec, seq, ts in zip(recs, seqs, msg.ts, strict=True):
-                        self.history.pub_acked(self.group, self.name, rec[0], seq, ts)
+                        self.history.pub_acked(self.group, self.topic, self.name, rec[0], seq, ts)
                     del self.unacked[i]
                     return
         elif isinstance(msg, ErrorFrame) and msg.id is not None:

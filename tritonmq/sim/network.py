@@ -42,6 +42,7 @@ class Conn:
     open: bool = True
     last_arrival: float = 0.0  # messages never overtake each other
     held: list[tuple[str, Any]] = field(default_factory=list)  # (to, msg) waiting for a link
+    known_at: dict[str, float] = field(default_factory=dict)  # when each end learns of it
 
     def other(self, me: str) -> str:
         return self.b if me == self.a else self.a

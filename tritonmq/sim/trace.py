@@ -15,10 +15,13 @@ class Trace:
         self._digest = blake2b(digest_size=16)
         self.steps = 0
 
-    def step(self, now: float, text: str) -> None:
+    def step(self, now: float, text: str, *, quiet: bool = False) -> None:
+        """Count a step; a quiet one (a timer that did nothing) is left out of the report
+        but not out of the digest."""
         self.steps += 1
         line = f"{now:9.4f} {text}"
-        self.lines.append(line)
+        if not quiet:
+            self.lines.append(line)
         self._digest.update(line.encode())
 
     def fault(self, now: float, text: str) -> None:

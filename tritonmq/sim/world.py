@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonmq.core.group import GroupState
+from tritonmq.core.log import GroupLog
 from tritonmq.sim.broker import BrokerParams, SimBroker, state_path
 from tritonmq.sim.clients import SimProducer, SimSubscriber
+from tritonmq.sim.corebroker import SimCoreBroker
 from tritonmq.sim.faults import Fault, FaultKind, schedule_faults
 from tritonmq.sim.invariants import History
 from tritonmq.sim.network import ZK, Conn, Dial, Network, Proc
@@ -46,6 +48,7 @@ from tritonmq.sim.node import (
 from tritonmq.sim.trace import Trace
 from tritonmq.sim.zkmodel import Outcome, SessionState, ZkCreate, ZkModel, ZkResult, ZkSet
 
+BROKERS = (SimBroker, SimCoreBroker)
 PING_TIMEOUT = 1.0  # a connection over a cut link, or to a frozen process, dies after this
 OPEN_TIMEOUT = 0.5  # a dial that gets no answer
 ZK_TIMEOUT = 0.4
@@ -56,18 +59,24 @@ CLIENT_TICK = 0.25  # a ZooKeeper request that gets no answer ends in Connection
 class SimParams:
     groups: int = 1
     replicas: int = 3
-    subscribers: tuple[tuple[str | None, str], ...] = (
-        ("durable", "broadcast"),
-        ("shared", "shared"),
-        ("shared", "shared"),
-        (None, "broadcast"),
+    # (topic, subscription name or None for unnamed, mode); topics are per group: "t" has
+    # every kind of subscriber, "u" only an unnamed one (nothing durable holds it back).
+    subscribers: tuple[tuple[str, str | None, str], ...] = (
+        ("t", "durable", "broadcast"),
+        ("t", "shared", "shared"),
+        ("t", "shared", "shared"),
+        ("t", None, "broadcast"),
+        ("u", None, "broadcast"),
     )
-    producers_per_group: int = 1
+    producers: tuple[str, ...] = ("t", "u")  # one producer per topic named here
     publish_until: float = 4.0
     faults: int = 5
     quiet: float = 5.0  # after healing, before the liveness check
     max_steps: int = 20_000
     broker: BrokerParams = field(default_factory=BrokerParams)
+    # "core": brokers are BrokerCore (tritonmq/core/broker.py); "shell": the decisions of
+    # the asyncio shell before BrokerCore, over the pure pieces (sim/broker.py)
+    adapter: str = "core"
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +191,7 @@ class World:
         self.watch_delay = 0.05
         self.faults_done = 0
         self.dirty: set[str] = set()
+        self.graveyard: list[tuple[str, str, GroupLog]] = []  # crashed incarnations' memory
         self.healed = False
         self._build()
 
@@ -195,18 +205,18 @@ class World:
                 name = f"{group}b{r}"
                 self.group_of[name] = group
                 self.factories[name] = self._broker_factory(name, group)
-            topic = f"{group}.t"
-            for i in range(p.producers_per_group):
+            for i, t in enumerate(p.producers):
                 name = f"{group}p{i}"
                 self.group_of[name] = group
                 rng = random.Random(self.rng.getrandbits(64))
                 prod = SimProducer(
-                    name, group, topic, self.history, rng, publish_until=p.publish_until
+                    name, group, f"{group}.{t}", self.history, rng, publish_until=p.publish_until
                 )
                 self.factories[name] = lambda prod=prod: prod  # type: ignore[misc]
-            for i, (sub, mode) in enumerate(p.subscribers):
+            for i, (t, sub, mode) in enumerate(p.subscribers):
                 name = f"{group}s{i}"
                 self.group_of[name] = group
+                topic = f"{group}.{t}"
                 s = SimSubscriber(name, group, topic, self.history, subscription=sub, mode=mode)
                 self.factories[name] = lambda s=s: s  # type: ignore[misc]
         for name in self.factories:
@@ -219,7 +229,9 @@ class World:
     def _broker_factory(self, name: str, group: str) -> Callable[[], SimNode]:
         def make() -> SimNode:
             boot = f"{self.rng.getrandbits(32):08x}"
-            return SimBroker(name, group, boot, self.p.broker)
+            if self.p.adapter == "shell":
+                return SimBroker(name, group, boot, self.p.broker)
+            return SimCoreBroker(name, group, boot, self.p.broker)
 
         return make
 
@@ -279,9 +291,10 @@ class World:
                 if not self.net.link_ok(conn.a, conn.b):
                     conn.held.append((to, msg))
                     return
-                self._deliver(to, Received(cid, msg)) if self.net.running(to) else self._hold(
-                    to, cid, msg
-                )
+                if self.net.running(to):
+                    self._deliver(to, Received(cid, msg))
+                else:
+                    self._hold(to, cid, msg)
             case _ZkArrive():
                 self._zk_arrive(ev)
             case _Heartbeat(node=node, inc=inc):
@@ -302,7 +315,9 @@ class World:
             case _TickDue(node=node, inc=inc):
                 if self.inc.get(node) == inc and self.net.procs.get(node) is Proc.RUNNING:
                     self._at(self.now + self._tick_of(node), _TickDue(node, inc))
-                    self._deliver(node, Ticked())
+                    sub = self.nodes[node]
+                    if not (isinstance(sub, SimSubscriber) and sub.conn is not None):
+                        self._deliver(node, Ticked())  # a connected subscriber has no timer
 
     def _hold(self, to: str, cid: int, msg: Any) -> None:
         if self.net.procs.get(to) is Proc.FROZEN:
@@ -310,11 +325,12 @@ class World:
 
     def _deliver(self, name: str, ev: NodeEvent) -> None:
         node = self.nodes[name]
-        self.trace.step(self.now, f"{name} <- {_describe(ev)}")
         effects = node.handle(ev, self.now)
+        quiet = isinstance(ev, Ticked) and not effects
+        self.trace.step(self.now, f"{name} <- {_describe(ev)}", quiet=quiet)
         for e in effects:
             self._perform(name, e)
-        if isinstance(ev, Received | ZkReplied) and isinstance(node, SimBroker):
+        if isinstance(ev, Received | ZkReplied) and isinstance(node, BROKERS):
             self.dirty.add(node.group)
 
     # --- effects -----------------------------------------------------------------------
@@ -334,6 +350,7 @@ class World:
                 if outcome is Dial.CONNECTED:
                     conn = self.net.open(name, peer, kind)
                     d = self.net.delay()
+                    conn.known_at = {peer: self.now + d, name: self.now + 2 * d}
                     self._to(peer, Accepted(conn.id, name, kind), d)
                     self._to(name, Dialed(tag, peer, outcome, conn.id), 2 * d)
                 elif outcome is Dial.REFUSED:
@@ -356,7 +373,7 @@ class World:
                 self.history.purged(topic, upto)
             case AcceptedWrites(epoch=epoch):
                 node = self.nodes[name]
-                boot = node.me.boot if isinstance(node, SimBroker) else ""
+                boot = node.me.boot if isinstance(node, BROKERS) else ""
                 self.history.accepted_writes(self.group_of[name], epoch, f"{name}/{boot}")
 
     def _close(self, conn: Conn, *, timed_out: bool, closer: str | None) -> None:
@@ -365,17 +382,22 @@ class World:
             if end == closer:
                 continue
             delay = PING_TIMEOUT if timed_out else self.net.delay()
-            self._to(end, Closed(conn.id, timed_out), delay)
+            # Never before the end has heard of the connection: a reset follows the open.
+            t = max(self.now + delay, conn.known_at.get(end, 0.0))
+            self._at(t, _ToNode(end, self.inc.get(end, 0), Closed(conn.id, timed_out)))
 
     def _acked_copies(self, name: str, msg: PubAcked) -> None:
+        """Count copies on every incarnation that ever held the record: one that
+        acknowledged it and then crashed did hold it when the primary counted it."""
         group = self.group_of[name]
         logs = {
-            b: n.log
+            f"{b}/{n.me.boot}": n.log
             for b, n in self.nodes.items()
-            if isinstance(n, SimBroker)
+            if isinstance(n, BROKERS)
             and n.group == group
             and self.net.procs.get(b) is not Proc.DOWN
         }
+        logs.update((k, log) for g, k, log in self.graveyard if g == group)
         self.history.acknowledged_copies(group, msg.ts, logs)
 
     def _check_group(self, group: str) -> None:
@@ -384,7 +406,7 @@ class World:
         logs = {
             b: (n.me.boot, n.log)
             for b, n in self.nodes.items()
-            if isinstance(n, SimBroker)
+            if isinstance(n, BROKERS)
             and n.group == group
             and self.net.procs.get(b) is not Proc.DOWN
         }
@@ -492,12 +514,15 @@ class World:
 
     def _tick_of(self, name: str) -> float:
         """Brokers tick as the shell's timers do; clients only need to notice retries."""
-        return TICK if isinstance(self.nodes.get(name), SimBroker) else CLIENT_TICK
+        return TICK if isinstance(self.nodes.get(name), BROKERS) else CLIENT_TICK
 
     def _schedule_tick(self, name: str, inc: int, t: float) -> None:
         self._at(t, _TickDue(name, inc))
 
     def _crash(self, name: str) -> None:
+        node = self.nodes[name]
+        if isinstance(node, BROKERS):
+            self.graveyard.append((node.group, f"{name}/{node.me.boot}", node.log))
         self.net.procs[name] = Proc.DOWN
         self.held.pop(name, None)
         for conn in self.net.conns_of(name):
@@ -537,11 +562,11 @@ class World:
         if stuck:
             self._close(conn, timed_out=True, closer=None)
 
-    def _cut(self, names: list[str]) -> None:
+    def _cut(self) -> None:
+        """Connections over a cut link die of ping timeouts unless it heals first."""
         for conn in list(self.net.conns.values()):
             if conn.open and not self.net.link_ok(conn.a, conn.b):
                 self._at(self.now + PING_TIMEOUT, _PingCheck(conn.id))
-        del names
 
     def _heal_links(self) -> None:
         for conn in list(self.net.conns.values()):
@@ -578,8 +603,9 @@ class World:
                     self.now + f.duration, _FaultEvent(Fault(FaultKind.THAW, target, 0.0, 0.0))
                 )
             case FaultKind.THAW:
-                self.trace.fault(self.now, f"thaw {target}")
-                self._thaw(target)
+                if self.net.procs.get(target) is Proc.FROZEN:  # not if it crashed meanwhile
+                    self.trace.fault(self.now, f"thaw {target}")
+                    self._thaw(target)
                 return
             case FaultKind.PARTITION:
                 pair = frozenset((target, f.other))
@@ -587,7 +613,7 @@ class World:
                     self.now, f"partition {target} <-> {f.other} for {f.duration:.2f}s"
                 )
                 self.net.cuts.add(pair)
-                self._cut([target, f.other])
+                self._cut()
                 self._at(
                     self.now + f.duration,
                     _FaultEvent(Fault(FaultKind.HEAL, target, 0.0, 0.0, f.other)),
@@ -629,7 +655,7 @@ class World:
             if other == name or self.group_of[other] != group or other not in self.factories:
                 continue
             node = self.nodes[other]
-            if not isinstance(node, SimBroker):
+            if not isinstance(node, BROKERS):
                 continue
             if self.net.procs.get(other) is not Proc.RUNNING or not state.in_sync(node.me):
                 return False

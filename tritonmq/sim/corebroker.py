@@ -1,0 +1,396 @@
+"""A simulated broker built on :class:`tritonmq.core.broker.BrokerCore`: the simulator's
+events translated to the core's, the core's actions performed as effects.
+
+This is what ``broker/`` does with asyncio, websockets and kazoo, done with the
+simulator's models: it decides nothing. Shell duties the core leaves to its shell
+are here too: registering the member znode after every new session, re-reading
+the group on watches, reconnecting a follow link on a short back-off until told
+to stop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from tritonmq.config import BrokerConfig
+from tritonmq.core import events as ce
+from tritonmq.core.actions import (
+    Action,
+    CloseLink,
+    Deliver,
+    LoadSubscriptions,
+    LogLine,
+    ProposeIsr,
+    ProposeState,
+    ReadState,
+    RegisterSubscription,
+    Replicate,
+    SendEntries,
+    SendError,
+    SendFetched,
+    SendLeader,
+    SendMeta,
+    SendPubAck,
+    SendPurge,
+    SendSubOk,
+    SendToPrimary,
+    StartFollowing,
+    StopFollowing,
+    Stopped,
+    StoreOffsets,
+)
+from tritonmq.core.actions import (
+    CloseConn as CoreCloseConn,
+)
+from tritonmq.core.broker import BrokerCore
+from tritonmq.core.group import GroupState, Member
+from tritonmq.core.log import GroupLog
+from tritonmq.sim.broker import (
+    BrokerParams,
+    group_prefix,
+    member_path,
+    offset_path,
+    state_path,
+)
+from tritonmq.sim.network import Dial
+from tritonmq.sim.node import (
+    Accepted,
+    AcceptedWrites,
+    Booted,
+    CloseConn,
+    Closed,
+    Delivered,
+    Dialed,
+    DialOut,
+    Effect,
+    ErrorFrame,
+    NodeEvent,
+    Note,
+    PubAcked,
+    PurgedUpto,
+    Received,
+    Send,
+    SessionChanged,
+    SubOk,
+    Ticked,
+    WatchFired,
+    ZkReplied,
+    ZkRequest,
+    ZkWatch,
+)
+from tritonmq.sim.zkmodel import Outcome, SessionState, ZkCreate, ZkList, ZkResult, ZkSet, Znode
+from tritonmq.wire.frames import Append
+
+REDIAL_S = 0.05
+_SESSION = {
+    SessionState.CONNECTED: ce.SessionState.CONNECTED,
+    SessionState.SUSPENDED: ce.SessionState.SUSPENDED,
+    SessionState.LOST: ce.SessionState.LOST,
+}
+
+
+@dataclass(slots=True)
+class _Link:
+    """Our follow link ``id`` to ``primary``: its connection, or when to dial again."""
+
+    id: int
+    primary: Member
+    conn: int | None = None
+    dialing: bool = False
+    redial_at: float | None = None
+
+
+class SimCoreBroker:
+    def __init__(self, name: str, group: str, boot: str, params: BrokerParams) -> None:
+        self.name = name
+        self.group = group
+        cfg = BrokerConfig(
+            group=group,
+            id=name,
+            replicas=3,
+            min_insync=params.min_insync,
+            session_timeout=params.session_timeout,
+            replica_lag_timeout=params.lag_timeout,
+            window_records=params.window,
+            ack_timeout=params.ack_timeout,
+            ephemeral_grace=params.grace,
+            dedup_window_s=params.dedup_window,
+            offset_interval=params.offset_interval,
+        )
+        self.me = Member(name, name, boot)
+        self.core = BrokerCore(cfg, self.me)
+        self.session: SessionState | None = None
+        self.registered = False
+        self.registering = False
+        self.reading = False
+        self.reread = False
+        self.link: _Link | None = None
+        self.kinds: dict[int, str] = {}  # accepted conn -> "repl" | "client"
+        self.cas: dict[int, GroupState] = {}  # request -> state proposed
+        self.stores: dict[int, list[Any]] = {}  # batch -> [pending, ok, offsets]
+        self._batches = 0
+
+    @property
+    def log(self) -> GroupLog:
+        return self.core.log
+
+    # --- events in ---------------------------------------------------------------------
+
+    def handle(self, ev: NodeEvent, now: float) -> list[Effect]:
+        out: list[Effect] = []
+        match ev:
+            case Booted():
+                pass
+            case SessionChanged(state=state):
+                self.session = state
+                if state is SessionState.LOST:
+                    self.registered = False
+                self._core(ce.SessionChanged(_SESSION[state], now), now, out)
+                if state is SessionState.CONNECTED:
+                    out.append(ZkWatch(group_prefix(self.group)))
+                    self._register(out)
+                    self._read(out)
+            case WatchFired():
+                self._read(out)
+            case ZkReplied(tag=tag, op=op, result=result):
+                self._zk(tag, op, result, now, out)
+            case Dialed(tag=tag, outcome=outcome, conn=conn):
+                self._dialed(tag, outcome, conn, now, out)
+            case Accepted(conn=conn, kind=kind):
+                self.kinds[conn] = kind
+            case Received(conn=conn, msg=msg):
+                self._received(conn, msg, now, out)
+            case Closed(conn=conn, timed_out=timed_out):
+                self._closed(conn, timed_out, now, out)
+            case Ticked():
+                if self.session is SessionState.CONNECTED and not self.registered:
+                    self._register(out)
+                lk = self.link
+                if lk is not None and lk.redial_at is not None and now >= lk.redial_at:
+                    self._dial(lk, out)
+                self._core(ce.Tick(now), now, out)
+            case _:
+                assert_never(ev)
+        return out
+
+    def _core(self, ev: ce.Event, now: float, out: list[Effect]) -> None:
+        before = self.core.log.last_ts
+        actions = self.core.handle(ev)
+        p = self.core.primary
+        if isinstance(ev, ce.ClientFrameIn) and p is not None and self.core.log.last_ts > before:
+            out.append(AcceptedWrites(p.epoch))
+        for a in actions:
+            self._perform(a, now, out)
+
+    def _register(self, out: list[Effect]) -> None:
+        if not self.registering:
+            self.registering = True
+            op = ZkCreate(member_path(self.group, self.name), self.me, True)
+            out.append(ZkRequest("register", op))
+
+    def _read(self, out: list[Effect]) -> None:
+        if self.reading:
+            self.reread = True
+            return
+        self.reading = True
+        out.append(ZkRequest("view", ZkList(group_prefix(self.group))))
+
+    def _zk(self, tag: str, op: Any, result: ZkResult, now: float, out: list[Effect]) -> None:
+        ok = result.outcome is Outcome.OK
+        kind, _, num = tag.partition(":")
+        if kind == "register":
+            self.registering = False
+            mine = result.value is not None and result.value.data == self.me
+            self.registered = ok or (result.outcome is Outcome.CONFLICT and mine)
+            self._read(out)
+        elif kind == "view":
+            self.reading = False
+            if ok:
+                self._core(self._view(result.value, now), now, out)
+            if self.reread or not ok:
+                self.reread = False
+                self._read(out)
+        elif kind == "cas":
+            proposed = self.cas.pop(int(num))
+            if ok:
+                outcome = ce.CasOutcome.OK
+                state: GroupState | None = dataclasses.replace(
+                    proposed, version=result.value.version
+                )
+            else:
+                conflict = result.outcome is Outcome.CONFLICT
+                outcome = ce.CasOutcome.CONFLICT if conflict else ce.CasOutcome.UNKNOWN
+                state = None
+            self._core(ce.CasDone(int(num), outcome, state, now), now, out)
+        elif kind == "load":
+            found = None
+            if ok:
+                found = [
+                    (path.split("/")[2], path.split("/")[3], n.data[0], n.data[1])
+                    for path, n in result.value.items()
+                    if path.split("/")[2].startswith(f"{self.group}.")
+                ]
+            self._core(ce.SubscriptionsLoaded(int(num), found, now), now, out)
+        elif kind == "register-sub":
+            topic, name = op.path.split("/")[2:4]
+            held = op.data[1] if ok else None
+            if result.outcome is Outcome.CONFLICT and result.value is not None:
+                held = result.value.data[1]
+            self._core(ce.SubscriptionRegistered(topic, name, held, now), now, out)
+        elif kind == "store":
+            batch = self.stores[int(num)]
+            batch[0] -= 1
+            batch[1] = batch[1] and ok
+            if batch[0] == 0:
+                del self.stores[int(num)]
+                self._core(ce.OffsetsStored(batch[2], batch[1], now), now, out)
+
+    def _view(self, nodes: dict[str, Znode], now: float) -> ce.ZkView:
+        st = nodes.get(state_path(self.group))
+        state = dataclasses.replace(st.data, version=st.version) if st is not None else None
+        prefix = group_prefix(self.group) + "members/"
+        members = {p[len(prefix) :]: n.data for p, n in nodes.items() if p.startswith(prefix)}
+        return ce.ZkView(state, members, None, now)
+
+    # --- connections -------------------------------------------------------------------
+
+    def _dial(self, lk: _Link, out: list[Effect]) -> None:
+        lk.dialing = True
+        lk.redial_at = None
+        out.append(DialOut(lk.primary.id, "repl", f"follow:{lk.id}"))
+
+    def _dialed(
+        self, tag: str, outcome: Dial, conn: int | None, now: float, out: list[Effect]
+    ) -> None:
+        lk = self.link
+        if lk is None or tag != f"follow:{lk.id}" or not lk.dialing:
+            if conn is not None:
+                out.append(CloseConn(conn))
+            return
+        lk.dialing = False
+        if outcome is Dial.CONNECTED:
+            lk.conn = conn
+            self._core(ce.LinkEvent(lk.id, ce.LinkEnd.CONNECTED, now), now, out)
+            return
+        lk.redial_at = now + REDIAL_S
+        what = ce.LinkEnd.REFUSED if outcome is Dial.REFUSED else ce.LinkEnd.TIMED_OUT
+        self._core(ce.LinkEvent(lk.id, what, now), now, out)
+
+    def _received(self, conn: int, msg: Any, now: float, out: list[Effect]) -> None:
+        lk = self.link
+        if lk is not None and conn == lk.conn:
+            if isinstance(msg, ErrorFrame):
+                out.append(CloseConn(conn))
+                lk.conn, lk.redial_at = None, now + REDIAL_S
+                ev = ce.LinkEvent(lk.id, ce.LinkEnd.REJECTED, now, detail=str(msg.code))
+                self._core(ev, now, out)
+            else:
+                self._core(ce.PrimaryFrame(lk.id, msg, now), now, out)
+        elif self.kinds.get(conn) == "repl":
+            self._core(ce.FollowerFrame(conn, msg, now), now, out)
+        elif self.kinds.get(conn) == "client":
+            self._core(ce.ClientFrameIn(conn, msg, now), now, out)
+
+    def _closed(self, conn: int, timed_out: bool, now: float, out: list[Effect]) -> None:
+        lk = self.link
+        if lk is not None and conn == lk.conn:
+            lk.conn, lk.redial_at = None, now + REDIAL_S
+            what = ce.LinkEnd.TIMED_OUT if timed_out else ce.LinkEnd.CLOSED
+            self._core(ce.LinkEvent(lk.id, what, now, clean=not timed_out), now, out)
+            return
+        kind = self.kinds.pop(conn, None)
+        if kind == "repl":
+            self._core(ce.FollowerGone(conn, now), now, out)
+        elif kind == "client":
+            self._core(ce.ClientGone(conn, now), now, out)
+
+    # --- actions out ---------------------------------------------------------------------
+
+    def _perform(self, a: Action, now: float, out: list[Effect]) -> None:
+        match a:
+            case SendPubAck(conn=conn, id=pub_id, ts=ts):
+                out.append(Send(conn, PubAcked(pub_id, ts)))
+            case SendError(conn=conn, code=code, message=message, id=rid, sid=sid):
+                out.append(Send(conn, ErrorFrame(code, message, id=rid, sid=sid)))
+            case Deliver(conn=conn, sid=sid, topic=topic, records=records):
+                out.append(Send(conn, Delivered(sid, topic, tuple(records))))
+            case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
+                out.append(Send(conn, SubOk(sid, next_ts)))
+            case SendFetched() | SendMeta():
+                out.append(Send(a.conn, a))  # the simulated clients do not ask for these
+            case CoreCloseConn(conn=conn):
+                out.append(CloseConn(conn))
+            case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
+                entries = self.core.entries_for(start, end) if start <= end else []
+                frame = Append(epoch, commit, start, entries)
+                out.extend(Send(link, frame) for link in links)
+            case SendLeader(link=link, leader=leader):
+                out.append(Send(link, leader))
+                out.append(
+                    Note(
+                        f"follower on #{link} starts after ts {leader.truncate_to}"
+                        f" (reset={leader.reset})"
+                    )
+                )
+            case SendPurge(links=links, purge=purge):
+                out.extend(PurgedUpto(topic, upto) for topic, upto in purge.topics)
+                out.extend(Send(link, purge) for link in links)
+            case CloseLink(link=link, reason=reason, code=code):
+                if code is not None:
+                    out.append(Send(link, ErrorFrame(code, reason)))
+                out.append(CloseConn(link))
+            case StartFollowing(follow_id=fid, primary=primary):
+                self._stop_link(out)
+                self.link = _Link(fid, primary)
+                self._dial(self.link, out)
+            case StopFollowing(follow_id=fid):
+                if self.link is not None and self.link.id == fid:
+                    self._stop_link(out)
+            case SendToPrimary(follow_id=fid, frame=frame):
+                lk = self.link
+                if lk is not None and lk.id == fid and lk.conn is not None:
+                    out.append(Send(lk.conn, frame))
+            case ProposeState(request=req, state=state, reason=reason):
+                self.cas[req] = state
+                path = state_path(self.group)
+                op: ZkCreate | ZkSet = (
+                    ZkCreate(path, state)
+                    if state.version < 0
+                    else ZkSet(path, state, state.version)
+                )
+                out.append(Note(f"proposing epoch {state.epoch} isr {list(state.isr)}: {reason}"))
+                out.append(ZkRequest(f"cas:{req}", op))
+            case ReadState():
+                self._read(out)
+            case LoadSubscriptions(request=req):
+                out.append(ZkRequest(f"load:{req}", ZkList("/offsets/")))
+            case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
+                op2 = ZkCreate(offset_path(topic, name), (mode, offset))
+                out.append(ZkRequest("register-sub", op2))
+            case StoreOffsets(offsets=offsets):
+                self._batches += 1
+                self.stores[self._batches] = [len(offsets), True, offsets]
+                for topic, name, offset in offsets:
+                    mode = self._mode_of(topic, name)
+                    op3 = ZkSet(offset_path(topic, name), (mode, offset))
+                    out.append(ZkRequest(f"store:{self._batches}", op3))
+            case LogLine(message=message):
+                out.append(Note(message))
+            case Stopped():
+                pass
+            case Replicate() | ProposeIsr():
+                raise AssertionError(f"BrokerCore never returns {a!r}")
+            case _:
+                assert_never(a)
+
+    def _stop_link(self, out: list[Effect]) -> None:
+        lk = self.link
+        if lk is not None and lk.conn is not None:
+            out.append(CloseConn(lk.conn))
+        self.link = None
+
+    def _mode_of(self, topic: str, name: str) -> str:
+        d = self.core.delivery.durables.get((topic, name))
+        return str(d.mode) if d is not None else "broadcast"
