@@ -9,7 +9,13 @@ import pytest
 from tritonmq.core.actions import Action, ProposeIsr, Replicate, SendError, SendPubAck
 from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog
-from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore, Rejected
+from tritonmq.core.replication import (
+    CATCHUP_CHUNK,
+    MAX_INFLIGHT_ENTRIES,
+    BackupCore,
+    PrimaryCore,
+    Rejected,
+)
 from tritonmq.errors import LogGap, StaleEpoch
 from tritonmq.wire import codec
 from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord
@@ -578,3 +584,28 @@ def test_a_follower_that_starts_by_reset_joins_the_isr_only_after_it_acked_the_r
     assert beat == ("b",)
     out = p.acked("b", 1, b.on_append(Append(1, p.commit_ts, p.log.last_ts + 1, [])), 1.2)
     assert proposal(out) == (("a", "b"), boots("ab"))
+
+
+def test_a_follower_that_starts_by_reset_far_into_the_log_is_sent_entries_and_joins() -> None:
+    """Found by a long chaos run: a follower that starts by reset was counted as having
+    acknowledged nothing at all (-1), so with a purge base past MAX_INFLIGHT_ENTRIES its
+    in-flight allowance looked spent: it was never sent an entry, never acknowledged, and
+    the group stayed below min_insync, refusing every write, for good."""
+    p = primary(isr="a", members="ab", min_insync=1)
+    n = MAX_INFLIGHT_ENTRIES + 1_000
+    for i in range(0, n, 1_000):
+        p.publish("prod", i, "t", recs(*(f"u{j}" for j in range(i, i + 1_000))))
+    p.publish("prod", n, "keep", recs("k"))  # one record stays: the log is not empty
+    p.purge({"t": n}, forget=0)
+    assert p.log.base_ts == n + 1
+    b = BackupCore(GroupLog(), 1)
+    lead = attach(p, "b", b.log, 1.0)
+    assert lead.reset
+    assert [a for a in p.tick(1.1) if isinstance(a, ProposeIsr)] == [], "b holds nothing yet"
+    b.on_leader(lead)
+    out = run(p, {"b": b}, p.pump("b"), 1.2)
+    assert b.log.last_ts == p.log.last_ts, "the reset follower was never sent the retained tail"
+    assert proposal([a for a in [*out, *p.tick(1.3)] if isinstance(a, ProposeIsr)]) == (
+        ("a", "b"),
+        boots("ab"),
+    )

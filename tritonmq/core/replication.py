@@ -36,14 +36,25 @@ CATCHUP_BYTES = 8 * 1024 * 1024
 
 
 class FollowerProgress:
-    __slots__ = ("id", "boot", "sent", "acked", "last_progress")
+    """What we sent a follower and what it acknowledged.
 
-    def __init__(self, id: str, boot: str, position: int, now: float) -> None:
+    ``confirmed`` is False for a follower that starts by reset until its first
+    acknowledgement: until it has applied the reset its log is not what ``acked``
+    says, so it may not join the ISR. ``acked`` itself starts at the reset point
+    (the in-flight allowance and the commit point count from there).
+    """
+
+    __slots__ = ("id", "boot", "sent", "acked", "last_progress", "confirmed")
+
+    def __init__(
+        self, id: str, boot: str, position: int, now: float, *, confirmed: bool = True
+    ) -> None:
         self.id = id
         self.boot = boot
         self.sent = position
         self.acked = position
         self.last_progress = now
+        self.confirmed = confirmed
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,13 +275,10 @@ class PrimaryCore:
             reset
         ):  # it lacks records we have purged (acknowledged by everyone): start it at our base
             agree = self.log.base_ts - 1
-        f = self.followers[fid] = FollowerProgress(fid, boot, agree, now)
-        if reset:
-            # It holds none of it until it has applied the reset: count its progress from
-            # its first ack (a heartbeat brings one at once), not from our base, or the
-            # next tick could admit an empty log to the ISR.
-            f.acked = -1
-            self._beat_commit = -1
+        # A follower that truncates already holds everything up to ``agree``. One that
+        # starts by reset holds nothing of it until it has applied our answer: it may not
+        # join the ISR before its first ack (a heartbeat or the next entries bring one).
+        self.followers[fid] = FollowerProgress(fid, boot, agree, now, confirmed=not reset)
         self.absent_since.pop(fid, None)
         # Records it will never see (purged) still deduplicate there, should it be elected.
         dedup = self.log.dedup_after(-1 if reset else agree)
@@ -298,6 +306,7 @@ class PrimaryCore:
         if ts > f.acked:
             f.acked = min(ts, f.sent)
             f.last_progress = now
+        f.confirmed = True
         out = self._advance_commit()
         out.extend(self.pump(fid))
         if self.proposal is None:
@@ -310,7 +319,7 @@ class PrimaryCore:
         """A follower that holds everything committed and everything before our epoch's
         start joins the ISR (counted at once). Our commit point alone is not enough: a new
         primary inherits it from its backup role, possibly behind what was acknowledged."""
-        if f.id in self.isr or self.members.get(f.id) != f.boot:
+        if f.id in self.isr or self.members.get(f.id) != f.boot or not f.confirmed:
             return None
         if f.acked < max(self.commit_ts, self.start_ts - 1):
             return None
@@ -375,11 +384,17 @@ class PrimaryCore:
         self.proposal = None
 
     def heartbeat(self) -> tuple[str, ...]:
-        """Caught-up followers to tell the commit point, when no new entries carried it."""
-        if self._beat_commit == self.commit_ts:
-            return ()
-        self._beat_commit = self.commit_ts
+        """Caught-up followers to tell the commit point, when no new entries carried it.
+
+        A caught-up follower that has not confirmed its reset yet is beaten on every
+        call: its acknowledgement is what lets it into the ISR, and in a group below
+        ``min_insync`` no write (and so no new commit point) would ever bring one.
+        """
         last = self.log.last_ts
+        waiting = tuple(f.id for f in self.followers.values() if f.sent == last and not f.confirmed)
+        if self._beat_commit == self.commit_ts:
+            return waiting
+        self._beat_commit = self.commit_ts
         return tuple(f.id for f in self.followers.values() if f.sent == last)
 
     def entries_for(self, start: int, end: int) -> tuple[int, int, int, list[Any]]:
