@@ -14,10 +14,22 @@ from typing import TYPE_CHECKING, Any
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from tritonmq.broker import offsets
 from tritonmq.core.delivery import Mode
 from tritonmq.errors import ProtocolError, RequestRejected
 from tritonmq.wire import codec
-from tritonmq.wire.frames import Ack, ErrorCode, Fetch, Hello, Meta, Nack, Pub, Sub, Unsub
+from tritonmq.wire.frames import (
+    Ack,
+    Commit,
+    ErrorCode,
+    Fetch,
+    Hello,
+    Meta,
+    Nack,
+    Pub,
+    Sub,
+    Unsub,
+)
 
 if TYPE_CHECKING:
     from tritonmq.broker.node import Broker
@@ -51,12 +63,13 @@ def _meta(broker: Broker, id: int) -> dict[str, Any]:
         "primary_url": broker.primary_url(),
         "isr": list(state.isr) if state else [],
         "members": {m.id: m.url for m in members.values()},
+        "commit": broker.commit_ts,
         "bytes": broker.log.bytes,
         "records": sum(len(t.records) for t in broker.log.topics.values()),
     }
 
 
-def _wrong_group(broker: Broker, frame: Pub | Sub | Fetch, owner: str) -> bytes:
+def _wrong_group(broker: Broker, frame: Pub | Sub | Fetch | Commit, owner: str) -> bytes:
     msg = f"topic {frame.topic!r} belongs to group {owner}, not {broker.cfg.group}"
     if isinstance(frame, Sub):
         return codec.enc_error(ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=owner)
@@ -89,10 +102,36 @@ def _fetched(broker: Broker, frame: Fetch, commit_ts: int) -> bytes:
     end = min(frame.end, commit_ts)
     limit = min(frame.max, broker.cfg.max_batch_records)
     tlog = broker.log.topics.get(frame.topic)
+    purged = None
+    if tlog is not None and frame.start <= tlog.purged_to and frame.start <= end:
+        if not frame.skip_purged:
+            msg = (
+                f"records of topic {frame.topic!r} in group {broker.cfg.group} from ts"
+                f" {frame.start} to {tlog.purged_to} were purged"
+            )
+            return codec.enc_error(ErrorCode.PURGED, msg, id=frame.id)
+        purged = tlog.purged_to
     recs = tlog.between(frame.start, end, limit, FETCH_BYTES) if tlog is not None else []
     # Where to continue: after the last record sent, or past `end` if nothing was.
     next_ts = recs[-1][0] + 1 if recs else max(frame.start, end + 1)
-    return codec.enc_fetched(frame.id, recs, next_ts)
+    published = broker.log.published_between(recs[0][0], recs[-1][0]) if recs else []
+    return codec.enc_fetched(frame.id, recs, next_ts, published, purged)
+
+
+async def _committed(broker: Broker, frame: Commit) -> bytes:
+    """Raise (or create) a durable subscription's offset; answer once ZooKeeper knows it."""
+    if not await _durables_loaded(broker):
+        msg = "the new primary is still loading subscriptions; retry"
+        return codec.enc_error(ErrorCode.UNAVAILABLE, msg, id=frame.id)
+    p = broker.primary
+    if p is None:
+        return _not_primary(broker, id=frame.id)
+    offset, register = broker.delivery.commit(
+        frame.topic, frame.subscription, frame.ts, p.commit_ts
+    )
+    for a in register:
+        await offsets.register(broker, a)
+    return codec.enc_committed(frame.id, offset, p.commit_ts)
 
 
 async def serve(broker: Broker, ws: ServerConnection) -> None:
@@ -112,7 +151,9 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                 continue
             p = broker.primary
             commit = broker.commit_ts
-            if isinstance(frame, Pub | Sub | Fetch) and (owner := broker.other_owner(frame.topic)):
+            if isinstance(frame, Pub | Sub | Fetch | Commit) and (
+                owner := broker.other_owner(frame.topic)
+            ):
                 send(ws, _wrong_group(broker, frame, owner))
                 continue
             match frame:
@@ -120,7 +161,8 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                     if p is None:
                         send(ws, _not_primary(broker, id=pub_id))
                     else:
-                        broker.perform(p.publish(ws, pub_id, topic, records))
+                        wall_ms = int(time.time() * 1000)
+                        broker.perform(p.publish(ws, pub_id, topic, records, wall_ms))
                 case Ack(sid=sid, ts=ts, many=many):
                     now = time.monotonic()
                     broker.perform(broker.delivery.ack(ws, sid, ts, commit, many, now))
@@ -167,6 +209,11 @@ async def serve(broker: Broker, ws: ServerConnection) -> None:
                         send(ws, _not_primary(broker, id=frame.id))
                         continue
                     send(ws, _fetched(broker, frame, p.commit_ts))
+                case Commit():
+                    if p is None:
+                        send(ws, _not_primary(broker, id=frame.id))
+                        continue
+                    send(ws, await _committed(broker, frame))
     except ConnectionClosed:
         pass
     finally:

@@ -19,6 +19,7 @@ from tritonmq.wire.frames import (
     Ack,
     Append,
     ClientFrame,
+    Commit,
     Entry,
     ErrorCode,
     Fetch,
@@ -195,12 +196,23 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
     if op == "meta":
         return Meta(_int(obj, "id", default=0))
     if op == "fetch":
+        skip = obj.get("skip_purged", False)
+        if type(skip) is not bool:
+            raise MalformedFrame("'skip_purged' must be a boolean")
         return Fetch(
             _int(obj, "id"),
             _str(obj, "topic", max_len=MAX_TOPIC_LEN),
             _int(obj, "from"),
             _int(obj, "to"),
             _int(obj, "max", minimum=1, default=10_000),
+            skip,
+        )
+    if op == "commit":
+        return Commit(
+            _int(obj, "id"),
+            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
+            _str(obj, "subscription", max_len=MAX_NAME_LEN),
+            _int(obj, "ts"),
         )
     raise UnknownOp(f"unknown op {op[:40]!r}")
 
@@ -243,7 +255,19 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
         for e in entries:
             if e is not None and not _entry_ok(e):
                 raise MalformedFrame("an entry is nil or [topic, [ts, uuid, key, value, headers]]")
-        return Append(_int(obj, "epoch"), _int(obj, "commit"), _int(obj, "start"), list(entries))
+        published = obj.get("published", ())
+        if type(published) is not tuple or not all(
+            type(p) is tuple and len(p) == 2 and type(p[0]) is int and type(p[1]) is int
+            for p in published
+        ):
+            raise MalformedFrame("'published' must be an array of [first_ts, ms]")
+        return Append(
+            _int(obj, "epoch"),
+            _int(obj, "commit"),
+            _int(obj, "start"),
+            list(entries),
+            published,
+        )
     if op == "purge":
         topics = obj.get("topics")
         if not isinstance(topics, tuple) or not all(
@@ -319,14 +343,42 @@ def enc_subok(sid: int, next_ts: int) -> bytes:
     return _packb({"op": "subok", "sid": sid, "next": next_ts})
 
 
-def enc_fetched(id: int, records: Sequence[Record], next_ts: int) -> bytes:
-    return _packb({"op": "fetched", "id": id, "records": records, "next": next_ts})
+def enc_fetched(
+    id: int,
+    records: Sequence[Record],
+    next_ts: int,
+    published: Sequence[tuple[int, int]] = (),
+    purged: int | None = None,
+) -> bytes:
+    frame: dict[str, Any] = {"op": "fetched", "id": id, "records": records, "next": next_ts}
+    if published:
+        frame["published"] = published
+    if purged is not None:
+        frame["purged"] = purged
+    return _packb(frame)
 
 
-def enc_append(epoch: int, commit: int, start: int, entries: Sequence[Entry | None]) -> bytes:
-    return _packb(
-        {"op": "append", "epoch": epoch, "commit": commit, "start": start, "entries": entries}
-    )
+def enc_committed(id: int, ts: int, head: int) -> bytes:
+    return _packb({"op": "committed", "id": id, "ts": ts, "head": head})
+
+
+def enc_append(
+    epoch: int,
+    commit: int,
+    start: int,
+    entries: Sequence[Entry | None],
+    published: Sequence[tuple[int, int]] = (),
+) -> bytes:
+    frame: dict[str, Any] = {
+        "op": "append",
+        "epoch": epoch,
+        "commit": commit,
+        "start": start,
+        "entries": entries,
+    }
+    if published:
+        frame["published"] = published
+    return _packb(frame)
 
 
 def enc_purge(p: Purge) -> bytes:
@@ -397,14 +449,25 @@ def enc_client(frame: ClientFrame) -> bytes:
     if isinstance(frame, Meta):
         return _packb({"op": "meta", "id": frame.id})
     if isinstance(frame, Fetch):
+        f: dict[str, Any] = {
+            "op": "fetch",
+            "id": frame.id,
+            "topic": frame.topic,
+            "from": frame.start,
+            "to": frame.end,
+            "max": frame.max,
+        }
+        if frame.skip_purged:
+            f["skip_purged"] = True
+        return _packb(f)
+    if isinstance(frame, Commit):
         return _packb(
             {
-                "op": "fetch",
+                "op": "commit",
                 "id": frame.id,
                 "topic": frame.topic,
-                "from": frame.start,
-                "to": frame.end,
-                "max": frame.max,
+                "subscription": frame.subscription,
+                "ts": frame.ts,
             }
         )
     raise TypeError(f"not a client frame: {frame!r}")

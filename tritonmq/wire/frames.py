@@ -108,6 +108,19 @@ class Fetch:
     start: int
     end: int
     max: int
+    skip_purged: bool = False  # False: records of the range already purged are a PURGED error
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Acknowledge a durable subscription up to ``ts`` without consuming (Spark's commit).
+
+    Registers the subscription if it is missing; never lowers its offset."""
+
+    id: int
+    topic: str
+    subscription: str
+    ts: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +145,16 @@ class Follow:
 
 @dataclass(frozen=True, slots=True)
 class Append:
-    """Entries from ``start`` on; a ``None`` entry is a record already purged."""
+    """Entries from ``start`` on; a ``None`` entry is a record already purged.
+
+    ``published`` holds the ``(first_ts, wall-clock ms)`` pairs of the batches these
+    entries belong to, so every replica reports the same accept time."""
 
     epoch: int
     commit: int
     start: int
     entries: list[Entry | None]
+    published: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +172,7 @@ class ReplAck:
     ts: int
 
 
-ClientFrame: TypeAlias = Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta
+ClientFrame: TypeAlias = Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta | Commit
 
 
 @dataclass(frozen=True, slots=True)
