@@ -12,9 +12,9 @@ import websockets
 
 from tritonmq.client.consumer import Subscription
 from tritonmq.client.link import Link
-from tritonmq.client.types import Ack
+from tritonmq.client.types import Ack, Fetched, FetchedRecord
 from tritonmq.core.slots import SlotMap
-from tritonmq.errors import ClientClosed, ConfigError, WrongGroup
+from tritonmq.errors import ClientClosed, ConfigError, RetriableError, WrongGroup
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
 
@@ -52,6 +52,7 @@ class Client:
         self._chroot = parsed.path if parsed.path not in ("", "/") else "/tritonmq"
         self._known: list[str] = [url] if parsed.scheme != "zk" else []
         self._connect_timeout = connect_timeout
+        self._timeout = timeout
         self._link_options: dict[str, Any] = {
             "max_in_flight": max_in_flight,
             "batch_size": batch_size,
@@ -183,6 +184,81 @@ class Client:
                 await asyncio.gather(*futs, return_exceptions=True)
                 await self.refresh()
         raise WrongGroup(f"topic {topic!r} kept moving between groups")
+
+    # --- reading ranges and committing (Spark) -------------------------------------------
+
+    async def _ask(self, topic: str, frame: dict[str, Any]) -> dict[str, Any]:
+        """One request about ``topic`` to its group's primary, following failovers and
+        slot moves until ``timeout``; non-retriable errors (e.g. ``Purged``) are raised."""
+        deadline = asyncio.get_running_loop().time() + self._timeout
+        last: BaseException | None = None
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            try:
+                return await self._link(self._group_of(topic)).request(frame, left)
+            except WrongGroup as e:
+                last = e
+                await self.refresh()
+            except (RetriableError, TimeoutError) as e:
+                last = e
+                await asyncio.sleep(0.05)
+        raise ClientClosed(f"no answer about topic {topic!r} within {self._timeout:.0f}s: {last}")
+
+    async def fetch_raw(
+        self, topic: str, start: int, end: int, *, max: int = 10_000, skip_purged: bool = False
+    ) -> Fetched:
+        """Records of ``topic`` with ``start <= ts <= end`` (at most ``max``, up to what is
+        committed): the cheap form, record tuples and ``(first_ts, ms)`` pairs."""
+        got = await self._ask(
+            topic,
+            {
+                "op": "fetch",
+                "topic": topic,
+                "from": start,
+                "to": end,
+                "max": max,
+                **({"skip_purged": True} if skip_purged else {}),
+            },
+        )
+        purged = got.get("purged")
+        return Fetched(
+            list(got.get("records", ())),
+            [(int(p[0]), int(p[1])) for p in got.get("published", ())],
+            int(got["next"]),
+            purged if isinstance(purged, int) else None,
+        )
+
+    async def fetch(
+        self, topic: str, start: int, end: int, *, max: int = 10_000, skip_purged: bool = False
+    ) -> tuple[list[FetchedRecord], int]:
+        """Read ``topic``'s retained records with ``start <= ts <= end`` without subscribing.
+
+        Returns at most ``max`` records and where to continue (``next``); a range is
+        read once an answer comes back empty. Follows failovers. Raises
+        :class:`~tritonmq.errors.Purged` if records of the range were already purged
+        (``skip_purged=True`` skips them instead).
+        """
+        got = await self.fetch_raw(topic, start, end, max=max, skip_purged=skip_purged)
+        pub = got.published
+        out: list[FetchedRecord] = []
+        j = 0
+        for ts, uuid, key, value, headers in got.records:
+            while j + 1 < len(pub) and pub[j + 1][0] <= ts:
+                j += 1
+            ms = pub[j][1] if pub and pub[j][0] <= ts else None
+            out.append(FetchedRecord(topic, ts, uuid, key, value, headers, ms))
+        return out, got.next
+
+    async def commit(self, topic: str, subscription: str, ts: int) -> tuple[int, int]:
+        """Acknowledge durable ``subscription`` of ``topic`` up to ``ts`` without consuming.
+
+        Registers the subscription if it does not exist (so the broker keeps every later
+        record for it); never lowers its offset. Returns ``(offset, head)``: the offset
+        now and the group's commit point (its newest committed ts).
+        """
+        got = await self._ask(
+            topic, {"op": "commit", "topic": topic, "subscription": subscription, "ts": ts}
+        )
+        return int(got["ts"]), int(got["head"])
 
     # --- consuming -------------------------------------------------------------------
 

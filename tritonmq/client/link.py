@@ -26,6 +26,7 @@ from tritonmq.client.types import Ack
 from tritonmq.errors import (
     BrokerError,
     ClientClosed,
+    NotPrimary,
     ProtocolError,
     PublishTimeout,
     TritonError,
@@ -95,6 +96,7 @@ class Link:
         self._closed = False
         self._last_error: BaseException | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._requests: dict[int, asyncio.Future[dict[str, Any]]] = {}  # fetch, commit
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -121,6 +123,7 @@ class Link:
         self._batches.clear()
         for s in list(self._subs.values()):
             s.fail(err)
+        self._fail_requests(err)
         if self.ws is not None:
             await self.ws.close()
             self.ws = None
@@ -157,6 +160,7 @@ class Link:
                 if self.ws is ws:
                     self.ws = None
                 self.connected.clear()
+                self._fail_requests(NotPrimary("connection to the primary lost"))
             if self._pause:
                 await asyncio.sleep(self._pause)
 
@@ -208,6 +212,7 @@ class Link:
         log.debug("resetting connection: %s", why)
         self.ws = None
         self.connected.clear()
+        self._fail_requests(NotPrimary(f"connection reset: {why}"))
         asyncio.ensure_future(ws.close())
 
     def _send(self, data: bytes) -> bool:
@@ -328,6 +333,39 @@ class Link:
             if expired:
                 self._pump()
 
+    # --- requests answered once (fetch, commit) ----------------------------------------
+
+    async def request(self, frame: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send ``frame`` (given an ``id`` from the pub counter) to the primary; its answer.
+
+        Raises the typed error the broker answered, or a retriable :class:`NotPrimary`
+        if the connection drops first: the caller decides whether to retry.
+        """
+        if self._closed:
+            raise ClientClosed("client closed")
+        await asyncio.wait_for(self.connected.wait(), timeout)
+        rid = self._next_id
+        self._next_id += 1
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._requests[rid] = fut
+        try:
+            if not self._send(codec.packb({**frame, "id": rid})):
+                raise NotPrimary("not connected to the primary")
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self._requests.pop(rid, None)
+
+    def _fail_requests(self, err: BaseException) -> None:
+        requests, self._requests = self._requests, {}
+        for fut in requests.values():
+            if not fut.done():
+                fut.set_exception(err)
+
+    def _on_answer(self, frame: dict[str, Any]) -> None:
+        fut = self._requests.pop(frame.get("id", -1), None)
+        if fut is not None and not fut.done():
+            fut.set_result(frame)
+
     # --- consuming -------------------------------------------------------------------
 
     def new_subscription(
@@ -403,6 +441,8 @@ class Link:
             sub = self._subs.get(frame.get("sid", -1))
             if sub is not None:
                 sub.on_subok(int(frame.get("next", 0)))
+        elif op in ("fetched", "committed"):
+            self._on_answer(frame)
         elif op == "error":
             self._on_error(frame)
 
@@ -415,6 +455,13 @@ class Link:
             frame.get("group"),
         )
         if "id" in frame:
+            fut = self._requests.pop(frame["id"], None)
+            if fut is not None:
+                if not fut.done():
+                    fut.set_exception(err)
+                if err.retriable and not isinstance(err, WrongGroup):
+                    self._reset(f"request {frame['id']}: {err.code}")  # find the primary again
+                return
             b = self._batches.get(frame["id"])
             if b is not None:
                 self._on_pub_error(b, err)
