@@ -79,6 +79,7 @@ def _wrong_group(broker: Broker, frame: Pub | Sub | Fetch | Commit, owner: str) 
 async def _meta_with_cluster(broker: Broker, id: int) -> bytes:
     """``meta`` plus the slot map and every group's brokers, so a ws:// client can route."""
     frame = _meta(broker, id)
+    frame["topics"] = sorted(broker.log.topics)  # for readers that match topics by pattern
     coord = broker.coord
     if coord is not None:
         try:

@@ -104,6 +104,22 @@ class Client:
             return {"groups": groups, "slots": meta.get("slots")}
         raise ClientClosed(f"no broker reachable among {self._known}: {last}")
 
+    def group_of(self, topic: str) -> str:
+        """The group that owns ``topic`` in the cluster view last read."""
+        return self._group_of(topic)
+
+    async def group_meta(self, group: str) -> dict[str, Any]:
+        """The ``meta`` answer of ``group``'s primary: its commit point, topics, brokers."""
+        return await self._link(group).request({"op": "meta"}, self._timeout)
+
+    async def topics(self) -> dict[str, str]:
+        """Every topic the groups' primaries hold or held records of: topic -> group."""
+        out: dict[str, str] = {}
+        for group in sorted(self._groups):
+            for t in (await self.group_meta(group)).get("topics", ()):
+                out[str(t)] = group
+        return out
+
     def _candidates(self, group: str) -> list[str]:
         g = self._groups.get(group, {})
         urls = [g["primary_url"]] if g.get("primary_url") else []
@@ -166,6 +182,15 @@ class Client:
     ) -> Ack:
         """Publish one record; returns once every in-sync replica holds it."""
         return (await self._publish(topic, [(os.urandom(16), value, key, headers)]))[0]
+
+    async def publish_batch(
+        self,
+        topic: str,
+        records: Sequence[tuple[bytes, bytes, bytes | None, dict[str, Any] | None]],
+    ) -> list[Ack]:
+        """Publish ``(uuid, value, key, headers)`` records with uuids the caller chose, so a
+        replay of the same records is recognised by the broker's dedup (Spark's sink)."""
+        return await self._publish(topic, records)
 
     async def publish_many(self, topic: str, values: Iterable[bytes]) -> list[Ack]:
         """Publish many records at once (batched on the wire); acks in the same order."""

@@ -441,7 +441,7 @@ class Link:
             sub = self._subs.get(frame.get("sid", -1))
             if sub is not None:
                 sub.on_subok(int(frame.get("next", 0)))
-        elif op in ("fetched", "committed"):
+        elif op in ("fetched", "committed") or (op == "meta" and frame.get("id")):
             self._on_answer(frame)
         elif op == "error":
             self._on_error(frame)
