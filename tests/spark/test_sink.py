@@ -36,7 +36,8 @@ def test_a_batch_replayed_after_the_driver_died_before_commit_lands_once(
         checkpoint = tmp_path / "checkpoint"
         child = subprocess.run(
             [sys.executable, str(DRIVER), zk_option(c), str(checkpoint)],
-            env={**os.environ, **spark_env()},
+            # A SIGKILLed driver leaves its scratch directories behind: keep them in tmp_path.
+            env={**os.environ, **spark_env(), "SPARK_LOCAL_DIRS": str(tmp_path / "local")},
             capture_output=True,
             timeout=600,
         )
