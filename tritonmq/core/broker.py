@@ -49,7 +49,9 @@ from tritonmq.core.actions import (
     ProposeIsr,
     ProposeState,
     ReadState,
+    RegisterSubscription,
     Replicate,
+    SendCommitted,
     SendEntries,
     SendError,
     SendFetched,
@@ -89,10 +91,11 @@ from tritonmq.core.log import GroupLog
 from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
 from tritonmq.core.retention import Retention
 from tritonmq.core.slots import SlotMap
-from tritonmq.errors import ReplicationError, RequestRejected
+from tritonmq.errors import Purged, ReplicationError, RequestRejected
 from tritonmq.wire.frames import (
     Ack,
     Append,
+    Commit,
     ErrorCode,
     Fetch,
     Follow,
@@ -178,7 +181,9 @@ class BrokerCore:
         self.links: dict[str, Any] = {}  # follower id -> its replication link
         self.link_ids: dict[int, str] = {}  # id(link) -> follower id
         self.durables_ready = False
-        self.waiting_subs: list[ClientFrameIn] = []
+        self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
+        # `commit`s answered once ZooKeeper holds their subscription: (topic, name) -> asks
+        self.registering: dict[tuple[str, str], list[tuple[Any, int]]] = {}
         self.stop_deadline = 0.0
         self._requests = 0
         self._load_request = 0
@@ -201,6 +206,8 @@ class BrokerCore:
                 if self.primary is not None:
                     self.primary.drop_conn(conn)
                 self.waiting_subs = [w for w in self.waiting_subs if w.conn is not conn]
+                for asks in self.registering.values():
+                    asks[:] = [a for a in asks if a[0] is not conn]
                 return []
             case FollowerFrame():
                 return self._follower_frame(ev)
@@ -220,10 +227,8 @@ class BrokerCore:
                 return self._loaded(ev)
             case OffsetsStored():
                 return self._stored(ev)
-            case SubscriptionRegistered(topic=topic, name=name, offset=offset):
-                if offset is not None:
-                    self.delivery.registered(topic, name, offset)
-                return []
+            case SubscriptionRegistered():
+                return self._registered_sub(ev)
             case Tick(now=now):
                 return self._tick(now)
             case StopRequested(now=now):
@@ -233,9 +238,11 @@ class BrokerCore:
 
     # --- what others may ask ----------------------------------------------------------
 
-    def entries_for(self, start: int, end: int) -> list[Any]:
-        """The log entries a SendEntries names (read when performing it)."""
-        return self.log.entries_between(start, end)
+    def entries_for(self, start: int, end: int) -> tuple[list[Any], list[tuple[int, int]]]:
+        """The log entries a SendEntries names (read when performing it), and the
+        ``(first ts, wall-clock ms)`` pairs that date them, so backups agree on published times."""
+        entries = self.log.entries_between(start, end)
+        return entries, self.log.published_between(start, end) if entries else []
 
     def primary_url(self) -> str | None:
         st = self.state
@@ -258,6 +265,7 @@ class BrokerCore:
             "primary_url": self.primary_url(),
             "isr": list(st.isr) if st else [],
             "members": {m.id: m.url for m in self.members.values()},
+            "commit": self.commit_ts,
             "bytes": self.log.bytes,
             "records": sum(len(t.records) for t in self.log.topics.values()),
         }
@@ -277,7 +285,9 @@ class BrokerCore:
     def _client(self, ev: ClientFrameIn) -> list[Action]:
         conn, frame, now = ev.conn, ev.frame, ev.now
         p = self.primary
-        if isinstance(frame, Pub | Sub | Fetch) and (owner := self._other_owner(frame.topic)):
+        if isinstance(frame, Pub | Sub | Fetch | Commit) and (
+            owner := self._other_owner(frame.topic)
+        ):
             msg = f"topic {frame.topic!r} belongs to group {owner}, not {self.cfg.group}"
             if isinstance(frame, Sub):
                 return [SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=owner)]
@@ -286,7 +296,9 @@ class BrokerCore:
             case Pub(id=pub_id, topic=topic, records=records):
                 if p is None:
                     return [self._not_primary(conn, id=pub_id)]
-                return self._primary_out(p, p.publish(conn, pub_id, topic, records), now)
+                return self._primary_out(
+                    p, p.publish(conn, pub_id, topic, records, ev.wall_ms), now
+                )
             case Ack(sid=sid, ts=ts, many=many):
                 return list(self.delivery.ack(conn, sid, ts, self.commit_ts, many, now))
             case Nack(sid=sid, ts=ts):
@@ -303,11 +315,20 @@ class BrokerCore:
             case Hello():
                 return [SendMeta(conn, {**self.meta(), "id": 0}, cluster=False)]
             case Meta(id=meta_id):
-                return [SendMeta(conn, {**self.meta(), "id": meta_id}, cluster=True)]
+                # topics: for readers that match topics by pattern (Spark's topicPattern)
+                info = {**self.meta(), "id": meta_id, "topics": sorted(self.log.topics)}
+                return [SendMeta(conn, info, cluster=True)]
             case Fetch():
                 if p is None:
                     return [self._not_primary(conn, id=frame.id)]
                 return [self._fetch(conn, frame, p.commit_ts)]
+            case Commit():
+                if p is None:
+                    return [self._not_primary(conn, id=frame.id)]
+                if not self.durables_ready:
+                    self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
+                    return []
+                return self._commit(conn, frame, p)
             case _:
                 assert_never(frame)
 
@@ -326,20 +347,65 @@ class BrokerCore:
                 now=now,
             )
         except RequestRejected as e:
-            return [SendError(conn, ErrorCode(e.code), e.message, sid=frame.sid)]
+            return [_refusal(conn, e, sid=frame.sid)]
         return [SendSubOk(conn, frame.sid, next_ts), *first]
 
     def _fetch(self, conn: Any, frame: Fetch, commit_ts: int) -> Action:
-        try:
-            check_retained(self.log, frame.topic, frame.start)
-        except RequestRejected as e:
-            return SendError(conn, ErrorCode(e.code), e.message, id=frame.id)
+        """Records of ``start..end`` (up to the commit point) with their published times.
+        Purged records of the range are a PURGED error, or skipped with ``skip_purged``
+        (the answer then says the last purged ts)."""
         end = min(frame.end, commit_ts)
+        purged = None
+        if frame.start <= end:
+            try:
+                check_retained(self.log, frame.topic, frame.start)
+            except Purged as e:
+                if not frame.skip_purged:
+                    msg = f"{e.message} in group {self.cfg.group}"
+                    return _refusal(conn, e, id=frame.id, message=msg)
+                purged = e.last
         limit = min(frame.max, self.cfg.max_batch_records)
         t = self.log.topics.get(frame.topic)
         recs = t.between(frame.start, end, limit, FETCH_BYTES) if t is not None else []
+        # Where to continue: after the last record sent, or past `end` if nothing was.
         next_ts = recs[-1][0] + 1 if recs else max(frame.start, end + 1)
-        return SendFetched(conn, frame.id, recs, next_ts)
+        pub = self.log.published_between(recs[0][0], recs[-1][0]) if recs else []
+        return SendFetched(conn, frame.id, recs, next_ts, tuple(pub), purged)
+
+    def _commit(self, conn: Any, frame: Commit, p: PrimaryCore) -> list[Action]:
+        """Acknowledge a durable subscription without consuming it (Spark's commit); a
+        subscription ZooKeeper does not hold yet is registered first, and the answer waits
+        for that (SubscriptionRegistered)."""
+        d = self.delivery
+        offset, register = d.commit(frame.topic, frame.subscription, frame.ts, p.commit_ts)
+        durable = d.durables[(frame.topic, frame.subscription)]
+        if durable.stored is not None:
+            return [SendCommitted(conn, frame.id, offset, p.commit_ts)]
+        key = (frame.topic, frame.subscription)
+        asks = self.registering.setdefault(key, [])
+        asks.append((conn, frame.id))
+        if not register and len(asks) == 1:  # not ours to register, or an earlier try failed
+            register = [RegisterSubscription(*key, str(durable.mode), durable.offset)]
+        return list(register)
+
+    def _registered_sub(self, ev: SubscriptionRegistered) -> list[Action]:
+        """ZooKeeper holds (or failed to hold) a subscription: answer the commits waiting."""
+        key = (ev.topic, ev.name)
+        if ev.offset is not None:
+            self.delivery.registered(ev.topic, ev.name, ev.offset)
+        asks = self.registering.pop(key, [])
+        p = self.primary
+        durable = self.delivery.durables.get(key)
+        out: list[Action] = []
+        for conn, rid in asks:
+            if p is None:
+                out.append(self._not_primary(conn, id=rid))
+            elif ev.offset is None or durable is None:
+                msg = f"registering subscription {ev.name!r} of {ev.topic!r} failed; retry"
+                out.append(SendError(conn, ErrorCode.UNAVAILABLE, msg, id=rid))
+            else:
+                out.append(SendCommitted(conn, rid, durable.offset, p.commit_ts))
+        return out
 
     # --- the primary's actions ----------------------------------------------------------
 
@@ -421,9 +487,13 @@ class BrokerCore:
         out.extend(p.step_down())
         for c in list(self.delivery.consumers.values()):
             out.append(SendError(c.conn, ErrorCode.NOT_PRIMARY, "primary stepped down", sid=c.sid))
+        msg = f"broker {self.me.id} is not the primary of {self.cfg.group}"
         for w in self.waiting_subs:
-            out.append(self._not_primary(w.conn, sid=getattr(w.frame, "sid", None)))
+            out.append(_refuse_waiting(w, ErrorCode.NOT_PRIMARY, msg, self.primary_url()))
         self.waiting_subs.clear()
+        for asks in self.registering.values():
+            out.extend(self._not_primary(conn, id=rid) for conn, rid in asks)
+        self.registering.clear()
         self.delivery.drop_all()
         self.durables_ready = False
         if self.cas is not None and self.cas.kind is CasKind.ISR:
@@ -721,8 +791,11 @@ class BrokerCore:
         out: list[Action] = [LogLine(L.INFO, f"resumed {len(ev.found)} durable subscription(s)")]
         waiting, self.waiting_subs = self.waiting_subs, []
         for w in waiting:
-            assert isinstance(w.frame, Sub)
-            out.extend(self._subscribe(w.conn, w.frame, p, ev.now))
+            if isinstance(w.frame, Commit):
+                out.extend(self._commit(w.conn, w.frame, p))
+            else:
+                assert isinstance(w.frame, Sub)
+                out.extend(self._subscribe(w.conn, w.frame, p, ev.now))
         return out
 
     def _stored(self, ev: OffsetsStored) -> list[Action]:
@@ -776,8 +849,7 @@ class BrokerCore:
             self.waiting_subs = [w for w in self.waiting_subs if now - w.now <= DURABLES_WAIT_S]
             msg = "the new primary is still loading subscriptions; retry"
             for w in expired:
-                sid = w.frame.sid if isinstance(w.frame, Sub) else None
-                out.append(SendError(w.conn, ErrorCode.UNAVAILABLE, msg, sid=sid))
+                out.append(_refuse_waiting(w, ErrorCode.UNAVAILABLE, msg))
         if now >= self._next_offsets_at and not self._storing:
             self._next_offsets_at = now + self.cfg.offset_interval
             due = self.delivery.offsets_to_store()
@@ -808,3 +880,30 @@ class BrokerCore:
     def _finish_stop(self) -> list[Action]:
         self.role = Role.STOPPED
         return [Stopped()]
+
+
+def _refuse_waiting(
+    w: ClientFrameIn, code: ErrorCode, message: str, primary: str | None = None
+) -> SendError:
+    """An error for a request that waited (a durable ``sub`` by its sid, a ``commit`` by id)."""
+    f = w.frame
+    if isinstance(f, Sub):
+        return SendError(w.conn, code, message, sid=f.sid, primary=primary)
+    assert isinstance(f, Commit)
+    return SendError(w.conn, code, message, id=f.id, primary=primary)
+
+
+def _refusal(
+    conn: Any,
+    e: RequestRejected,
+    *,
+    id: int | None = None,
+    sid: int | None = None,
+    message: str | None = None,
+) -> SendError:
+    """A refused request; PURGED says which records the reader missed."""
+    first = last = None
+    if isinstance(e, Purged):
+        first, last = e.first, e.last
+    msg = e.message if message is None else message
+    return SendError(conn, ErrorCode(e.code), msg, id, sid, first=first, last=last)
