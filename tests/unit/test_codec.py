@@ -17,6 +17,7 @@ from tritonmq.wire.frames import (
     Append,
     ClientFrame,
     Commit,
+    Committed,
     Deliver,
     Error,
     ErrorCode,
@@ -240,6 +241,12 @@ def test_retriable_comes_from_the_code_not_from_the_frame() -> None:
         {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "leader"},
         {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "isr": [1]},
         {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "members": []},
+        {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "topics": [1]},
+        {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "commit": -1},
+        {"op": "fetched", "id": 1, "records": [], "next": 1, "published": [[1, "2"]]},
+        {"op": "fetched", "id": 1, "records": [], "next": 1, "purged": "3"},
+        {"op": "committed", "id": 1, "ts": 2},
+        {"op": "committed", "id": 1, "ts": -2, "head": 3},
     ],
 )
 def test_bad_broker_frames_are_malformed(frame: dict[str, Any]) -> None:
@@ -570,3 +577,17 @@ def test_fetched_and_committed_encode_their_optional_fields() -> None:
         "ts": 7,
         "head": 10,
     }
+
+
+def test_spark_answers_round_trip_typed() -> None:
+    frames = [
+        Fetched(4, (), 9, ((1, 100), (5, 200)), 8),
+        Fetched(4, (), 9),
+        Committed(2, 7, 10),
+        MetaReply(3, "g1", "b1", "primary", commit=12, topics=("a", "b")),
+    ]
+    for frame in frames:
+        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(frame)) == frame
+    assert codec.enc_committed(2, 7, 10) == codec.MSGPACK.encode(frames[2])
+    plain = codec.MSGPACK.decode_broker(codec.enc_meta(MetaReply(1, "g1", "b1", "backup")))
+    assert isinstance(plain, MetaReply) and plain.topics is None and plain.commit == 0
