@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
+from tritonmq.core import requests
 from tritonmq.core.actions import (
     Action,
     CloseLink,
@@ -49,12 +50,9 @@ from tritonmq.core.actions import (
     ProposeIsr,
     ProposeState,
     ReadState,
-    RegisterSubscription,
     Replicate,
-    SendCommitted,
     SendEntries,
     SendError,
-    SendFetched,
     SendLeader,
     SendMeta,
     SendPurge,
@@ -65,7 +63,7 @@ from tritonmq.core.actions import (
     Stopped,
 )
 from tritonmq.core.actions import Level as L
-from tritonmq.core.delivery import Delivery, Mode, check_retained
+from tritonmq.core.delivery import Delivery, Mode
 from tritonmq.core.events import (
     CasDone,
     CasOutcome,
@@ -89,9 +87,10 @@ from tritonmq.core.events import (
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.log import GroupLog
 from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
+from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
 from tritonmq.core.slots import SlotMap
-from tritonmq.errors import Purged, ReplicationError, RequestRejected
+from tritonmq.errors import ReplicationError, RequestRejected
 from tritonmq.wire.frames import (
     Ack,
     Append,
@@ -114,7 +113,6 @@ DEAD_AFTER_REFUSALS = 3  # refused follow connections in a row...
 DEAD_AFTER_SECONDS = 0.1  # ...over at least this long: the primary's process is gone
 DURABLES_WAIT_S = 5.0  # a durable `sub` waits this long for a new primary's subscriptions
 STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be written
-FETCH_BYTES = 4 * 1024 * 1024  # a fetch answer is cut here; `next` says where to continue
 
 
 class Role(enum.Enum):
@@ -182,8 +180,7 @@ class BrokerCore:
         self.link_ids: dict[int, str] = {}  # id(link) -> follower id
         self.durables_ready = False
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
-        # `commit`s answered once ZooKeeper holds their subscription: (topic, name) -> asks
-        self.registering: dict[tuple[str, str], list[tuple[Any, int]]] = {}
+        self.commits = Commits(self.delivery)
         self.stop_deadline = 0.0
         self._requests = 0
         self._load_request = 0
@@ -206,8 +203,7 @@ class BrokerCore:
                 if self.primary is not None:
                     self.primary.drop_conn(conn)
                 self.waiting_subs = [w for w in self.waiting_subs if w.conn is not conn]
-                for asks in self.registering.values():
-                    asks[:] = [a for a in asks if a[0] is not conn]
+                self.commits.drop_conn(conn)
                 return []
             case FollowerFrame():
                 return self._follower_frame(ev)
@@ -227,8 +223,10 @@ class BrokerCore:
                 return self._loaded(ev)
             case OffsetsStored():
                 return self._stored(ev)
-            case SubscriptionRegistered():
-                return self._registered_sub(ev)
+            case SubscriptionRegistered(topic=topic, name=name, offset=offset):
+                if self.primary is None:  # step-down refused its commits and dropped it
+                    return []
+                return self.commits.registered(topic, name, offset, self.primary.commit_ts)
             case Tick(now=now):
                 return self._tick(now)
             case StopRequested(now=now):
@@ -321,14 +319,23 @@ class BrokerCore:
             case Fetch():
                 if p is None:
                     return [self._not_primary(conn, id=frame.id)]
-                return [self._fetch(conn, frame, p.commit_ts)]
+                return [
+                    requests.fetch(
+                        self.log,
+                        self.cfg.group,
+                        self.cfg.max_batch_records,
+                        conn,
+                        frame,
+                        p.commit_ts,
+                    )
+                ]
             case Commit():
                 if p is None:
                     return [self._not_primary(conn, id=frame.id)]
                 if not self.durables_ready:
                     self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
                     return []
-                return self._commit(conn, frame, p)
+                return self.commits.commit(conn, frame, p.commit_ts)
             case _:
                 assert_never(frame)
 
@@ -347,65 +354,8 @@ class BrokerCore:
                 now=now,
             )
         except RequestRejected as e:
-            return [_refusal(conn, e, sid=frame.sid)]
+            return [requests.refusal(conn, e, sid=frame.sid)]
         return [SendSubOk(conn, frame.sid, next_ts), *first]
-
-    def _fetch(self, conn: Any, frame: Fetch, commit_ts: int) -> Action:
-        """Records of ``start..end`` (up to the commit point) with their published times.
-        Purged records of the range are a PURGED error, or skipped with ``skip_purged``
-        (the answer then says the last purged ts)."""
-        end = min(frame.end, commit_ts)
-        purged = None
-        if frame.start <= end:
-            try:
-                check_retained(self.log, frame.topic, frame.start)
-            except Purged as e:
-                if not frame.skip_purged:
-                    msg = f"{e.message} in group {self.cfg.group}"
-                    return _refusal(conn, e, id=frame.id, message=msg)
-                purged = e.last
-        limit = min(frame.max, self.cfg.max_batch_records)
-        t = self.log.topics.get(frame.topic)
-        recs = t.between(frame.start, end, limit, FETCH_BYTES) if t is not None else []
-        # Where to continue: after the last record sent, or past `end` if nothing was.
-        next_ts = recs[-1][0] + 1 if recs else max(frame.start, end + 1)
-        pub = self.log.published_between(recs[0][0], recs[-1][0]) if recs else []
-        return SendFetched(conn, frame.id, recs, next_ts, tuple(pub), purged)
-
-    def _commit(self, conn: Any, frame: Commit, p: PrimaryCore) -> list[Action]:
-        """Acknowledge a durable subscription without consuming it (Spark's commit); a
-        subscription ZooKeeper does not hold yet is registered first, and the answer waits
-        for that (SubscriptionRegistered)."""
-        d = self.delivery
-        offset, register = d.commit(frame.topic, frame.subscription, frame.ts, p.commit_ts)
-        durable = d.durables[(frame.topic, frame.subscription)]
-        if durable.stored is not None:
-            return [SendCommitted(conn, frame.id, offset, p.commit_ts)]
-        key = (frame.topic, frame.subscription)
-        asks = self.registering.setdefault(key, [])
-        asks.append((conn, frame.id))
-        if not register and len(asks) == 1:  # not ours to register, or an earlier try failed
-            register = [RegisterSubscription(*key, str(durable.mode), durable.offset)]
-        return list(register)
-
-    def _registered_sub(self, ev: SubscriptionRegistered) -> list[Action]:
-        """ZooKeeper holds (or failed to hold) a subscription: answer the commits waiting."""
-        key = (ev.topic, ev.name)
-        if ev.offset is not None:
-            self.delivery.registered(ev.topic, ev.name, ev.offset)
-        asks = self.registering.pop(key, [])
-        p = self.primary
-        durable = self.delivery.durables.get(key)
-        out: list[Action] = []
-        for conn, rid in asks:
-            if p is None:
-                out.append(self._not_primary(conn, id=rid))
-            elif ev.offset is None or durable is None:
-                msg = f"registering subscription {ev.name!r} of {ev.topic!r} failed; retry"
-                out.append(SendError(conn, ErrorCode.UNAVAILABLE, msg, id=rid))
-            else:
-                out.append(SendCommitted(conn, rid, durable.offset, p.commit_ts))
-        return out
 
     # --- the primary's actions ----------------------------------------------------------
 
@@ -491,9 +441,7 @@ class BrokerCore:
         for w in self.waiting_subs:
             out.append(_refuse_waiting(w, ErrorCode.NOT_PRIMARY, msg, self.primary_url()))
         self.waiting_subs.clear()
-        for asks in self.registering.values():
-            out.extend(self._not_primary(conn, id=rid) for conn, rid in asks)
-        self.registering.clear()
+        out.extend(self._not_primary(conn, id=rid) for conn, rid in self.commits.take_all())
         self.delivery.drop_all()
         self.durables_ready = False
         if self.cas is not None and self.cas.kind is CasKind.ISR:
@@ -792,7 +740,7 @@ class BrokerCore:
         waiting, self.waiting_subs = self.waiting_subs, []
         for w in waiting:
             if isinstance(w.frame, Commit):
-                out.extend(self._commit(w.conn, w.frame, p))
+                out.extend(self.commits.commit(w.conn, w.frame, p.commit_ts))
             else:
                 assert isinstance(w.frame, Sub)
                 out.extend(self._subscribe(w.conn, w.frame, p, ev.now))
@@ -891,19 +839,3 @@ def _refuse_waiting(
         return SendError(w.conn, code, message, sid=f.sid, primary=primary)
     assert isinstance(f, Commit)
     return SendError(w.conn, code, message, id=f.id, primary=primary)
-
-
-def _refusal(
-    conn: Any,
-    e: RequestRejected,
-    *,
-    id: int | None = None,
-    sid: int | None = None,
-    message: str | None = None,
-) -> SendError:
-    """A refused request; PURGED says which records the reader missed."""
-    first = last = None
-    if isinstance(e, Purged):
-        first, last = e.first, e.last
-    msg = e.message if message is None else message
-    return SendError(conn, ErrorCode(e.code), msg, id, sid, first=first, last=last)
