@@ -550,6 +550,7 @@ def chaos(
         sys.exit(1)
 
 
+@main.command()
 @click.option("--seed", type=int, default=None, help="Run this one seed and print its trace.")
 @click.option("--seeds", type=click.IntRange(1), default=None, help="Run this many seeds.")
 @click.option("--start", type=click.IntRange(0), default=0, show_default=True)
