@@ -37,7 +37,12 @@ def test_a_batch_replayed_after_the_driver_died_before_commit_lands_once(
         child = subprocess.run(
             [sys.executable, str(DRIVER), zk_option(c), str(checkpoint)],
             # A SIGKILLed driver leaves its scratch directories behind: keep them in tmp_path.
-            env={**os.environ, **spark_env(), "SPARK_LOCAL_DIRS": str(tmp_path / "local")},
+            env={
+                **os.environ,
+                **spark_env(),
+                "SPARK_LOCAL_DIRS": str(tmp_path / "local"),
+                "_JAVA_OPTIONS": f"-Djava.io.tmpdir={tmp_path}",
+            },
             capture_output=True,
             timeout=600,
         )

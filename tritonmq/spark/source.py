@@ -79,7 +79,9 @@ class TritonMQDataSource(DataSource):
 class TritonMQPartition(InputPartition):
     """One task's read: a ts range of one topic (pickled to the executor)."""
 
-    def __init__(self, r: plan.Range, url: str, fail_on_loss: bool, headers: bool, fetch_max: int):
+    def __init__(
+        self, r: plan.Range, url: str, fail_on_loss: bool, headers: bool, fetch_max: int
+    ) -> None:
         super().__init__(r)
         self.range = r
         self.url = url
