@@ -37,6 +37,18 @@ def to_parquet(df: Any, tmp: Path, **trigger: Any) -> Any:
     )
 
 
+def ingested(spark: Any, tmp: Path, q: Any, count: int, timeout: float, what: str) -> None:
+    """Wait until the query's output holds ``count`` rows; a query that died says why."""
+
+    def enough() -> bool:
+        err = q.exception()
+        if err is not None:
+            raise AssertionError(f"the query failed while waiting for {what}: {err}")
+        return len(output(spark, tmp)) >= count
+
+    wait_until(enough, timeout, what)
+
+
 def output(spark: Any, tmp: Path) -> list[tuple[str, bytes]]:
     """(topic, value) of every row the file sink has committed so far."""
     if not (tmp / "out" / "_spark_metadata").exists():
@@ -137,7 +149,7 @@ def test_a_processing_time_query_restarted_from_its_checkpoint_misses_and_repeat
     wait_until(lambda: q.lastProgress is not None, 120, "the query's first batch")
     producer = Producer(zk_option_url(c), "live")
     try:
-        wait_until(lambda: len(output(spark, tmp_path)) >= 300, 120, "the query to ingest")
+        ingested(spark, tmp_path, q, 300, 120, "the query to ingest")
         q.stop()
         while_down = len(producer.acked)
         producer.wait_for(while_down + 500)  # published while the query is down
@@ -145,7 +157,7 @@ def test_a_processing_time_query_restarted_from_its_checkpoint_misses_and_repeat
         producer.wait_for(len(producer.acked) + 300)
     finally:
         want = producer.close()
-    wait_until(lambda: len(output(spark, tmp_path)) >= len(want), 180, "every record")
+    ingested(spark, tmp_path, q, len(want), 180, "every record")
     q.stop()
     exactly_once([v for _, v in output(spark, tmp_path)], want)
 
@@ -162,7 +174,7 @@ def test_a_query_survives_a_sigkill_of_the_groups_primary(
     wait_until(lambda: q.lastProgress is not None, 120, "the query's first batch")
     producer = Producer(zk_option_url(c), "failover")
     try:
-        wait_until(lambda: len(output(spark, tmp_path)) >= 300, 120, "the query to ingest")
+        ingested(spark, tmp_path, q, 300, 120, "the query to ingest")
         old = c.primary("g1")
         assert old is not None
         c.kill(old)
@@ -170,7 +182,7 @@ def test_a_query_survives_a_sigkill_of_the_groups_primary(
         producer.wait_for(len(producer.acked) + 500)
     finally:
         want = producer.close()
-    wait_until(lambda: len(output(spark, tmp_path)) >= len(want), 180, "every record")
+    ingested(spark, tmp_path, q, len(want), 180, "every record")
     assert q.exception() is None
     q.stop()
     exactly_once([v for _, v in output(spark, tmp_path)], want)
