@@ -190,6 +190,77 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
     Console().print(table)
 
 
+@main.command()
+@click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True)
+@click.option("--chroot", default="/tritonmq", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def subscriptions(zk_hosts: str, chroot: str, as_json: bool) -> None:
+    """Durable subscriptions (Spark queries' included): offset, group head and lag.
+
+    Lag is the group's commit point minus the subscription's stored offset, in ts: an
+    upper bound on the records it still holds back (ts are shared by a group's topics).
+    """
+    import asyncio
+
+    from kazoo.client import KazooClient
+
+    from tritonmq.client import Client
+    from tritonmq.coord.inspect import read_subscriptions
+
+    zk = KazooClient(hosts=zk_hosts, timeout=2.0)
+    try:
+        zk.start(timeout=10)
+        subs = read_subscriptions(zk, chroot)
+    except Exception as e:
+        click.echo(f"error: cannot read subscriptions from ZooKeeper at {zk_hosts}: {e}", err=True)
+        sys.exit(1)
+    finally:
+        zk.stop()
+        zk.close()
+
+    async def heads() -> dict[str, int | None]:
+        out: dict[str, int | None] = {}
+        async with Client(f"zk://{zk_hosts}{chroot}", timeout=5.0) as c:
+            for s in subs:
+                g = s["group"] = c.group_of(s["topic"])
+                if g not in out:
+                    try:
+                        out[g] = (await c.group_meta(g)).commit
+                    except TritonError:
+                        out[g] = None
+        return out
+
+    try:
+        head = asyncio.run(heads()) if subs else {}
+    except TritonError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    for s in subs:
+        h = head.get(s["group"])
+        s["head"] = h
+        s["lag"] = None if h is None else max(0, h - s["offset"])
+    if as_json:
+        click.echo(json.dumps(subs, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="TritonMQ durable subscriptions")
+    for col in ("topic", "subscription", "mode", "group", "offset", "head", "lag"):
+        table.add_column(col)
+    for s in subs:
+        table.add_row(
+            s["topic"],
+            s["name"],
+            s["mode"],
+            s["group"],
+            str(s["offset"]),
+            str(s["head"]),
+            str(s["lag"]),
+        )
+    Console().print(table)
+
+
 def _client_url(url: str | None, zk_hosts: str | None) -> str:
     if url and zk_hosts:
         _fail("give --url or --zk, not both")

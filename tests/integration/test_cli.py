@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import process_gone
-from tritonmq.devtools.cluster import wait_for
+from tritonmq import Client
+from tritonmq.devtools.cluster import DevCluster, wait_for
 
 pytestmark = pytest.mark.integration
 TRITONMQ = [sys.executable, "-m", "tritonmq"]
@@ -142,3 +145,30 @@ def test_init_creates_the_slot_map_once(zk_server: object) -> None:
     assert first.returncode == 0 and first.stdout.strip() == "8 slots: g1 4, g2 4"
     again = run("init", "--zk", hostport, "--chroot", "/cli-init", "--groups", "g9")
     assert again.returncode == 0 and again.stdout.strip() == "8 slots: g1 4, g2 4"
+
+
+def test_subscriptions_shows_each_durable_subscriptions_lag(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    c = make_cluster(replicas=2)
+    url = f"zk://{c.zk_hosts}{c.chroot}"
+
+    async def commit_then_publish() -> int:
+        async with Client(url) as client:
+            await client.commit("lagging", "spark-q", 0)
+            acks = await client.publish_many("lagging", [b"x"] * 10)
+            await client.commit("lagging", "spark-q", acks[3].ts)
+            return acks[-1].ts
+
+    last = asyncio.run(commit_then_publish())
+    out = run("subscriptions", "--zk", str(c.zk_hosts), "--chroot", c.chroot, "--json")
+    assert out.returncode == 0, out.stderr
+
+    def lag() -> dict[str, object] | None:
+        out = run("subscriptions", "--zk", str(c.zk_hosts), "--chroot", c.chroot, "--json")
+        [sub] = json.loads(out.stdout)
+        return sub if sub["offset"] == last - 6 else None  # the offset is stored coalesced
+
+    sub = wait_for(lag, 30, "the committed offset to be stored")
+    assert sub["topic"] == "lagging" and sub["name"] == "spark-q" and sub["group"] == "g1"
+    assert sub["head"] == last and sub["lag"] == 6

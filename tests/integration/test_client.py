@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
+from collections.abc import Callable
 
 import pytest
 import websockets
@@ -14,7 +16,7 @@ from tritonmq import Client
 from tritonmq.client import SyncClient
 from tritonmq.client.types import Ack
 from tritonmq.devtools.cluster import DevCluster, wait_for
-from tritonmq.errors import ClientClosed, ConfigError, RequestRejected
+from tritonmq.errors import ClientClosed, ConfigError, Purged, RequestRejected
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
 
@@ -171,3 +173,39 @@ async def test_a_frozen_primary_does_not_stall_its_producers(cluster: DevCluster
     assert by_value == {v: a.ts for a, v in acked}, "an acknowledged record is missing or moved"
     stamps = [a.ts for a, _ in acked]
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+
+
+async def test_fetch_reads_a_range_with_publish_times_and_commit_holds_it(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    c = make_cluster(replicas=2)  # retention 0: only the subscription keeps records
+    async with Client(zk_url(c)) as client:
+        offset, head = await client.commit("ranged", "reader", 0)  # registers, holds all
+        assert offset == 0 and head >= 0
+        before = int(time.time() * 1000)
+        acks = await client.publish_many("ranged", [b"%d" % i for i in range(100)])
+        after = int(time.time() * 1000)
+        recs, nxt = await client.fetch("ranged", acks[10].ts, acks[19].ts)
+        assert [r.value for r in recs] == [b"%d" % i for i in range(10, 20)]
+        assert nxt == acks[19].ts + 1
+        assert all(before <= (r.published or 0) <= after and len(r.uuid) == 16 for r in recs)
+
+        # Acknowledge half without consuming: the broker purges it, and a reader that
+        # still wants it is told instead of silently skipping.
+        assert (await client.commit("ranged", "reader", acks[49].ts))[0] == acks[49].ts
+        assert (await client.commit("ranged", "reader", 1))[0] == acks[49].ts  # never lowers
+
+        async def purged() -> Purged:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    await client.fetch("ranged", acks[0].ts, acks[-1].ts)
+                except Purged as e:
+                    return e
+                await asyncio.sleep(0.1)
+            raise AssertionError("the acknowledged half was never purged")
+
+        err = await purged()
+        assert "ranged" in str(err) and "g1" in str(err)
+        got = await client.fetch_raw("ranged", acks[0].ts, acks[-1].ts, skip_purged=True)
+        assert got.purged == acks[49].ts and got.records[0][0] == acks[50].ts

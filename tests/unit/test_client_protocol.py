@@ -16,6 +16,7 @@ import tritonmq.client.protocol as protocol_module
 from tritonmq.client.events import (
     AckRecord,
     Action,
+    Answered,
     Close,
     Connect,
     DeliverRecords,
@@ -27,6 +28,8 @@ from tritonmq.client.events import (
     Publish,
     PublishDone,
     PublishFailed,
+    Request,
+    RequestFailed,
     Resolve,
     Resolved,
     ResolveFailed,
@@ -46,11 +49,16 @@ from tritonmq.errors import ClientClosed, PublishTimeout, Purged, Unavailable, W
 from tritonmq.wire.frames import (
     Ack,
     BrokerFrame,
+    Commit,
+    Committed,
     Deliver,
     Error,
     ErrorCode,
+    Fetch,
+    Fetched,
     From,
     Hello,
+    Meta,
     MetaReply,
     Pub,
     PubAck,
@@ -534,6 +542,81 @@ def test_close_fails_everything_pending_and_everything_after() -> None:
     }
     assert isinstance(h(Publish(2, "t", recs(1)))[0], PublishFailed)
     assert h.p.state is ConnState.CLOSED
+
+
+# --- requests answered once: fetch, commit, meta (spark support) --------------------------
+
+
+def test_requests_take_ids_from_the_batch_counter_and_wait_for_a_connection() -> None:
+    h = Harness()
+    assert h.sent(h(Request(1, Fetch(0, "t", 1, 9, 100, True)))) == []
+    h.connect(A)
+    assert h.sent() == [Hello("tritonmq-python"), Fetch(1, "t", 1, 9, 100, True)]
+    h(Publish(2, "t", recs(1)))
+    h(Tick())
+    h.actions.clear()
+    h(Request(3, Commit(0, "t", "q", 5)))
+    h(Request(4, Meta(0)))
+    assert h.sent() == [Commit(3, "t", "q", 5), Meta(4)]  # batch 2 took id 2
+    got = Fetched(1, (), 10, ((1, 50),), None)
+    assert h.frame(got) == [Answered(1, got)]
+    assert h.frame(Committed(3, 5, 8)) == [Answered(3, Committed(3, 5, 8))]
+    meta = MetaReply(4, "g1", "a", "primary", 1, commit=8, topics=("t",))
+    assert h.frame(meta) == [Answered(4, meta)]
+    assert h.frame(got) == [], "answered once"
+
+
+def test_an_unanswered_request_is_resent_on_the_next_connection() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Request(1, Commit(0, "t", "q", 5)))
+    h(TransportClosed(h.p.conn, "gone"))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    assert Commit(1, "t", "q", 5) in h.sent()
+
+
+def test_a_retriable_refusal_of_a_request_reconnects_and_asks_again() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Request(1, Commit(0, "t", "q", 5)))
+    out = h.frame(Error.of(ErrorCode.NOT_PRIMARY, "moved", id=1, primary=C))
+    assert out[0] == Disconnect(h.p.conn) and not [a for a in out if isinstance(a, RequestFailed)]
+    h.actions.clear()
+    h.now += 1
+    h.connect(C, epoch=2)
+    assert Commit(1, "t", "q", 5) in h.sent()
+
+
+def test_purged_and_wrong_group_fail_the_request_and_keep_the_connection() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Request(1, Fetch(0, "t", 1, 9, 100)))
+    h(Request(2, Fetch(0, "u", 1, 9, 100)))
+    [gone] = h.frame(Error.of(ErrorCode.PURGED, "1..3 purged", id=1, first=1, last=3))
+    assert isinstance(gone, RequestFailed) and gone.ticket == 1
+    assert isinstance(gone.error, Purged) and (gone.error.first, gone.error.last) == (1, 3)
+    [moved] = h.frame(Error.of(ErrorCode.WRONG_GROUP, "there", id=2, group="g2"))
+    assert isinstance(moved, RequestFailed) and isinstance(moved.error, WrongGroup)
+    assert h.p.state is ConnState.CONNECTED
+
+
+def test_a_request_times_out_and_close_fails_the_rest() -> None:
+    h = Harness(timeout=5.0)
+    h(Request(1, Meta(0)))
+    h(Tick())
+    h(ResolveFailed("NoNodeError"))
+    h.now += 5.0
+    [failed] = [a for a in h(Tick()) if isinstance(a, RequestFailed)]
+    assert failed.ticket == 1 and isinstance(failed.error, Unavailable)
+    assert "NoNodeError" in failed.error.message
+    h(Request(2, Meta(0)))
+    out = h(Close())
+    assert [(a.ticket, type(a.error)) for a in out if isinstance(a, RequestFailed)] == [
+        (2, ClientClosed)
+    ]
+    [after] = h(Request(3, Meta(0)))
+    assert isinstance(after, RequestFailed) and isinstance(after.error, ClientClosed)
 
 
 # --- properties ---------------------------------------------------------------------------

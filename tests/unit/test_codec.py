@@ -16,6 +16,8 @@ from tritonmq.wire.frames import (
     Ack,
     Append,
     ClientFrame,
+    Commit,
+    Committed,
     Deliver,
     Error,
     ErrorCode,
@@ -68,8 +70,9 @@ client_frames: st.SearchStrategy[ClientFrame] = st.one_of(
     st.builds(Ack, ids, ids),
     st.builds(Nack, ids, ids),
     st.builds(Unsub, ids),
-    st.builds(Fetch, ids, names, ids, ids, st.integers(1, 2**64 - 1)),
+    st.builds(Fetch, ids, names, ids, ids, st.integers(1, 2**64 - 1), st.booleans()),
     st.builds(Meta, ids),
+    st.builds(Commit, ids, names, st.text(min_size=1, max_size=codec.MAX_NAME_LEN), ids),
 )
 
 stamped = st.tuples(st.integers(0, 2**63), uuids, keys, values, headers)
@@ -254,6 +257,12 @@ def test_retriable_comes_from_the_code_not_from_the_frame() -> None:
         {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "leader"},
         {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "isr": [1]},
         {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "members": []},
+        {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "topics": [1]},
+        {"op": "meta", "id": 0, "group": "g", "broker": "b", "role": "primary", "commit": -1},
+        {"op": "fetched", "id": 1, "records": [], "next": 1, "published": [[1, "2"]]},
+        {"op": "fetched", "id": 1, "records": [], "next": 1, "purged": "3"},
+        {"op": "committed", "id": 1, "ts": 2},
+        {"op": "committed", "id": 1, "ts": -2, "head": 3},
     ],
 )
 def test_bad_broker_frames_are_malformed(frame: dict[str, Any]) -> None:
@@ -546,3 +555,63 @@ def test_records_with_any_field_wrong_only_raise_protocol_errors(frame: dict[str
 @given(_anything)
 def test_any_msgpack_value_only_raises_protocol_errors(value: Any) -> None:
     _only_protocol_errors(msgpack.packb(value, use_bin_type=True))
+
+
+# --- spark support: published times, commit, skip_purged ----------------------------
+
+
+def test_append_carries_published_pairs_and_old_appends_still_decode() -> None:
+    frame = codec.decode_repl(codec.enc_append(1, 5, 3, [], [(1, 1700), (3, 1800)]))
+    assert isinstance(frame, Append)
+    assert frame.published == ((1, 1700), (3, 1800))
+    plain = codec.decode_repl(codec.enc_append(1, 5, 3, []))
+    assert isinstance(plain, Append) and plain.published == ()
+
+
+def test_bad_published_pairs_are_refused() -> None:
+    data = codec.packb(
+        {"op": "append", "epoch": 1, "commit": 0, "start": 1, "entries": [], "published": [[1]]}
+    )
+    with pytest.raises(MalformedFrame):
+        codec.decode_repl(data)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"op": "commit", "id": 1, "topic": "t", "subscription": "s"},
+        {"op": "commit", "id": 1, "topic": "t", "subscription": "", "ts": 3},
+        {"op": "commit", "id": 1, "topic": "t", "subscription": "s", "ts": -1},
+        {"op": "fetch", "id": 1, "topic": "t", "from": 1, "to": 2, "skip_purged": 1},
+    ],
+)
+def test_bad_commit_and_fetch_fields_name_the_request(frame: dict[str, Any]) -> None:
+    with pytest.raises(MalformedFrame) as e:
+        codec.decode_client(codec.packb(frame))
+    assert e.value.id == 1
+
+
+def test_fetched_and_committed_encode_their_optional_fields() -> None:
+    got = codec.decode_broker(codec.enc_fetched(4, [], 9, [(1, 100)], 8))
+    assert got["published"] == ((1, 100),) and got["purged"] == 8
+    assert "purged" not in codec.decode_broker(codec.enc_fetched(4, [], 9))
+    assert codec.decode_broker(codec.enc_committed(2, 7, 10)) == {
+        "op": "committed",
+        "id": 2,
+        "ts": 7,
+        "head": 10,
+    }
+
+
+def test_spark_answers_round_trip_typed() -> None:
+    frames = [
+        Fetched(4, (), 9, ((1, 100), (5, 200)), 8),
+        Fetched(4, (), 9),
+        Committed(2, 7, 10),
+        MetaReply(3, "g1", "b1", "primary", commit=12, topics=("a", "b")),
+    ]
+    for frame in frames:
+        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(frame)) == frame
+    assert codec.enc_committed(2, 7, 10) == codec.MSGPACK.encode(frames[2])
+    plain = codec.MSGPACK.decode_broker(codec.enc_meta(MetaReply(1, "g1", "b1", "backup")))
+    assert isinstance(plain, MetaReply) and plain.topics is None and plain.commit == 0

@@ -388,3 +388,21 @@ def test_replaying_a_broadcast_durable_subscription_holds_what_it_replays() -> N
     d.subscribe("c1", 1, "t", "s", 3, None, 10)
     d.stored((("t", "s", 2),))
     assert d.durables[("t", "s")].offset == 2 and d.holds() == {"t": 2}
+
+
+# --- commit: acknowledge without consuming (spark support) ----------------------------
+
+
+def test_commit_registers_a_missing_subscription_and_holds_what_follows() -> None:
+    d = delivery(make_log(ALL_T))
+    offset, todo = d.commit("t", "spark", 4, commit_ts=10)
+    assert offset == 4
+    assert todo == [RegisterSubscription("t", "spark", "broadcast", 4)]
+    assert d.holds() == {"t": 4}
+
+
+def test_commit_never_lowers_and_never_passes_the_commit_point() -> None:
+    d = delivery(make_log(ALL_T))
+    d.commit("t", "spark", 6, commit_ts=10)
+    assert d.commit("t", "spark", 3, commit_ts=10) == (6, [])
+    assert d.commit("t", "spark", 50, commit_ts=8) == (8, [])

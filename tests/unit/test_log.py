@@ -286,3 +286,49 @@ def test_a_backup_behind_the_purge_horizon_starts_over_at_the_primary_base() -> 
     backup.append_replicated(primary.base_ts, primary.entries_between(primary.base_ts, 20))
     assert [r[0] for r in backup.topic("t").records] == [16, 17, 18, 19, 20]
     assert backup.last_ts == primary.last_ts
+
+
+# --- published times (spark support) -------------------------------------------------
+
+
+def test_published_is_looked_up_per_batch() -> None:
+    log = GroupLog()
+    for i in range(1, 6):
+        log.append_new("t", b"u%d" % i, None, b"v", None)
+        if i in (1, 4):
+            log.mark_published(i, 1000 * i)
+    assert [log.published_at(ts) for ts in (1, 2, 3, 4, 5)] == [1000, 1000, 1000, 4000, 4000]
+    assert log.published_between(2, 3) == [(1, 1000)]
+    assert log.published_between(3, 5) == [(1, 1000), (4, 4000)]
+    assert GroupLog().published_at(1) is None
+
+
+def test_published_never_goes_back_in_time_or_repeats_a_batch() -> None:
+    log = GroupLog()
+    log.mark_published(1, 500)
+    log.mark_published(1, 900)  # the same batch again: ignored
+    log.mark_published(3, 100)  # the wall clock stepped back: keep the order readers see
+    assert log.published == [(1, 500), (3, 500)]
+
+
+def test_published_follows_truncation_reset_and_purge() -> None:
+    log = GroupLog()
+    for i in range(1, 5001):
+        log.append_new("t", b"u%d" % i, None, b"v", None)
+        log.mark_published(i, i)
+    log.truncate_after(4000)
+    assert log.published[-1] == (4000, 4000)
+    log.purge("t", 4100)  # compaction moves base_ts: pairs before it go
+    assert log.base_ts == 4001 and log.published == [(4000, 4000)]
+    log.reset_to(9000)
+    assert log.published == []
+
+
+def test_last_purged_remembers_the_newest_purged_record_of_a_topic() -> None:
+    log = GroupLog()
+    for topic in ["t", "x", "t", "x"]:
+        log.append_new(topic, bytes([len(log.entries)]), None, b"v", None)
+    log.purge("t", 2)
+    assert log.topics["t"].last_purged == 1 and log.topics["x"].last_purged == 0
+    log.purge("t", 100)
+    assert log.topics["t"].last_purged == 3

@@ -609,3 +609,27 @@ def test_a_follower_that_starts_by_reset_far_into_the_log_is_sent_entries_and_jo
         ("a", "b"),
         boots("ab"),
     )
+
+
+# --- published times travel with the records (spark support) --------------------------
+
+
+def test_backups_learn_when_the_primary_accepted_each_batch() -> None:
+    p = primary(isr="ab", members="ab")
+    b = BackupCore(GroupLog(), 1)
+    follow(p, "b", b)
+    run(p, {"b": b}, p.publish("c1", 1, "t", recs("u1", "u2"), wall_ms=1000))
+    run(p, {"b": b}, p.publish("c1", 2, "t", recs("u3"), wall_ms=2000))
+    assert [b.log.published_at(ts) for ts in (1, 2, 3)] == [1000, 1000, 2000]
+    assert b.log.published == p.log.published
+
+
+def test_a_backup_catching_up_mid_batch_gets_the_covering_time() -> None:
+    p = primary(isr="a", members="ab", min_insync=1)
+    p.publish("c1", 1, "t", recs("u1", "u2", "u3"), wall_ms=1000)
+    frame = codec.decode_repl(codec.enc_append(*p.entries_for(2, 3)))
+    assert isinstance(frame, Append) and frame.published == ((1, 1000),)
+    b = BackupCore(GroupLog(), 1)
+    b.on_leader(Leader(1, 1, list(p.log.epochs), reset=True))  # starts at ts 2
+    b.on_append(frame)
+    assert b.log.published_at(2) == 1000 and b.log.published_at(3) == 1000

@@ -34,7 +34,7 @@ async def serve(ws: ServerConnection, cfg: BrokerConfig, feed: Callable[[Event],
             except ProtocolError as e:
                 await ws.send(codec.enc_error(ErrorCode(e.code), e.message, id=e.id, sid=e.sid))
                 continue
-            feed(ClientFrameIn(ws, frame, time.monotonic()))
+            feed(ClientFrameIn(ws, frame, time.monotonic(), time.time_ns() // 1_000_000))
     except ConnectionClosed:
         pass
     finally:

@@ -35,6 +35,7 @@ from tritonmq.core.actions import (
     ReadState,
     RegisterSubscription,
     Replicate,
+    SendCommitted,
     SendEntries,
     SendError,
     SendFetched,
@@ -200,13 +201,23 @@ class Broker:
                     if hint is None and a.code is ErrorCode.NOT_PRIMARY:
                         hint = core.primary_url()
                     frame = codec.enc_error(
-                        a.code, a.message, id=a.id, sid=a.sid, primary=hint, group=a.group
+                        a.code,
+                        a.message,
+                        id=a.id,
+                        sid=a.sid,
+                        primary=hint,
+                        group=a.group,
+                        first=a.first,
+                        last=a.last,
                     )
                     self.send(a.conn, frame)
                 case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
                     self.send(conn, codec.enc_subok(sid, next_ts))
                 case SendFetched(conn=conn, id=fid, records=records, next_ts=next_ts):
-                    self.send(conn, codec.enc_fetched(fid, records, next_ts))
+                    data = codec.enc_fetched(fid, records, next_ts, a.published, a.purged)
+                    self.send(conn, data)
+                case SendCommitted(conn=conn, id=cid, ts=ts, head=head):
+                    self.send(conn, codec.enc_committed(cid, ts, head))
                 case SendMeta(conn=conn, info=info, cluster=cluster):
                     if cluster:
                         self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")
@@ -215,7 +226,8 @@ class Broker:
                 case CloseConn(conn=conn, code=code, reason=reason):
                     self.tasks.spawn(conn.close(code, reason), "close-conn")
                 case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
-                    data = codec.enc_append(epoch, commit, start, core.entries_for(start, end))
+                    entries, published = core.entries_for(start, end)
+                    data = codec.enc_append(epoch, commit, start, entries, published)
                     websockets.broadcast(links, data)
                 case SendLeader(link=link, leader=leader):
                     self.send(link, codec.enc_leader(leader))

@@ -3,6 +3,6 @@
 from tritonmq.client.client import Client
 from tritonmq.client.consumer import Subscription
 from tritonmq.client.sync import SyncClient
-from tritonmq.client.types import Ack, Message
+from tritonmq.client.types import Ack, Fetched, FetchedRecord, Message
 
-__all__ = ["Ack", "Client", "Message", "Subscription", "SyncClient"]
+__all__ = ["Ack", "Client", "Fetched", "FetchedRecord", "Message", "Subscription", "SyncClient"]

@@ -16,10 +16,11 @@ from websockets.exceptions import WebSocketException
 from tritonmq.client.consumer import Subscription
 from tritonmq.client.link import Link
 from tritonmq.client.routing import ClusterView
-from tritonmq.client.types import Ack
+from tritonmq.client.types import Ack, Fetched, FetchedRecord
 from tritonmq.errors import ClientClosed, ConfigError, ProtocolError, WrongGroup
+from tritonmq.wire import frames
 from tritonmq.wire.codec import MSGPACK
-from tritonmq.wire.frames import SUBPROTOCOL, BrokerFrame, Hello, Meta, MetaReply
+from tritonmq.wire.frames import SUBPROTOCOL, BrokerFrame, Commit, Fetch, Hello, Meta, MetaReply
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -193,6 +194,25 @@ class Client:
             return {"groups": groups, "slots": meta.slots}
         raise ClientClosed(f"no broker reachable among {self._known}: {last}")
 
+    def group_of(self, topic: str) -> str:
+        """The group that owns ``topic`` in the cluster view last read."""
+        return self._group_of(topic)
+
+    async def group_meta(self, group: str) -> MetaReply:
+        """The ``meta`` answer of ``group``'s primary: its commit point, topics, brokers."""
+        got = await self._link(group).request(Meta(0))
+        if not isinstance(got, MetaReply):
+            raise ProtocolError(f"meta answered with {type(got).__name__}")
+        return got
+
+    async def topics(self) -> dict[str, str]:
+        """Every topic the groups' primaries hold or held records of: topic -> group."""
+        out: dict[str, str] = {}
+        for group in sorted(self._view.groups):
+            for t in (await self.group_meta(group)).topics or ():
+                out[t] = group
+        return out
+
     def _candidates(self, group: str) -> list[str]:
         return self._view.candidates(group)
 
@@ -265,6 +285,15 @@ class Client:
         """Publish one record; returns once every in-sync replica holds it."""
         return (await self._publish(topic, [(os.urandom(16), value, key, headers)]))[0]
 
+    async def publish_batch(
+        self,
+        topic: str,
+        records: Sequence[tuple[bytes, bytes, bytes | None, dict[str, Any] | None]],
+    ) -> list[Ack]:
+        """Publish ``(uuid, value, key, headers)`` records with uuids the caller chose, so a
+        replay of the same records is recognised by the broker's dedup (Spark's sink)."""
+        return await self._publish(topic, records)
+
     async def publish_many(self, topic: str, values: Iterable[bytes]) -> list[Ack]:
         """Publish many records at once (batched on the wire); acks in the same order."""
         return await self._publish(topic, [(os.urandom(16), v, None, None) for v in values])
@@ -280,6 +309,62 @@ class Client:
             except WrongGroup:
                 await self.refresh()
         raise WrongGroup(f"topic {topic!r} kept moving between groups")
+
+    # --- reading ranges and committing (Spark) -------------------------------------------
+
+    async def _ask(self, frame: Fetch | Commit) -> BrokerFrame:
+        """One request about ``frame.topic`` to its group's primary. The link follows
+        failovers until ``timeout``; a slot move re-routes; other errors are raised."""
+        for _ in range(REROUTES):
+            link = self._link(self._group_of(frame.topic))
+            try:
+                return await link.request(frame)
+            except WrongGroup:
+                await self.refresh()
+        raise WrongGroup(f"topic {frame.topic!r} kept moving between groups")
+
+    async def fetch_raw(
+        self, topic: str, start: int, end: int, *, max: int = 10_000, skip_purged: bool = False
+    ) -> Fetched:
+        """Records of ``topic`` with ``start <= ts <= end`` (at most ``max``, up to what is
+        committed): the cheap form, record tuples and ``(first_ts, ms)`` pairs."""
+        got = await self._ask(Fetch(0, topic, start, end, max, skip_purged))
+        if not isinstance(got, frames.Fetched):
+            raise ProtocolError(f"fetch answered with {type(got).__name__}")
+        return Fetched(list(got.records), list(got.published), got.next, got.purged)
+
+    async def fetch(
+        self, topic: str, start: int, end: int, *, max: int = 10_000, skip_purged: bool = False
+    ) -> tuple[list[FetchedRecord], int]:
+        """Read ``topic``'s retained records with ``start <= ts <= end`` without subscribing.
+
+        Returns at most ``max`` records and where to continue (``next``); a range is
+        read once an answer comes back empty. Follows failovers. Raises
+        :class:`~tritonmq.errors.Purged` if records of the range were already purged
+        (``skip_purged=True`` skips them instead).
+        """
+        got = await self.fetch_raw(topic, start, end, max=max, skip_purged=skip_purged)
+        pub = got.published
+        out: list[FetchedRecord] = []
+        j = 0
+        for ts, uuid, key, value, headers in got.records:
+            while j + 1 < len(pub) and pub[j + 1][0] <= ts:
+                j += 1
+            ms = pub[j][1] if pub and pub[j][0] <= ts else None
+            out.append(FetchedRecord(topic, ts, uuid, key, value, headers, ms))
+        return out, got.next
+
+    async def commit(self, topic: str, subscription: str, ts: int) -> tuple[int, int]:
+        """Acknowledge durable ``subscription`` of ``topic`` up to ``ts`` without consuming.
+
+        Registers the subscription if it does not exist (so the broker keeps every later
+        record for it); never lowers its offset. Returns ``(offset, head)``: the offset
+        now and the group's commit point (its newest committed ts).
+        """
+        got = await self._ask(Commit(0, topic, subscription, ts))
+        if not isinstance(got, frames.Committed):
+            raise ProtocolError(f"commit answered with {type(got).__name__}")
+        return got.ts, got.head
 
     # --- consuming -------------------------------------------------------------------
 

@@ -11,7 +11,19 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from tritonmq.errors import TritonError
-from tritonmq.wire.frames import BrokerFrame, ClientFrame, From, PubRecord, Record
+from tritonmq.wire.frames import (
+    BrokerFrame,
+    ClientFrame,
+    Commit,
+    Committed,
+    Fetch,
+    Fetched,
+    From,
+    Meta,
+    MetaReply,
+    PubRecord,
+    Record,
+)
 
 # --- events (inputs) ---------------------------------------------------------------
 
@@ -23,6 +35,15 @@ class Publish:
     ticket: int
     topic: str
     records: Sequence[PubRecord]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request answered once (``fetch``, ``commit``, ``meta``); the protocol gives it its
+    wire ``id`` (the frame's own is ignored). ``ticket`` names the answer."""
+
+    ticket: int
+    frame: Fetch | Commit | Meta
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +120,7 @@ class Close:
 
 Event: TypeAlias = (
     Publish
+    | Request
     | Subscribe
     | Unsubscribe
     | AckRecord
@@ -159,6 +181,18 @@ class PublishFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class Answered:
+    ticket: int
+    frame: Fetched | Committed | MetaReply
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    ticket: int
+    error: TritonError
+
+
+@dataclass(frozen=True, slots=True)
 class DeliverRecords:
     sid: int
     records: Sequence[Record]
@@ -191,6 +225,8 @@ Action: TypeAlias = (
     | Probe
     | PublishDone
     | PublishFailed
+    | Answered
+    | RequestFailed
     | DeliverRecords
     | Subscribed
     | SubscriptionFailed

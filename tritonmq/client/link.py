@@ -26,6 +26,7 @@ from tritonmq.client.consumer import Subscription
 from tritonmq.client.events import (
     AckRecord,
     Action,
+    Answered,
     Close,
     Connect,
     DeliverRecords,
@@ -37,6 +38,8 @@ from tritonmq.client.events import (
     Publish,
     PublishDone,
     PublishFailed,
+    Request,
+    RequestFailed,
     Resolve,
     Resolved,
     ResolveFailed,
@@ -55,7 +58,7 @@ from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
 from tritonmq.client.types import Ack
 from tritonmq.errors import ClientClosed, ClientError, ProtocolError
 from tritonmq.wire import codec as wire
-from tritonmq.wire.frames import From
+from tritonmq.wire.frames import Commit, Committed, Fetch, Fetched, From, Meta, MetaReply
 
 log = logging.getLogger("tritonmq.client")
 
@@ -107,6 +110,7 @@ class Link:
         self._timer_at = float("inf")
         self._next_ticket = 1
         self._pending: dict[int, tuple[asyncio.Future[Any], str, bool]] = {}
+        self._asks: dict[int, asyncio.Future[Fetched | Committed | MetaReply]] = {}
         self._subs: dict[int, Subscription] = {}
         self._next_sid = 1
         self._closed = False
@@ -159,6 +163,10 @@ class Link:
             if not fut.done():
                 fut.set_exception(err)
         self._pending.clear()
+        for ask in self._asks.values():
+            if not ask.done():
+                ask.set_exception(err)
+        self._asks.clear()
         for sub in self._subs.values():
             sub.fail(err)
         self._subs.clear()
@@ -200,6 +208,14 @@ class Link:
                 entry = self._pending.pop(ticket, None)
                 if entry is not None and not entry[0].done():
                     entry[0].set_exception(error)
+            case Answered(ticket=ticket, frame=frame):
+                ask = self._asks.pop(ticket, None)
+                if ask is not None and not ask.done():
+                    ask.set_result(frame)
+            case RequestFailed(ticket=ticket, error=error):
+                ask = self._asks.pop(ticket, None)
+                if ask is not None and not ask.done():
+                    ask.set_exception(error)
             case DeliverRecords(sid=sid, records=records):
                 sub = self._subs.get(sid)
                 if sub is not None:
@@ -328,6 +344,23 @@ class Link:
         records = [_record(u, v, k, h) for u, v, k, h in items]
         ticket, fut = self._ticket(topic, False)
         self._handle(Publish(ticket, topic, records))
+        return fut
+
+    # --- requests answered once (fetch, commit, meta) ----------------------------------
+
+    def request(
+        self, frame: Fetch | Commit | Meta
+    ) -> asyncio.Future[Fetched | Committed | MetaReply]:
+        """Send ``frame`` to the primary (its ``id`` is given by the protocol); the future
+        gets the answer, or the error that ended it (retriable ones are retried first)."""
+        if self._closed:
+            raise ClientClosed("client closed")
+        fut: asyncio.Future[Fetched | Committed | MetaReply]
+        fut = asyncio.get_running_loop().create_future()
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        self._asks[ticket] = fut
+        self._handle(Request(ticket, frame))
         return fut
 
     # --- consuming -------------------------------------------------------------------

@@ -55,7 +55,12 @@ Rules
    :class:`~tritonmq.errors.Purged`, records are never skipped in silence).
 7. **Acks** are coalesced per turn: the highest ts per broadcast subscription,
    every ts for shared ones.
-8. **Nothing waits forever.** A subscription not confirmed within ``timeout`` of
+8. **Requests answered once** (``fetch``, ``commit``, ``meta``) take ids from the batch
+   counter, are sent once connected and resent in id order on every new connection
+   until answered (each is safe to repeat: reads, and a commit never lowers an
+   offset). A retriable refusal other than ``WRONG_GROUP`` reconnects as in rule 4;
+   any other error, or no answer within ``timeout``, fails the request.
+9. **Nothing waits forever.** A subscription not confirmed within ``timeout`` of
    its ``subscribe``, or every subscription when no connection could be made for
    ``timeout``, fails with :class:`~tritonmq.errors.Unavailable`; a failed resolve is
    retried with backoff and remembered as the last error.
@@ -63,6 +68,7 @@ Rules
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -71,6 +77,7 @@ from dataclasses import dataclass, field
 from tritonmq.client.events import (
     AckRecord,
     Action,
+    Answered,
     Close,
     Connect,
     DeliverRecords,
@@ -82,6 +89,8 @@ from tritonmq.client.events import (
     Publish,
     PublishDone,
     PublishFailed,
+    Request,
+    RequestFailed,
     Resolve,
     Resolved,
     ResolveFailed,
@@ -107,11 +116,15 @@ from tritonmq.errors import (
 from tritonmq.wire.frames import (
     Ack,
     BrokerFrame,
+    Commit,
+    Committed,
     Deliver,
     Error,
+    Fetch,
     Fetched,
     From,
     Hello,
+    Meta,
     MetaReply,
     Pub,
     PubAck,
@@ -169,6 +182,14 @@ class _Batch:
     attempts: int = 0
     on_wire: bool = False
     sent_at: float = 0.0
+
+
+@dataclass(slots=True)
+class _Request:
+    ticket: int
+    frame: Fetch | Commit | Meta  # with its wire id
+    deadline: float
+    attempts: int = 0
 
 
 @dataclass(slots=True)
@@ -254,6 +275,7 @@ class ClientProtocol:
     _buffered: dict[str, int] = field(default_factory=dict)
     _flush_at: float = _NEVER
     _tickets: dict[int, _Ticket] = field(default_factory=dict)
+    _requests: dict[int, _Request] = field(default_factory=dict)  # by wire id
     _subs: dict[int, _Sub] = field(default_factory=dict)
     _acks: dict[int, int] = field(default_factory=dict)
     _shared_acks: dict[int, list[int]] = field(default_factory=dict)
@@ -271,6 +293,8 @@ class ClientProtocol:
         match event:
             case Publish():
                 self._publish(event, now)
+            case Request():
+                self._request(event, now)
             case Subscribe():
                 self._subscribe(event, now)
             case Unsubscribe(sid=sid):
@@ -425,6 +449,42 @@ class ClientProtocol:
             return
         self._fail_batch(b, err, now)
 
+    # --- requests answered once (fetch, commit, meta) ---------------------------------
+
+    def _request(self, e: Request, now: float) -> None:
+        rid = self._next_id
+        self._next_id += 1
+        frame = dataclasses.replace(e.frame, id=rid)
+        r = self._requests[rid] = _Request(e.ticket, frame, now + self.settings.timeout)
+        if self.state is ConnState.CONNECTED:
+            self._send_request(r)
+
+    def _send_request(self, r: _Request) -> None:
+        r.attempts += 1
+        self._out.append(Send(r.frame))
+
+    def _answered(self, frame: Fetched | Committed | MetaReply) -> bool:
+        r = self._requests.pop(frame.id, None)
+        if r is None:
+            return False
+        self._out.append(Answered(r.ticket, frame))
+        return True
+
+    def _request_error(self, r: _Request, err: TritonError, hint: str | None, now: float) -> None:
+        if (
+            err.retriable
+            and not isinstance(err, WrongGroup)
+            and r.attempts <= self.settings.retries
+        ):
+            self.last_error = f"{err.code}: {err.message}"
+            s = self.settings
+            self._pause = min(max(s.refusal_pause_min, self._pause * 2), s.refusal_pause_max)
+            self._hint = hint
+            self._drop(now, self._pause)
+            return
+        del self._requests[r.frame.id]
+        self._out.append(RequestFailed(r.ticket, err))
+
     # --- consuming ----------------------------------------------------------------
 
     def _subscribe(self, e: Subscribe, now: float) -> None:
@@ -536,8 +596,10 @@ class ClientProtocol:
             case MetaReply():
                 if frame.epoch > self.epoch:
                     self.epoch = frame.epoch
-            case Fetched():
-                pass  # fetches travel on connections of their own
+                if frame.id:
+                    self._answered(frame)
+            case Fetched() | Committed():
+                self._answered(frame)
 
     def _error(self, f: Error, now: float) -> None:
         err = error_from_wire(
@@ -545,8 +607,11 @@ class ClientProtocol:
         )
         if f.id is not None:
             b = self._batches.get(f.id)
+            r = self._requests.get(f.id)
             if b is not None:
                 self._pub_error(b, err, f.primary, now)
+            elif r is not None:
+                self._request_error(r, err, f.primary, now)
         elif f.sid is not None:
             sub = self._subs.get(f.sid)
             if sub is not None:
@@ -568,6 +633,8 @@ class ClientProtocol:
             for sub in self._subs.values():
                 self._out.append(Send(sub.frame(now)))
             self._flush_acks()
+            for rid in sorted(self._requests):
+                self._send_request(self._requests[rid])
             self._unsent = deque(sorted(self._batches))
             self._pump(now)
             return
@@ -699,6 +766,13 @@ class ClientProtocol:
             )
             for b in expired:
                 self._fail_batch(b, err, now)
+        for r in [r for r in self._requests.values() if r.deadline <= now]:
+            del self._requests[r.frame.id]
+            gone = Unavailable(
+                f"no answer within {self.settings.timeout:g}s"
+                f" (last error: {self.last_error or 'none'})"
+            )
+            self._out.append(RequestFailed(r.ticket, gone))
         for sub in list(self._subs.values()):
             if self._sub_deadline(sub) <= now:
                 del self._subs[sub.sid]
@@ -711,7 +785,7 @@ class ClientProtocol:
                 self._out.append(SubscriptionFailed(sub.sid, gone))
 
     def _sub_deadline(self, sub: _Sub) -> float:
-        """Rule 8: a first ``subok`` within ``timeout``; then no disconnection that long."""
+        """Rule 9: a first ``subok`` within ``timeout``; then no disconnection that long."""
         if sub.position is None:
             return sub.asked_at + self.settings.timeout
         if self._disconnected_since is not None and self.state is not ConnState.CONNECTED:
@@ -723,6 +797,8 @@ class ClientProtocol:
         at = min(self._flush_at, self._wake_for_state())
         if self._batches:
             at = min(at, next(iter(self._batches.values())).deadline)
+        if self._requests:
+            at = min(at, next(iter(self._requests.values())).deadline)
         for sub in self._subs.values():
             at = min(at, self._sub_deadline(sub))
         if at < self._wake:
@@ -752,6 +828,9 @@ class ClientProtocol:
             self._out.append(PublishFailed(ticket, err))
         for sid in self._subs:
             self._out.append(SubscriptionFailed(sid, err))
+        for r in self._requests.values():
+            self._out.append(RequestFailed(r.ticket, err))
+        self._requests.clear()
         self._tickets.clear()
         self._subs.clear()
         self._batches.clear()
@@ -765,6 +844,8 @@ class ClientProtocol:
             self._out.append(PublishFailed(event.ticket, err))
         elif isinstance(event, Subscribe):
             self._out.append(SubscriptionFailed(event.sid, err))
+        elif isinstance(event, Request):
+            self._out.append(RequestFailed(event.ticket, err))
 
     # --- for tests and status -------------------------------------------------------
 

@@ -16,6 +16,33 @@ class Ack:
     group: str
 
 
+@dataclass(frozen=True, slots=True)
+class FetchedRecord:
+    """A record read by :meth:`Client.fetch`. ``published``: wall-clock ms at which the
+    primary accepted its batch (None if the broker did not say)."""
+
+    topic: str
+    ts: int
+    uuid: bytes
+    key: bytes | None
+    value: bytes
+    headers: dict[str, Any] | None
+    published: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """The raw answer to a fetch, for bulk readers (Spark): record tuples
+    ``(ts, uuid, key, value, headers)``, ``(first_ts, ms)`` pairs that date them, where
+    to continue, and (``skip_purged``) the last purged ts of the topic if the range
+    reached below it."""
+
+    records: list[tuple[int, bytes, bytes | None, bytes, dict[str, Any] | None]]
+    published: list[tuple[int, int]]
+    next: int
+    purged: int | None
+
+
 class Message:
     """One delivered record. ``await msg.ack()`` acknowledges it and everything before it."""
 

@@ -51,6 +51,35 @@ def read_cluster(
     return {"groups": out, "slots": smap.as_dict() if smap else None}
 
 
+def read_subscriptions(zk: KazooClient, chroot: str = "/tritonmq") -> list[dict[str, Any]]:
+    """Every durable subscription: ``{"topic", "name", "mode", "offset"}`` (offset as stored)."""
+    from urllib.parse import unquote
+
+    out: list[dict[str, Any]] = []
+    try:
+        topics = sorted(zk.get_children(paths.subscriptions(chroot)))
+    except NoNodeError:
+        return out
+    for t in topics:
+        topic = unquote(t)
+        try:
+            names = sorted(zk.get_children(f"{paths.subscriptions(chroot)}/{t}"))
+        except NoNodeError:
+            continue
+        for n in names:
+            name = unquote(n)
+            try:
+                raw, _ = zk.get(paths.subscription(chroot, topic, name))
+                off, _ = zk.get(paths.offset(chroot, topic, name))
+            except NoNodeError:
+                continue
+            mode = json.loads(raw).get("mode", "broadcast")
+            out.append(
+                {"topic": topic, "name": name, "mode": mode, "offset": json.loads(off)["ts"]}
+            )
+    return out
+
+
 def fetch_cluster(hosts: str, chroot: str = "/tritonmq", timeout: float = 10.0) -> dict[str, Any]:
     zk = KazooClient(hosts=hosts, timeout=2.0)
     try:

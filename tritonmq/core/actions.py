@@ -26,7 +26,8 @@ class SendPubAck:
 @dataclass(frozen=True, slots=True)
 class SendError:
     """An ``error`` frame; ``id`` names a request, ``sid`` a subscription, ``primary`` where
-    the primary is (NOT_PRIMARY), ``group`` the owner of a topic (WRONG_GROUP)."""
+    the primary is (NOT_PRIMARY), ``group`` the owner of a topic (WRONG_GROUP), ``first``..
+    ``last`` the records a reader missed (PURGED)."""
 
     conn: Any
     code: ErrorCode
@@ -35,6 +36,8 @@ class SendError:
     sid: int | None = None
     primary: str | None = None
     group: str | None = None
+    first: int | None = None
+    last: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +92,26 @@ class SendSubOk:
 
 @dataclass(frozen=True, slots=True)
 class SendFetched:
+    """The answer to a ``fetch``: ``published`` holds the ``(first ts, wall-clock ms)`` pairs
+    that date ``records``; ``purged`` (``skip_purged`` only) the topic's last purged ts when
+    the range reached below it."""
+
     conn: Any
     id: int
     records: list[Record]
     next_ts: int
+    published: tuple[tuple[int, int], ...] = ()
+    purged: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SendCommitted:
+    """The answer to a ``commit``: the subscription's offset now and the commit point."""
+
+    conn: Any
+    id: int
+    ts: int
+    head: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +250,7 @@ Action: TypeAlias = (
     | StoreOffsets
     | SendSubOk
     | SendFetched
+    | SendCommitted
     | SendMeta
     | CloseConn
     | SendEntries

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
+from tritonmq.core import requests
 from tritonmq.core.actions import (
     Action,
     CloseLink,
@@ -52,7 +53,6 @@ from tritonmq.core.actions import (
     Replicate,
     SendEntries,
     SendError,
-    SendFetched,
     SendLeader,
     SendMeta,
     SendPurge,
@@ -63,7 +63,7 @@ from tritonmq.core.actions import (
     Stopped,
 )
 from tritonmq.core.actions import Level as L
-from tritonmq.core.delivery import Delivery, Mode, check_retained
+from tritonmq.core.delivery import Delivery, Mode
 from tritonmq.core.events import (
     CasDone,
     CasOutcome,
@@ -87,12 +87,14 @@ from tritonmq.core.events import (
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.log import GroupLog
 from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
+from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
 from tritonmq.core.slots import SlotMap
 from tritonmq.errors import ReplicationError, RequestRejected
 from tritonmq.wire.frames import (
     Ack,
     Append,
+    Commit,
     ErrorCode,
     Fetch,
     Follow,
@@ -111,7 +113,6 @@ DEAD_AFTER_REFUSALS = 3  # refused follow connections in a row...
 DEAD_AFTER_SECONDS = 0.1  # ...over at least this long: the primary's process is gone
 DURABLES_WAIT_S = 5.0  # a durable `sub` waits this long for a new primary's subscriptions
 STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be written
-FETCH_BYTES = 4 * 1024 * 1024  # a fetch answer is cut here; `next` says where to continue
 
 
 class Role(enum.Enum):
@@ -179,7 +180,8 @@ class BrokerCore:
         self.links: dict[str, Any] = {}  # follower id -> its replication link
         self.link_ids: dict[int, str] = {}  # id(link) -> follower id
         self.durables_ready = False
-        self.waiting_subs: list[ClientFrameIn] = []
+        self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
+        self.commits = Commits(self.delivery)
         self.stop_deadline = 0.0
         self._requests = 0
         self._load_request = 0
@@ -202,6 +204,7 @@ class BrokerCore:
                 if self.primary is not None:
                     self.primary.drop_conn(conn)
                 self.waiting_subs = [w for w in self.waiting_subs if w.conn is not conn]
+                self.commits.drop_conn(conn)
                 return []
             case FollowerFrame():
                 return self._follower_frame(ev)
@@ -222,9 +225,9 @@ class BrokerCore:
             case OffsetsStored():
                 return self._stored(ev)
             case SubscriptionRegistered(topic=topic, name=name, offset=offset):
-                if offset is not None:
-                    self.delivery.registered(topic, name, offset)
-                return []
+                if self.primary is None:  # step-down refused its commits and dropped it
+                    return []
+                return self.commits.registered(topic, name, offset, self.primary.commit_ts)
             case Tick(now=now):
                 return self._tick(now)
             case StopRequested(now=now):
@@ -234,9 +237,11 @@ class BrokerCore:
 
     # --- what others may ask ----------------------------------------------------------
 
-    def entries_for(self, start: int, end: int) -> list[Any]:
-        """The log entries a SendEntries names (read when performing it)."""
-        return self.log.entries_between(start, end)
+    def entries_for(self, start: int, end: int) -> tuple[list[Any], list[tuple[int, int]]]:
+        """The log entries a SendEntries names (read when performing it), and the
+        ``(first ts, wall-clock ms)`` pairs that date them, so backups agree on published times."""
+        entries = self.log.entries_between(start, end)
+        return entries, self.log.published_between(start, end) if entries else []
 
     def primary_url(self) -> str | None:
         st = self.state
@@ -259,6 +264,7 @@ class BrokerCore:
             "primary_url": self.primary_url(),
             "isr": list(st.isr) if st else [],
             "members": {m.id: m.url for m in self.members.values()},
+            "commit": self.commit_ts,
             "bytes": self.log.bytes,
             "records": sum(len(t.records) for t in self.log.topics.values()),
         }
@@ -278,7 +284,9 @@ class BrokerCore:
     def _client(self, ev: ClientFrameIn) -> list[Action]:
         conn, frame, now = ev.conn, ev.frame, ev.now
         p = self.primary
-        if isinstance(frame, Pub | Sub | Fetch) and (owner := self._other_owner(frame.topic)):
+        if isinstance(frame, Pub | Sub | Fetch | Commit) and (
+            owner := self._other_owner(frame.topic)
+        ):
             msg = f"topic {frame.topic!r} belongs to group {owner}, not {self.cfg.group}"
             if isinstance(frame, Sub):
                 return [SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=owner)]
@@ -287,7 +295,9 @@ class BrokerCore:
             case Pub(id=pub_id, topic=topic, records=records):
                 if p is None:
                     return [self._not_primary(conn, id=pub_id)]
-                return self._primary_out(p, p.publish(conn, pub_id, topic, records), now)
+                return self._primary_out(
+                    p, p.publish(conn, pub_id, topic, records, ev.wall_ms), now
+                )
             case Ack(sid=sid, ts=ts, many=many):
                 return list(self.delivery.ack(conn, sid, ts, self.commit_ts, many, now))
             case Nack(sid=sid, ts=ts):
@@ -304,11 +314,29 @@ class BrokerCore:
             case Hello():
                 return [SendMeta(conn, {**self.meta(), "id": 0}, cluster=False)]
             case Meta(id=meta_id):
-                return [SendMeta(conn, {**self.meta(), "id": meta_id}, cluster=True)]
+                # topics: for readers that match topics by pattern (Spark's topicPattern)
+                info = {**self.meta(), "id": meta_id, "topics": sorted(self.log.topics)}
+                return [SendMeta(conn, info, cluster=True)]
             case Fetch():
                 if p is None:
                     return [self._not_primary(conn, id=frame.id)]
-                return [self._fetch(conn, frame, p.commit_ts)]
+                return [
+                    requests.fetch(
+                        self.log,
+                        self.cfg.group,
+                        self.cfg.max_batch_records,
+                        conn,
+                        frame,
+                        p.commit_ts,
+                    )
+                ]
+            case Commit():
+                if p is None:
+                    return [self._not_primary(conn, id=frame.id)]
+                if not self.durables_ready:
+                    self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
+                    return []
+                return self.commits.commit(conn, frame, p.commit_ts)
             case _:
                 assert_never(frame)
 
@@ -329,20 +357,8 @@ class BrokerCore:
                 held=frame.held,
             )
         except RequestRejected as e:
-            return [SendError(conn, ErrorCode(e.code), e.message, sid=frame.sid)]
+            return [requests.refusal(conn, e, sid=frame.sid)]
         return [SendSubOk(conn, frame.sid, next_ts), *first]
-
-    def _fetch(self, conn: Any, frame: Fetch, commit_ts: int) -> Action:
-        try:
-            check_retained(self.log, frame.topic, frame.start)
-        except RequestRejected as e:
-            return SendError(conn, ErrorCode(e.code), e.message, id=frame.id)
-        end = min(frame.end, commit_ts)
-        limit = min(frame.max, self.cfg.max_batch_records)
-        t = self.log.topics.get(frame.topic)
-        recs = t.between(frame.start, end, limit, FETCH_BYTES) if t is not None else []
-        next_ts = recs[-1][0] + 1 if recs else max(frame.start, end + 1)
-        return SendFetched(conn, frame.id, recs, next_ts)
 
     # --- the primary's actions ----------------------------------------------------------
 
@@ -424,9 +440,11 @@ class BrokerCore:
         out.extend(p.step_down())
         for c in list(self.delivery.consumers.values()):
             out.append(SendError(c.conn, ErrorCode.NOT_PRIMARY, "primary stepped down", sid=c.sid))
+        msg = f"broker {self.me.id} is not the primary of {self.cfg.group}"
         for w in self.waiting_subs:
-            out.append(self._not_primary(w.conn, sid=getattr(w.frame, "sid", None)))
+            out.append(_refuse_waiting(w, ErrorCode.NOT_PRIMARY, msg, self.primary_url()))
         self.waiting_subs.clear()
+        out.extend(self._not_primary(conn, id=rid) for conn, rid in self.commits.take_all())
         self.delivery.drop_all()
         self.durables_ready = False
         if self.cas is not None and self.cas.kind is CasKind.ISR:
@@ -725,8 +743,11 @@ class BrokerCore:
         out: list[Action] = [LogLine(L.INFO, f"resumed {len(ev.found)} durable subscription(s)")]
         waiting, self.waiting_subs = self.waiting_subs, []
         for w in waiting:
-            assert isinstance(w.frame, Sub)
-            out.extend(self._subscribe(w.conn, w.frame, p, ev.now))
+            if isinstance(w.frame, Commit):
+                out.extend(self.commits.commit(w.conn, w.frame, p.commit_ts))
+            else:
+                assert isinstance(w.frame, Sub)
+                out.extend(self._subscribe(w.conn, w.frame, p, ev.now))
         return out
 
     def _stored(self, ev: OffsetsStored) -> list[Action]:
@@ -780,8 +801,7 @@ class BrokerCore:
             self.waiting_subs = [w for w in self.waiting_subs if now - w.now <= DURABLES_WAIT_S]
             msg = "the new primary is still loading subscriptions; retry"
             for w in expired:
-                sid = w.frame.sid if isinstance(w.frame, Sub) else None
-                out.append(SendError(w.conn, ErrorCode.UNAVAILABLE, msg, sid=sid))
+                out.append(_refuse_waiting(w, ErrorCode.UNAVAILABLE, msg))
         if now >= self._next_offsets_at and not self._storing:
             self._next_offsets_at = now + self.cfg.offset_interval
             due = self.delivery.offsets_to_store()
@@ -812,3 +832,14 @@ class BrokerCore:
     def _finish_stop(self) -> list[Action]:
         self.role = Role.STOPPED
         return [Stopped()]
+
+
+def _refuse_waiting(
+    w: ClientFrameIn, code: ErrorCode, message: str, primary: str | None = None
+) -> SendError:
+    """An error for a request that waited (a durable ``sub`` by its sid, a ``commit`` by id)."""
+    f = w.frame
+    if isinstance(f, Sub):
+        return SendError(w.conn, code, message, sid=f.sid, primary=primary)
+    assert isinstance(f, Commit)
+    return SendError(w.conn, code, message, id=f.id, primary=primary)

@@ -279,6 +279,22 @@ class Delivery:
         out.extend(self._pump(c, commit_ts))
         return next_ts, out
 
+    def commit(
+        self, topic: str, name: str, ts: int, commit_ts: int
+    ) -> tuple[int, list[RegisterSubscription]]:
+        """Acknowledge durable subscription ``name`` up to ``ts`` (at most the commit point)
+        without consuming it; register it if missing. Never lowers its offset. Returns the
+        offset now, and the registration to perform first if it is new."""
+        ts = min(ts, commit_ts)
+        d = self.durables.get((topic, name))
+        if d is None:
+            d = self.durables[(topic, name)] = Durable(topic, name, Mode.BROADCAST, ts, None)
+            return ts, [RegisterSubscription(topic, name, str(Mode.BROADCAST), ts)]
+        if ts > d.offset:
+            d.offset = ts
+            d.cursor = max(d.cursor, ts + 1)
+        return d.offset, []
+
     def unsubscribe(self, conn: Any, sid: int, now: float = 0.0) -> list[Deliver]:
         c = self.consumers.pop((id(conn), sid), None)
         if c is None:

@@ -37,11 +37,13 @@ class CasOutcome(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ClientFrameIn:
-    """A decoded frame from client connection ``conn``."""
+    """A decoded frame from client connection ``conn``. ``wall_ms`` is the shell's wall
+    clock (ms since the epoch) when it arrived: the published time a ``pub`` records."""
 
     conn: Any
     frame: ClientFrame
     now: float
+    wall_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,10 @@ def _ts_of(rec: Record) -> int:
     return rec[0]
 
 
+def _first(pair: tuple[int, int]) -> int:
+    return pair[0]
+
+
 RECORD_OVERHEAD = 32  # ts, uuid and framing, roughly, on the wire
 
 
@@ -72,7 +76,7 @@ class TopicLog:
         if j == 0:
             return []
         gone = self.records[:j]
-        self.last_purged = gone[-1][0]
+        self.last_purged = max(self.last_purged, gone[-1][0])
         self.cum0 = self.cum[j - 1]
         del self.records[:j]
         del self.cum[:j]
@@ -125,6 +129,7 @@ class GroupLog:
         "purged",
         "epochs",
         "bytes",
+        "published",
     )
 
     def __init__(self, base_ts: int = 1) -> None:
@@ -137,6 +142,9 @@ class GroupLog:
         self.purged: deque[tuple[int, bytes]] = deque()  # (ts, uuid) still in the dedup table
         self.epochs: list[tuple[int, int]] = []
         self.bytes = 0  # retained record bytes
+        # (first ts of a batch, wall-clock ms at which the primary accepted it), ascending:
+        # recorded once per batch by the primary and replicated, so every replica agrees.
+        self.published: list[tuple[int, int]] = []
 
     @property
     def last_ts(self) -> int:
@@ -214,6 +222,37 @@ class GroupLog:
             cum.append(total)
         self.entries.extend(entries)
 
+    def mark_published(self, first_ts: int, wall_ms: int) -> None:
+        """Records from ``first_ts`` on were accepted at ``wall_ms`` (never earlier than the last)."""
+        pub = self.published
+        if pub and pub[-1][0] >= first_ts:
+            return
+        pub.append((first_ts, max(wall_ms, pub[-1][1]) if pub else wall_ms))
+
+    def adopt_published(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Take the primary's ``(first_ts, ms)`` pairs for entries we now hold."""
+        for first_ts, ms in pairs:
+            self.mark_published(first_ts, ms)
+
+    def published_between(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The pairs that say when records ``start..end`` were accepted (the one covering
+        ``start`` included)."""
+        pub = self.published
+        i = max(0, bisect_right(pub, start, key=_first) - 1)
+        j = bisect_right(pub, end, key=_first)
+        return pub[i:j]
+
+    def published_at(self, ts: int) -> int | None:
+        """Wall-clock ms at which the record ``ts`` was accepted (None: not known here)."""
+        i = bisect_right(self.published, ts, key=_first) - 1
+        return self.published[i][1] if i >= 0 else None
+
+    def _trim_published(self) -> None:
+        """Forget pairs that only describe records before ``base_ts``."""
+        i = bisect_right(self.published, self.base_ts, key=_first) - 1
+        if i > 0:
+            del self.published[:i]
+
     def entries_between(self, start: int, end: int) -> list[Entry | None]:
         """Entries with ``start <= ts <= end`` (clamped to what the log holds)."""
         i = max(0, start - self.base_ts)
@@ -248,6 +287,7 @@ class GroupLog:
             if self.uuids.get(rec[1]) == rec[0]:
                 del self.uuids[rec[1]]
         self.epochs = [e for e in self.epochs if e[1] <= ts]
+        self.published = [p for p in self.published if p[0] <= ts]
         return len(dropped)
 
     def reset_to(self, base_ts: int) -> None:
@@ -261,6 +301,7 @@ class GroupLog:
         self.purged = deque()
         self.bytes = 0
         self.epochs = [e for e in self.epochs if e[1] < base_ts]
+        self.published = []  # the primary's next append carries the pair covering base_ts
 
     def purge(self, topic: str, upto: int) -> int:
         """Drop ``topic``'s records with ``ts <= upto``; returns how many. Their uuids stay
@@ -291,6 +332,7 @@ class GroupLog:
             del entries[:k]
             del self.cum[:k]
             self.base_ts += k
+            self._trim_published()
 
     def forget_uuids_upto(self, ts: int) -> None:
         """End deduplication for purged records with ``ts <= ts``."""

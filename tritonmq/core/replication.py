@@ -112,9 +112,17 @@ class PrimaryCore:
     # --- producers -----------------------------------------------------------
 
     def publish(
-        self, conn: Any, pub_id: int, topic: str, records: Sequence[PubRecord]
+        self,
+        conn: Any,
+        pub_id: int,
+        topic: str,
+        records: Sequence[PubRecord],
+        wall_ms: int = 0,
     ) -> list[Action]:
         """Stamp, dedup and replicate a batch; it is acknowledged when it commits.
+
+        ``wall_ms`` (the shell's wall clock) is recorded once for the batch's new
+        records and replicated with them: the ``published`` time readers see.
 
         A retry of records the group already holds is answered even while new
         writes are refused. Once a batch on a connection is refused, every later
@@ -164,6 +172,7 @@ class PrimaryCore:
             stamps.append(ts)
         actions = self._ack_when_committed(conn, pub_id, stamps)
         if log.last_ts >= first_new:
+            log.mark_published(first_new, wall_ms)
             actions.extend(self._replicate_new(first_new))
             if not self._voters():
                 actions.extend(self._advance_commit())
@@ -397,8 +406,12 @@ class PrimaryCore:
         self._beat_commit = self.commit_ts
         return tuple(f.id for f in self.followers.values() if f.sent == last)
 
-    def entries_for(self, start: int, end: int) -> tuple[int, int, int, list[Any]]:
-        return self.epoch, self.commit_ts, start, self.log.entries_between(start, end)
+    def entries_for(
+        self, start: int, end: int
+    ) -> tuple[int, int, int, list[Any], tuple[tuple[int, int], ...]]:
+        log = self.log
+        entries = log.entries_between(start, end)
+        return self.epoch, self.commit_ts, start, entries, tuple(log.published_between(start, end))
 
     def purge(self, upto: Mapping[str, int], forget: int) -> Purge | None:
         """Purge what every subscription has let go of, here and (returned) on every backup.
@@ -448,6 +461,8 @@ class BackupCore:
         if not self.synced:
             raise LogGap("append before the follow handshake")
         self.log.append_replicated(ap.start, ap.entries)
+        if ap.entries and ap.published:
+            self.log.adopt_published(ap.published)
         if ap.commit > self.commit_ts:
             self.commit_ts = min(ap.commit, self.log.last_ts)
         return self.log.last_ts

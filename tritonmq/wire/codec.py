@@ -21,6 +21,8 @@ from tritonmq.wire.frames import (
     Append,
     BrokerFrame,
     ClientFrame,
+    Commit,
+    Committed,
     Deliver,
     Entry,
     Error,
@@ -206,12 +208,23 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
     if op == "meta":
         return Meta(_int(obj, "id", default=0))
     if op == "fetch":
+        skip = obj.get("skip_purged", False)
+        if type(skip) is not bool:
+            raise MalformedFrame("'skip_purged' must be a boolean")
         return Fetch(
             _int(obj, "id"),
             _str(obj, "topic", max_len=MAX_TOPIC_LEN),
             _int(obj, "from"),
             _int(obj, "to"),
             _int(obj, "max", minimum=1, default=10_000),
+            skip,
+        )
+    if op == "commit":
+        return Commit(
+            _int(obj, "id"),
+            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
+            _str(obj, "subscription", max_len=MAX_NAME_LEN),
+            _int(obj, "ts"),
         )
     raise UnknownOp(f"unknown op {op[:40]!r}")
 
@@ -249,6 +262,16 @@ def _dedup(raw: Any) -> tuple[tuple[int, bytes], ...]:
     return raw
 
 
+def _published(obj: dict[str, Any]) -> tuple[tuple[int, int], ...]:
+    published = obj.get("published", ())
+    if type(published) is not tuple or not all(
+        type(p) is tuple and len(p) == 2 and type(p[0]) is int and type(p[1]) is int
+        for p in published
+    ):
+        raise MalformedFrame("'published' must be an array of [first_ts, ms]")
+    return published
+
+
 def _entry_ok(e: Any) -> bool:
     if type(e) is not tuple or len(e) != 2 or type(e[0]) is not str:
         return False
@@ -276,7 +299,13 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
         for e in entries:
             if e is not None and not _entry_ok(e):
                 raise MalformedFrame("an entry is nil or [topic, [ts, uuid, key, value, headers]]")
-        return Append(_int(obj, "epoch"), _int(obj, "commit"), _int(obj, "start"), list(entries))
+        return Append(
+            _int(obj, "epoch"),
+            _int(obj, "commit"),
+            _int(obj, "start"),
+            list(entries),
+            _published(obj),
+        )
     if op == "purge":
         topics = obj.get("topics")
         if not isinstance(topics, tuple) or not all(
@@ -368,7 +397,15 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
     if op == "subok":
         return SubOk(_int(obj, "sid"), _int(obj, "next"))
     if op == "fetched":
-        return Fetched(_int(obj, "id"), _records(obj.get("records")), _int(obj, "next"))
+        return Fetched(
+            _int(obj, "id"),
+            _records(obj.get("records")),
+            _int(obj, "next"),
+            _published(obj),
+            _opt_int(obj, "purged"),
+        )
+    if op == "committed":
+        return Committed(_int(obj, "id"), _int(obj, "ts"), _int(obj, "head"))
     if op == "error":
         raw_code = obj.get("code")
         if not isinstance(raw_code, str):
@@ -395,6 +432,11 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
             raise MalformedFrame("'isr' must be an array of strings")
         groups = obj.get("groups")
         slots = obj.get("slots")
+        topics = obj.get("topics")
+        if topics is not None and (
+            type(topics) is not tuple or not all(isinstance(t, str) for t in topics)
+        ):
+            raise MalformedFrame("'topics' must be an array of strings")
         return MetaReply(
             _int(obj, "id", default=0),
             _opt_str(obj, "group") or "",
@@ -409,6 +451,8 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
             _int(obj, "records", default=0),
             None if groups is None else _str_map(groups, "groups"),
             None if slots is None else _str_map(slots, "slots"),
+            _int(obj, "commit", default=0),
+            topics,
         )
     raise UnknownOp(f"unknown broker op {op[:40]!r}")
 
@@ -472,7 +516,10 @@ def _meta_map(m: MetaReply) -> dict[str, Any]:
         "members": m.members,
         "bytes": m.bytes,
         "records": m.records,
+        "commit": m.commit,
     }
+    if m.topics is not None:
+        frame["topics"] = m.topics
     if m.groups is not None:
         frame["groups"] = m.groups
     if m.slots is not None:
@@ -496,14 +543,42 @@ def enc_subok(sid: int, next_ts: int) -> bytes:
     return _packb({"op": "subok", "sid": sid, "next": next_ts})
 
 
-def enc_fetched(id: int, records: Sequence[Record], next_ts: int) -> bytes:
-    return _packb({"op": "fetched", "id": id, "records": records, "next": next_ts})
+def enc_fetched(
+    id: int,
+    records: Sequence[Record],
+    next_ts: int,
+    published: Sequence[tuple[int, int]] = (),
+    purged: int | None = None,
+) -> bytes:
+    frame: dict[str, Any] = {"op": "fetched", "id": id, "records": records, "next": next_ts}
+    if published:
+        frame["published"] = published
+    if purged is not None:
+        frame["purged"] = purged
+    return _packb(frame)
 
 
-def enc_append(epoch: int, commit: int, start: int, entries: Sequence[Entry | None]) -> bytes:
-    return _packb(
-        {"op": "append", "epoch": epoch, "commit": commit, "start": start, "entries": entries}
-    )
+def enc_committed(id: int, ts: int, head: int) -> bytes:
+    return _packb({"op": "committed", "id": id, "ts": ts, "head": head})
+
+
+def enc_append(
+    epoch: int,
+    commit: int,
+    start: int,
+    entries: Sequence[Entry | None],
+    published: Sequence[tuple[int, int]] = (),
+) -> bytes:
+    frame: dict[str, Any] = {
+        "op": "append",
+        "epoch": epoch,
+        "commit": commit,
+        "start": start,
+        "entries": entries,
+    }
+    if published:
+        frame["published"] = published
+    return _packb(frame)
 
 
 def enc_purge(p: Purge) -> bytes:
@@ -579,14 +654,25 @@ def enc_client(frame: ClientFrame) -> bytes:
     if isinstance(frame, Meta):
         return _packb({"op": "meta", "id": frame.id})
     if isinstance(frame, Fetch):
+        f: dict[str, Any] = {
+            "op": "fetch",
+            "id": frame.id,
+            "topic": frame.topic,
+            "from": frame.start,
+            "to": frame.end,
+            "max": frame.max,
+        }
+        if frame.skip_purged:
+            f["skip_purged"] = True
+        return _packb(f)
+    if isinstance(frame, Commit):
         return _packb(
             {
-                "op": "fetch",
+                "op": "commit",
                 "id": frame.id,
                 "topic": frame.topic,
-                "from": frame.start,
-                "to": frame.end,
-                "max": frame.max,
+                "subscription": frame.subscription,
+                "ts": frame.ts,
             }
         )
     raise TypeError(f"not a client frame: {frame!r}")
@@ -601,8 +687,10 @@ def enc_broker(frame: BrokerFrame) -> bytes:
             return enc_puback(id, ts, group)
         case SubOk(sid=sid, next=next_ts):
             return enc_subok(sid, next_ts)
-        case Fetched(id=id, records=records, next=next_ts):
-            return enc_fetched(id, records, next_ts)
+        case Fetched(id=id, records=records, next=next_ts, published=published, purged=purged):
+            return enc_fetched(id, records, next_ts, published, purged)
+        case Committed(id=id, ts=ts, head=head):
+            return enc_committed(id, ts, head)
         case MetaReply():
             return enc_meta(frame)
         case Error():
@@ -646,7 +734,7 @@ class MsgpackCodec:
         self.max_value = max_value
 
     def encode(self, frame: ClientFrame | BrokerFrame) -> bytes:
-        if isinstance(frame, PubAck | Deliver | SubOk | Fetched | MetaReply | Error):
+        if isinstance(frame, PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error):
             return enc_broker(frame)
         return enc_client(frame)
 

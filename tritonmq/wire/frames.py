@@ -123,6 +123,19 @@ class Fetch:
     start: int
     end: int
     max: int
+    skip_purged: bool = False  # False: records of the range already purged are a PURGED error
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Acknowledge a durable subscription up to ``ts`` without consuming (Spark's commit).
+
+    Registers the subscription if it is missing; never lowers its offset."""
+
+    id: int
+    topic: str
+    subscription: str
+    ts: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +160,16 @@ class Follow:
 
 @dataclass(frozen=True, slots=True)
 class Append:
-    """Entries from ``start`` on; a ``None`` entry is a record already purged."""
+    """Entries from ``start`` on; a ``None`` entry is a record already purged.
+
+    ``published`` holds the ``(first_ts, wall-clock ms)`` pairs of the batches these
+    entries belong to, so every replica reports the same accept time."""
 
     epoch: int
     commit: int
     start: int
     entries: list[Entry | None]
+    published: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +187,7 @@ class ReplAck:
     ts: int
 
 
-ClientFrame: TypeAlias = Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta
+ClientFrame: TypeAlias = Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta | Commit
 
 
 # --- broker -> client -------------------------------------------------------
@@ -202,9 +219,24 @@ class SubOk:
 
 @dataclass(frozen=True, slots=True)
 class Fetched:
+    """The answer to ``fetch``. ``published``: ``(first ts, wall-clock ms)`` pairs dating the
+    records; ``purged`` (``skip_purged`` only): the topic's last purged ts, when the range
+    reached below it."""
+
     id: int
     records: tuple[Record, ...]
     next: int
+    published: tuple[tuple[int, int], ...] = ()
+    purged: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """The answer to ``commit``: the subscription's offset now, and the group's commit point."""
+
+    id: int
+    ts: int
+    head: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +259,8 @@ class MetaReply:
     records: int = 0
     groups: dict[str, dict[str, Any]] | None = None
     slots: dict[str, Any] | None = None
+    commit: int = 0  # the group's commit point as this broker knows it
+    topics: tuple[str, ...] | None = None  # ``meta`` only: the topics this broker holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +294,7 @@ class Error:
         return Error(code, message, code.retriable, id, sid, primary, group, first, last)
 
 
-BrokerFrame: TypeAlias = PubAck | Deliver | SubOk | Fetched | MetaReply | Error
+BrokerFrame: TypeAlias = PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,60 @@
+"""Option parsing of the Spark source and sink: Kafka's names, clear errors. No Spark needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from tritonmq.errors import ConfigError
+from tritonmq.spark.options import sink_options, source_options
+
+
+def test_source_defaults_and_kafka_names() -> None:
+    o = source_options({"zk": "127.0.0.1:2181/tm", "topics": "a, b"})
+    assert o.url == "zk://127.0.0.1:2181/tm" and o.topics == ("a", "b")
+    assert o.starting == "latest" and o.fail_on_data_loss and not o.include_headers
+    assert source_options({"url": "ws://h:1", "subscribe": "a"}, batch=True).starting == "earliest"
+    o = source_options(
+        {
+            "zk": "h:1",
+            "topicPattern": "orders\\..*",
+            "startingPosition": '{"g1": 5}',
+            "maxRecordsPerTrigger": "1000",
+            "failOnDataLoss": "false",
+            "includeHeaders": "true",
+            "subscription": "pipeline-1",
+        }
+    )
+    assert o.matches("orders.eu") and not o.matches("xorders.eu")
+    assert o.starting == {"g1": 5} and o.max_records == 1000
+    assert not o.fail_on_data_loss and o.include_headers and o.subscription == "pipeline-1"
+
+
+@pytest.mark.parametrize(
+    ("opts", "says"),
+    [
+        ({"topics": "a"}, "'zk'"),
+        ({"zk": "h:1", "url": "ws://h:2", "topics": "a"}, "not both"),
+        ({"url": "http://h:1", "topics": "a"}, "zk://"),
+        ({"zk": "h:1"}, "exactly one of"),
+        ({"zk": "h:1", "topics": "a", "topicPattern": "a"}, "exactly one of"),
+        ({"zk": "h:1", "topics": " , "}, "names no topic"),
+        ({"zk": "h:1", "topicPattern": "("}, "regular expression"),
+        ({"zk": "h:1", "topics": "a", "startingPosition": "first"}, "JSON of group -> ts"),
+        ({"zk": "h:1", "topics": "a", "startingPosition": '{"g1": -1}'}, "JSON of group"),
+        ({"zk": "h:1", "topics": "a", "startingTimestamp": "yesterday"}, "milliseconds"),
+        ({"zk": "h:1", "topics": "a", "maxRecordsPerTrigger": "0"}, "positive integer"),
+        ({"zk": "h:1", "topics": "a", "failOnDataLoss": "maybe"}, "true or false"),
+        ({"zk": "h:1", "topics": "a", "subscription": ""}, "1..249"),
+    ],
+)
+def test_bad_source_options_say_what_is_wrong(opts: dict[str, str], says: str) -> None:
+    with pytest.raises(ConfigError, match=says.replace("(", "\\(")):
+        source_options(opts)
+
+
+def test_sink_options() -> None:
+    o = sink_options({"zk": "h:1", "topic": "out", "sinkId": "s1"})
+    assert (o.url, o.topic, o.sink_id) == ("zk://h:1", "out", "s1")
+    assert sink_options({"url": "ws://h:1"}).topic is None
+    with pytest.raises(ConfigError, match="sinkId"):
+        sink_options({"zk": "h:1", "sinkId": ""})

@@ -1,0 +1,107 @@
+"""A client's one-shot requests to the primary, apart from the roles in :mod:`broker`:
+``fetch`` (a ts range with its published times, or PURGED) and ``commit`` (acknowledge a
+durable subscription without consuming it: Spark's source). Pure, like the rest of core."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritonmq.core.actions import (
+    Action,
+    RegisterSubscription,
+    SendCommitted,
+    SendError,
+    SendFetched,
+)
+from tritonmq.core.delivery import Delivery, check_retained
+from tritonmq.core.log import GroupLog
+from tritonmq.errors import Purged, RequestRejected
+from tritonmq.wire.frames import Commit, ErrorCode, Fetch
+
+FETCH_BYTES = 4 * 1024 * 1024  # a fetch answer is cut here; `next` says where to continue
+
+
+def refusal(
+    conn: Any,
+    e: RequestRejected,
+    *,
+    id: int | None = None,
+    sid: int | None = None,
+    message: str | None = None,
+) -> SendError:
+    """A refused request; PURGED says which records the reader missed."""
+    first = last = None
+    if isinstance(e, Purged):
+        first, last = e.first, e.last
+    msg = e.message if message is None else message
+    return SendError(conn, ErrorCode(e.code), msg, id, sid, first=first, last=last)
+
+
+def fetch(
+    log: GroupLog, group: str, max_records: int, conn: Any, frame: Fetch, commit_ts: int
+) -> Action:
+    """Records of ``start..end`` (up to the commit point) with their published times.
+    Purged records of the range are a PURGED error, or skipped with ``skip_purged`` (the
+    answer then says the last purged ts): never skipped in silence."""
+    end = min(frame.end, commit_ts)
+    purged = None
+    if frame.start <= end:
+        try:
+            check_retained(log, frame.topic, frame.start)
+        except Purged as e:
+            if not frame.skip_purged:
+                return refusal(conn, e, id=frame.id, message=f"{e.message} in group {group}")
+            purged = e.last
+    limit = min(frame.max, max_records)
+    t = log.topics.get(frame.topic)
+    recs = t.between(frame.start, end, limit, FETCH_BYTES) if t is not None else []
+    # Where to continue: after the last record sent, or past `end` if nothing was.
+    next_ts = recs[-1][0] + 1 if recs else max(frame.start, end + 1)
+    pub = log.published_between(recs[0][0], recs[-1][0]) if recs else []
+    return SendFetched(conn, frame.id, recs, next_ts, tuple(pub), purged)
+
+
+class Commits:
+    """``commit``s on the primary. One whose subscription ZooKeeper does not hold yet is
+    registered first and answered when SubscriptionRegistered says it is held: from then on
+    the subscription keeps every later record, across failovers."""
+
+    def __init__(self, delivery: Delivery) -> None:
+        self.delivery = delivery
+        self.waiting: dict[tuple[str, str], list[tuple[Any, int]]] = {}  # (topic, name) -> asks
+
+    def commit(self, conn: Any, frame: Commit, commit_ts: int) -> list[Action]:
+        key = (frame.topic, frame.subscription)
+        offset, register = self.delivery.commit(*key, frame.ts, commit_ts)
+        durable = self.delivery.durables[key]
+        if durable.stored is not None:
+            return [SendCommitted(conn, frame.id, offset, commit_ts)]
+        asks = self.waiting.setdefault(key, [])
+        asks.append((conn, frame.id))
+        if not register and len(asks) == 1:  # a sub's registration, or an earlier one failed
+            register = [RegisterSubscription(*key, str(durable.mode), durable.offset)]
+        return list(register)
+
+    def registered(self, topic: str, name: str, offset: int | None, commit_ts: int) -> list[Action]:
+        """ZooKeeper holds (``offset``) or failed to hold (None) a subscription."""
+        if offset is not None:
+            self.delivery.registered(topic, name, offset)
+        durable = self.delivery.durables.get((topic, name))
+        out: list[Action] = []
+        for conn, rid in self.waiting.pop((topic, name), []):
+            if offset is None or durable is None:
+                msg = f"registering subscription {name!r} of {topic!r} failed; retry"
+                out.append(SendError(conn, ErrorCode.UNAVAILABLE, msg, id=rid))
+            else:
+                out.append(SendCommitted(conn, rid, durable.offset, commit_ts))
+        return out
+
+    def drop_conn(self, conn: Any) -> None:
+        for asks in self.waiting.values():
+            asks[:] = [a for a in asks if a[0] is not conn]
+
+    def take_all(self) -> list[tuple[Any, int]]:
+        """Every waiting ``commit`` (conn, id), forgotten: the primary steps down."""
+        out = [a for asks in self.waiting.values() for a in asks]
+        self.waiting.clear()
+        return out

@@ -1,0 +1,154 @@
+"""Options of the Spark source and sink, parsed and checked once, with Kafka's names where
+they mean the same thing. Pure: no Spark needed (unit-tested without it)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from tritonmq.errors import ConfigError
+
+
+def _url(opts: Mapping[str, str]) -> str:
+    url = opts.get("url")
+    zk = opts.get("zk")
+    if url and zk:
+        raise ConfigError("give either option 'zk' (host:port) or 'url', not both")
+    if zk:
+        url = zk if zk.startswith("zk://") else f"zk://{zk}"
+    if not url:
+        raise ConfigError("option 'zk' (ZooKeeper host:port[/chroot]) or 'url' is required")
+    if urlparse(url).scheme not in ("zk", "ws", "wss"):
+        raise ConfigError(f"option 'url' must be zk://, ws:// or wss://, not {url!r}")
+    return url
+
+
+def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    v = opts.get(key)
+    if v is None:
+        return default
+    if str(v).lower() in ("true", "1", "yes"):
+        return True
+    if str(v).lower() in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"option {key!r} must be true or false, not {v!r}")
+
+
+def _positive(opts: Mapping[str, str], key: str) -> int | None:
+    v = opts.get(key)
+    if v is None:
+        return None
+    try:
+        n = int(v)
+    except ValueError:
+        raise ConfigError(f"option {key!r} must be a positive integer, not {v!r}") from None
+    if n < 1:
+        raise ConfigError(f"option {key!r} must be a positive integer, not {v!r}")
+    return n
+
+
+def _position(opts: Mapping[str, str], key: str, default: str) -> str | dict[str, int]:
+    raw = opts.get(key, default)
+    if raw in ("earliest", "latest"):
+        return raw
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(
+        isinstance(g, str) and type(ts) is int and ts >= 0 for g, ts in parsed.items()
+    ):
+        raise ConfigError(
+            f"option {key!r} must be 'earliest', 'latest' or JSON of group -> ts"
+            f' (e.g. {{"g1": 1200}}), not {raw!r}'
+        )
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    url: str
+    topics: tuple[str, ...]
+    pattern: str | None
+    starting: str | dict[str, int]
+    starting_timestamp: int | None
+    ending: str | dict[str, int]
+    max_records: int | None
+    fail_on_data_loss: bool
+    include_headers: bool
+    subscription: str | None
+    min_partitions: int
+    fetch_max: int
+
+    def matches(self, topic: str) -> bool:
+        if self.pattern is not None:
+            return re.fullmatch(self.pattern, topic) is not None
+        return topic in self.topics
+
+
+def source_options(opts: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
+    """Check a source's options; every mistake is a :class:`ConfigError` that says what to do.
+
+    A streaming query starts at ``latest`` by default, a batch read at ``earliest``."""
+    topics_raw = opts.get("topics") or opts.get("subscribe")
+    pattern = opts.get("topicPattern") or opts.get("subscribePattern")
+    if bool(topics_raw) == bool(pattern):
+        raise ConfigError(
+            "give exactly one of options 'topics' (comma separated) or 'topicPattern'"
+        )
+    topics = tuple(t.strip() for t in (topics_raw or "").split(",") if t.strip())
+    if topics_raw and not topics:
+        raise ConfigError("option 'topics' names no topic")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ConfigError(f"option 'topicPattern' is not a regular expression: {e}") from None
+    if "startingPosition" in opts and "startingTimestamp" in opts:
+        raise ConfigError("give either 'startingPosition' or 'startingTimestamp', not both")
+    ts_raw = opts.get("startingTimestamp")
+    starting_ts = None
+    if ts_raw is not None:
+        try:
+            starting_ts = int(ts_raw)
+        except ValueError:
+            raise ConfigError(
+                f"option 'startingTimestamp' must be wall-clock milliseconds, not {ts_raw!r}"
+            ) from None
+    sub = opts.get("subscription")
+    if sub is not None and not 0 < len(sub) <= 249:
+        raise ConfigError("option 'subscription' must be 1..249 characters")
+    return SourceOptions(
+        url=_url(opts),
+        topics=topics,
+        pattern=pattern,
+        starting=_position(opts, "startingPosition", "earliest" if batch else "latest"),
+        starting_timestamp=starting_ts,
+        ending=_position(opts, "endingPosition", "latest"),
+        max_records=_positive(opts, "maxRecordsPerTrigger"),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        include_headers=_bool(opts, "includeHeaders", False),
+        subscription=sub,
+        min_partitions=_positive(opts, "minPartitions") or 2,
+        fetch_max=_positive(opts, "fetchMaxRecords") or 10_000,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    url: str
+    topic: str | None
+    sink_id: str | None
+
+
+def sink_options(opts: Mapping[str, str]) -> SinkOptions:
+    topic = opts.get("topic")
+    if topic is not None and not 0 < len(topic) <= 249:
+        raise ConfigError("option 'topic' must be 1..249 characters")
+    sink_id = opts.get("sinkId")
+    if sink_id is not None and not sink_id:
+        raise ConfigError("option 'sinkId' must not be empty")
+    return SinkOptions(_url(opts), topic, sink_id)

@@ -1,0 +1,275 @@
+"""``spark.readStream.format("tritonmq")`` and ``spark.read.format("tritonmq")``.
+
+Where each part runs (PySpark's Python Data Source API): the stream reader's
+offset methods run in a Python process the JVM starts per query run, ``read``
+in executor workers, one reader per task. Offsets (see :mod:`tritonmq.spark.plan`)
+live in Spark's checkpoint, which is the truth; ``commit(end)`` acknowledges the
+query's durable subscription up to ``end`` so the broker keeps whatever Spark
+has not committed, and purges the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from tritonmq.errors import Purged
+from tritonmq.spark import plan
+from tritonmq.spark.options import SourceOptions, sink_options, source_options
+from tritonmq.spark.remote import forget, remote
+
+log = logging.getLogger("tritonmq.spark")
+
+SCHEMA = (
+    "topic string, group string, ts long, uuid string, key binary, value binary,"
+    " published timestamp"
+)
+HEADERS = ", headers map<string,binary>"
+_PUBLISHED = pa.timestamp("us", tz="UTC")
+_HEADERS = pa.map_(pa.string(), pa.binary())
+
+
+class TritonMQDataSource(DataSource):
+    """``spark.dataSource.register(TritonMQDataSource)``, then ``format("tritonmq")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tritonmq"
+
+    def schema(self) -> str:
+        include = str(self.options.get("includeHeaders", "false")).lower() == "true"
+        return SCHEMA + (HEADERS if include else "")
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return TritonMQStreamReader(source_options(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TritonMQBatchReader(source_options(self.options, batch=True))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from tritonmq.spark.sink import TritonMQStreamWriter
+
+        return TritonMQStreamWriter(sink_options(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from tritonmq.spark.sink import TritonMQBatchWriter
+
+        return TritonMQBatchWriter(sink_options(self.options), schema)
+
+
+class TritonMQPartition(InputPartition):
+    """One task's read: a ts range of one topic (pickled to the executor)."""
+
+    def __init__(
+        self, r: plan.Range, url: str, fail_on_loss: bool, headers: bool, fetch_max: int
+    ) -> None:
+        super().__init__(r)
+        self.range = r
+        self.url = url
+        self.fail_on_loss = fail_on_loss
+        self.headers = headers
+        self.fetch_max = fetch_max
+
+
+def _topics(opts: SourceOptions) -> dict[str, str]:
+    """The topics the query reads now: topic -> group."""
+    r = remote(opts.url)
+    if opts.pattern is not None:
+        r.call(r.client.refresh())
+        return {t: g for t, g in r.topics().items() if opts.matches(t)}
+    return r.groups_of(opts.topics)
+
+
+def _partitions(
+    opts: SourceOptions, start: plan.Offset, end: plan.Offset, topics: dict[str, str]
+) -> list[TritonMQPartition]:
+    r = remote(opts.url)
+    fresh = [t for t in end.topics if t not in start.topics or start.groups.get(topics[t], 0) == 0]
+    first = {t: ts for t in fresh if t in topics and (ts := r.first_retained(t)) is not None}
+    return [
+        TritonMQPartition(
+            rng, opts.url, opts.fail_on_data_loss, opts.include_headers, opts.fetch_max
+        )
+        for rng in plan.ranges(start, end, topics, opts.min_partitions, first)
+    ]
+
+
+def read_partition(p: TritonMQPartition) -> Iterator[pa.RecordBatch]:
+    """Fetch the partition's range from the group's primary, as Arrow record batches."""
+    rng = p.range
+    for got in remote(p.url).pages(rng.topic, rng.start, rng.end, p.fetch_max):
+        first = got.records[0][0] if got.records else rng.end + 1
+        if got.purged is not None and rng.needed and got.purged >= rng.start:
+            msg = plan.data_loss_message(rng, min(got.purged, first - 1))
+            if p.fail_on_loss:
+                raise Purged(msg)
+            log.warning("%s", msg)
+        if got.records:
+            yield to_arrow(rng.topic, rng.group, got.records, got.published, p.headers)
+
+
+def to_arrow(
+    topic: str,
+    group: str,
+    records: Sequence[tuple[int, bytes, bytes | None, bytes, dict[str, Any] | None]],
+    published: Sequence[tuple[int, int]],
+    headers: bool,
+) -> pa.RecordBatch:
+    n = len(records)
+    ts, uuids, keys, values, hdrs = zip(*records, strict=True)
+    ms = plan.publish_times(ts, published)
+    cols = [
+        pa.array([topic] * n, pa.string()),
+        pa.array([group] * n, pa.string()),
+        pa.array(ts, pa.int64()),
+        pa.array([u.hex() for u in uuids], pa.string()),
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.array(ms, pa.timestamp("ms", tz="UTC")).cast(_PUBLISHED),
+    ]
+    names = ["topic", "group", "ts", "uuid", "key", "value", "published"]
+    if headers:
+        cols.append(pa.array([_header_pairs(h) for h in hdrs], _HEADERS))
+        names.append("headers")
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def _header_pairs(h: dict[str, Any] | None) -> list[tuple[str, bytes]] | None:
+    if h is None:
+        return None
+    return [(k, v if isinstance(v, bytes) else str(v).encode()) for k, v in h.items()]
+
+
+class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._initial: dict[str, Any] | None = None
+        self._until: dict[str, int] | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        # Called more than once on a fresh query: resolve the start (and the name) once.
+        if self._initial is None:
+            opts = self.opts
+            r = remote(opts.url)
+            topics = _topics(opts)
+            sub = opts.subscription or f"spark-{uuid.uuid4().hex}"
+            for t in topics:  # registers the subscription: from here on the broker keeps it all
+                r.commit(t, sub, 0)
+            groups = sorted(set(topics.values()))
+            heads = r.heads(groups)
+            if opts.starting_timestamp is not None:
+                start = _first_at(opts, topics, heads, opts.starting_timestamp)
+            else:
+                start = plan.resolve_start(opts.starting, heads, groups)
+            offset = plan.Offset(sub, start, tuple(sorted(topics)))
+            for t, ts in plan.commit_points(offset, topics):
+                r.commit(t, sub, ts)  # what the query skips needs no keeping
+            self._initial = offset.as_json()
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_records
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        r = remote(self.opts.url)
+        topics = _topics(self.opts)
+        heads = r.heads(set(topics.values()))
+        self._until = {g: h + 1 for g, h in heads.items()}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        opts = self.opts
+        s = plan.Offset.from_json(start)
+        r = remote(opts.url)
+        topics = _topics(opts)
+        for t in topics:
+            if t not in s.topics:
+                r.commit(t, s.subscription, 0)  # a new topic: keep it all from now on
+        heads = r.heads(set(topics.values()) | set(s.groups))
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        floors: dict[str, int] = {}
+        if max_rows is not None:
+            for t, g in topics.items():
+                if s.groups.get(g, 0) == 0 and (ts := r.first_retained(t)) is not None:
+                    floors[g] = min(floors.get(g, ts), ts)
+        return plan.advance(s, heads, topics, max_rows, self._until, floors).as_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        s, e = plan.Offset.from_json(start), plan.Offset.from_json(end)
+        topics = remote(self.opts.url).groups_of(e.topics)
+        return _partitions(self.opts, s, e, topics)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, TritonMQPartition)
+        return read_partition(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        e = plan.Offset.from_json(end)
+        r = remote(self.opts.url)
+        for t, ts in plan.commit_points(e, r.groups_of(e.topics)):
+            r.commit(t, e.subscription, ts)
+
+    def stop(self) -> None:
+        forget(self.opts.url)
+
+
+def _first_at(
+    opts: SourceOptions, topics: dict[str, str], heads: dict[str, int], wall_ms: int
+) -> dict[str, int]:
+    """Per group, the first ts accepted at or after ``wall_ms`` (publish times grow with
+    ts in a group, so the earliest such record of any topic is the group's boundary)."""
+    r = remote(opts.url)
+    start = {g: h + 1 for g, h in heads.items()}
+    for t, g in topics.items():
+        for got in r.pages(t, 0, heads.get(g, 0), opts.fetch_max):
+            ms = plan.publish_times([rec[0] for rec in got.records], got.published)
+            hit = next(
+                (rec[0] for rec, m in zip(got.records, ms, strict=True) if m and m >= wall_ms), None
+            )
+            if hit is not None:
+                start[g] = min(start[g], hit)
+                break
+    return start
+
+
+class TritonMQBatchReader(DataSourceReader):
+    """``spark.read``: what is retained between ``startingPosition`` (default earliest) and
+    ``endingPosition`` (default latest, exclusive like Kafka's ``endingOffsets``)."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        opts = self.opts
+        r = remote(opts.url)
+        topics = _topics(opts)
+        groups = sorted(set(topics.values()))
+        heads = r.heads(groups)
+        start = plan.resolve_start(opts.starting, heads, groups)
+        end = plan.resolve_start(opts.ending, heads, groups)
+        s = plan.Offset("", start, tuple(sorted(topics)))
+        e = plan.Offset("", end, s.topics)
+        return _partitions(opts, s, e, topics)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, TritonMQPartition)
+        return read_partition(partition)
