@@ -27,6 +27,7 @@ from tritonmq.core.actions import (
     ReadState,
     RegisterSubscription,
     Replicate,
+    SendCommitted,
     SendEntries,
     SendError,
     SendFetched,
@@ -318,13 +319,13 @@ class SimCoreBroker:
                 out.append(Send(conn, Delivered(sid, topic, tuple(records))))
             case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
                 out.append(Send(conn, SubOk(sid, next_ts)))
-            case SendFetched() | SendMeta():
+            case SendFetched() | SendMeta() | SendCommitted():
                 out.append(Send(a.conn, a))  # the simulated clients do not ask for these
             case CoreCloseConn(conn=conn):
                 out.append(CloseConn(conn))
             case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
-                entries = self.core.entries_for(start, end) if start <= end else []
-                frame = Append(epoch, commit, start, entries)
+                entries, published = self.core.entries_for(start, end) if start <= end else ([], [])
+                frame = Append(epoch, commit, start, entries, tuple(published))
                 out.extend(Send(link, frame) for link in links)
             case SendLeader(link=link, leader=leader):
                 out.append(Send(link, leader))
