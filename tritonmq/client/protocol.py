@@ -435,19 +435,23 @@ class ClientProtocol:
                 self._out.append(PublishFailed(ticket, err))
         self._pump(now)
 
+    def _retry_after_refusal(
+        self, err: TritonError, attempts: int, hint: str | None, now: float
+    ) -> bool:
+        """Rule 4: a retriable refusal (not WRONG_GROUP, within ``retries``) drops the
+        connection and backs off; everything unanswered is resent on the next one."""
+        if not err.retriable or isinstance(err, WrongGroup) or attempts > self.settings.retries:
+            return False
+        self.last_error = f"{err.code}: {err.message}"
+        s = self.settings
+        self._pause = min(max(s.refusal_pause_min, self._pause * 2), s.refusal_pause_max)
+        self._hint = hint
+        self._drop(now, self._pause)
+        return True
+
     def _pub_error(self, b: _Batch, err: TritonError, hint: str | None, now: float) -> None:
-        if (
-            err.retriable
-            and not isinstance(err, WrongGroup)
-            and b.attempts <= self.settings.retries
-        ):
-            self.last_error = f"{err.code}: {err.message}"
-            s = self.settings
-            self._pause = min(max(s.refusal_pause_min, self._pause * 2), s.refusal_pause_max)
-            self._hint = hint
-            self._drop(now, self._pause)
-            return
-        self._fail_batch(b, err, now)
+        if not self._retry_after_refusal(err, b.attempts, hint, now):
+            self._fail_batch(b, err, now)
 
     # --- requests answered once (fetch, commit, meta) ---------------------------------
 
@@ -471,16 +475,7 @@ class ClientProtocol:
         return True
 
     def _request_error(self, r: _Request, err: TritonError, hint: str | None, now: float) -> None:
-        if (
-            err.retriable
-            and not isinstance(err, WrongGroup)
-            and r.attempts <= self.settings.retries
-        ):
-            self.last_error = f"{err.code}: {err.message}"
-            s = self.settings
-            self._pause = min(max(s.refusal_pause_min, self._pause * 2), s.refusal_pause_max)
-            self._hint = hint
-            self._drop(now, self._pause)
+        if self._retry_after_refusal(err, r.attempts, hint, now):
             return
         del self._requests[r.frame.id]
         self._out.append(RequestFailed(r.ticket, err))
