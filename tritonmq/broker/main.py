@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from tritonmq.broker.node import Broker
+from tritonmq.broker.broker import Broker
 from tritonmq.config import BrokerConfig
 
 

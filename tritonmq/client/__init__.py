@@ -1,7 +1,7 @@
 """The Python client: asyncio first (:class:`Client`), with a small synchronous facade."""
 
 from tritonmq.client.client import Client
-from tritonmq.client.consumer import Subscription
+from tritonmq.client.subscription import Subscription
 from tritonmq.client.sync import SyncClient
 from tritonmq.client.types import Ack, Fetched, FetchedRecord, Message
 

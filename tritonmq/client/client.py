@@ -13,9 +13,9 @@ from urllib.parse import urlparse
 import websockets
 from websockets.exceptions import WebSocketException
 
-from tritonmq.client.consumer import Subscription
 from tritonmq.client.link import Link
 from tritonmq.client.routing import ClusterView
+from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack, Fetched, FetchedRecord
 from tritonmq.errors import ClientClosed, ConfigError, ProtocolError, WrongGroup
 from tritonmq.wire import frames

@@ -22,7 +22,6 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from tritonmq.client.consumer import Subscription
 from tritonmq.client.events import (
     AckRecord,
     Action,
@@ -55,6 +54,7 @@ from tritonmq.client.events import (
     WakeAt,
 )
 from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
+from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack
 from tritonmq.errors import ClientClosed, ClientError, ProtocolError
 from tritonmq.wire import codec as wire

@@ -8,7 +8,7 @@ from collections.abc import Coroutine, Iterable, Iterator
 from typing import Any, TypeVar
 
 from tritonmq.client.client import Client
-from tritonmq.client.consumer import Subscription
+from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack, Message
 
 T = TypeVar("T")

@@ -1,4 +1,4 @@
-"""A simulated broker: the asyncio shell's decisions (``broker/node.py``, ``replica.py``,
+"""A simulated broker: the asyncio shell's decisions (``broker/broker.py``, ``replica.py``,
 ``offsets.py``, ``clients.py``) over the pure cores, driven by events instead of tasks.
 
 It follows the shell step by step, including what the shell does on a lost or

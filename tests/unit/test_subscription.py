@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tritonmq.client.consumer import Subscription
+from tritonmq.client.subscription import Subscription
 from tritonmq.errors import Purged
 
 
