@@ -23,3 +23,13 @@ def test_a_backup_whose_claim_on_a_live_primary_loses_follows_again() -> None:
         violation, trace = run_traced(seed, params)
         assert violation is None, trace
         assert "refuses connections: gone" in trace and "our claim lost" in trace
+
+
+def test_a_backup_reset_after_a_purge_answers_resends_of_purged_batches_once() -> None:
+    """Issue 6, bug 4: with the fix reverted (no dedup state in the ``leader`` frame)
+    every one of seeds 0..99 delivers a resent record twice (docs/testing.md)."""
+    params = SimParams(scenario=SCENARIOS["reset-dedup"], publish_until=8.0)
+    for seed in (0, 1, 2):
+        violation, trace = run_traced(seed, params)
+        assert violation is None, trace
+        assert "(reset=True)" in trace and "FAULT crash" in trace

@@ -202,6 +202,7 @@ class World:
         self.dirty: set[str] = set()
         self.graveyard: list[tuple[str, str, GroupLog]] = []  # crashed incarnations' memory
         self.healed = False
+        self.bound: dict[str, str] = {}  # scenario labels ("@backup:g0=Y") -> broker
         self._build()
 
     # --- setup -------------------------------------------------------------------------
@@ -604,22 +605,31 @@ class World:
         )
 
     def _role(self, target: str) -> str:
-        """The broker a scenario's "@primary:g0", "@backup:g0" (first in-sync backup) or
-        "@outside:g0" (first replica out of the ISR) names right now."""
+        """The broker a scenario's "@primary:g0", "@backup:g0" (first in-sync backup not
+        bound yet) or "@outside:g0" (first replica out of the ISR) names right now;
+        "...=Y" binds it to label Y, and "@=Y" names it again later."""
         if not target.startswith("@"):
             return target
-        role, group = target[1:].split(":")
+        spec, _, label = target[1:].partition("=")
+        if not spec:
+            return self.bound.get(label, "")
+        role, group = spec.split(":")
         st = self.zk.nodes.get(state_path(group))
         if st is None:
             return ""
         state: GroupState = st.data
+        taken = set(self.bound.values())
         if role == "primary":
-            return state.primary
-        if role == "outside":  # a replica the ISR left out
+            name = state.primary
+        elif role == "outside":  # a replica the ISR left out
             left = [n for n in self.group_brokers(group) if n not in state.isr]
-            return left[0] if left else ""
-        backups = sorted(m for m in state.isr if m != state.primary)
-        return backups[0] if backups else ""
+            name = left[0] if left else ""
+        else:
+            backups = sorted(m for m in state.isr if m != state.primary and m not in taken)
+            name = backups[0] if backups else ""
+        if label and name:
+            self.bound[label] = name
+        return name
 
     def _fault(self, f: Fault) -> None:
         if f.target.startswith("@") or f.other.startswith("@"):
@@ -631,7 +641,9 @@ class World:
             return
         match f.kind:
             case FaultKind.CRASH:
-                if not self._may_lose_memory(target):
+                # A scenario may force a crash (other="force") where it knows the ISR's
+                # survivors still keep the promise checkable.
+                if f.other != "force" and not self._may_lose_memory(target):
                     self.trace.step(self.now, f"skip crash of {target}: would risk its group")
                     return
                 self.trace.fault(self.now, f"crash {target}, restart in {f.duration:.2f}s")
