@@ -53,3 +53,14 @@ def test_closing_a_connection_loses_what_it_held() -> None:
     conn.held.append(("b", "late"))
     net.close(conn)
     assert not conn.open and conn.held == [] and net.conns_of("a") == []
+
+
+def test_a_live_process_can_refuse_everyone_or_one_peer() -> None:
+    net = make()
+    net.procs["c"] = Proc.RUNNING
+    net.refusing.add(("b", "a"))  # a firewall rule: b rejects a only
+    assert net.dial("a", "b") is Dial.REFUSED
+    assert net.dial("c", "b") is Dial.CONNECTED
+    net.refusing = {("b", "")}  # b's listener is down, the process lives
+    assert net.dial("c", "b") is Dial.REFUSED
+    assert net.running("b")

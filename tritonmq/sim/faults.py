@@ -22,6 +22,10 @@ class FaultKind(enum.Enum):
     ZK_LOSS = "zk-loss"  # the group's next CAS ends in ConnectionLoss (outcome unknown)
     SLOW_WATCHES = "slow-watches"  # watches fire late from now on
     MOVE_SLOT = "move-slot"  # hook: slot moves come with a later issue
+    # The process lives (its ZooKeeper session too) but its listener is down: connections
+    # to it are reset and new dials are refused (issue 6, bug 6: a live primary refusing).
+    REFUSE = "refuse"
+    LISTEN = "listen"
 
 
 # Kinds the schedule draws from, with weights.
@@ -33,6 +37,9 @@ DRAWN: tuple[tuple[FaultKind, int], ...] = (
     (FaultKind.ZK_LOSS, 2),
     (FaultKind.SLOW_WATCHES, 1),
 )
+# Drawn too with ``params.refusals`` (off in CI until the core holes they find are fixed:
+# docs/testing.md, "Refusals from live processes").
+REFUSALS: tuple[tuple[FaultKind, int], ...] = ((FaultKind.REFUSE, 2),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +56,9 @@ def schedule_faults(
 ) -> list[Fault]:
     """``params.faults`` faults spread over the publishing period, against brokers."""
     brokers = [n for n in names if n[len(group_of[n]) :].startswith("b")]
-    kinds = [k for k, _ in DRAWN]
-    weights = [w for _, w in DRAWN]
+    drawn = DRAWN + REFUSALS if params.refusals else DRAWN
+    kinds = [k for k, _ in drawn]
+    weights = [w for _, w in drawn]
     out: list[Fault] = []
     for _ in range(params.faults):
         kind = rng.choices(kinds, weights)[0]
@@ -61,5 +69,8 @@ def schedule_faults(
         if kind is FaultKind.PARTITION:
             peers = [b for b in brokers if b != target and group_of[b] == group_of[target]]
             other = rng.choice(peers) if peers else ZK
+        if kind is FaultKind.REFUSE:  # its listener is down, or it rejects one peer
+            peers = [b for b in brokers if b != target and group_of[b] == group_of[target]]
+            other = rng.choice(["", *peers])
         out.append(Fault(kind, target, at, duration, other))
     return out

@@ -4,11 +4,32 @@
 each application received) and what the brokers did that the invariants speak
 of (writes accepted per epoch, offsets stored, purges). The first broken rule is
 kept as the run's violation; the world stops there and prints the trace.
+
+The invariants, by the name docs/replication.md gives them (and the method that checks):
+
+* ``one-writer-per-epoch``: at most one broker incarnation accepts writes per epoch
+  (:meth:`History.accepted_writes`).
+* ``one-ts-per-record``: a ts is acknowledged for one record only, and a record is
+  acknowledged at one ts only (:meth:`History.pub_acked`).
+* ``acked-on-min-insync``: an acknowledged record reached ``min_insync`` replicas
+  (:meth:`History.acknowledged_copies`).
+* ``isr-holds-acked``: every live in-sync replica holds every acknowledged record
+  (:meth:`History.check_isr_holds`).
+* ``no-duplicate-delivery``, ``delivered-at-acked-ts``, ``producer-order``: what an
+  application receives (:meth:`History.app_received`).
+* ``offset-not-ahead``: a stored offset is never ahead of what its subscription
+  acknowledged (:meth:`History.offset_stored`).
+* ``no-purge-of-needed``: nothing a durable subscription still needs is purged
+  (:meth:`History.purged`).
+* After healing (:meth:`History.check_liveness`): ``producers-finish`` (no producer
+  still waits), ``durable-receives-all``, ``unnamed-no-silent-skip`` (a gap only with a
+  ``PURGED`` error); and with ``SimParams.check_whole``, ``group-whole`` (every replica
+  is back in its group's ISR, :meth:`History.check_group_whole`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tritonmq.core.group import GroupState
@@ -239,6 +260,18 @@ class History:
                         f"after healing, {kind} {name} of {topic} never received acked ts {t}"
                     )
                     return
+
+    def check_group_whole(self, group: str, isr: Sequence[str], brokers: Sequence[str]) -> None:
+        """After healing and a quiet period every replica of a group is in sync again: a
+        broker that never re-joins (e.g. waits on a stale suspicion) leaves the group one
+        fault from refusing writes."""
+        if self.violations:
+            return
+        missing = sorted(set(brokers) - set(isr))
+        if missing:
+            self.violation(
+                f"after healing, {group}'s ISR is {list(isr)}: {missing} never re-joined"
+            )
 
 
 def _holds(log: GroupLog, ts: int, uuid: bytes | None) -> bool:

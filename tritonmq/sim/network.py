@@ -55,6 +55,9 @@ class Network:
         self.procs: dict[str, Proc] = {}
         self.cuts: set[frozenset[str]] = set()  # links cut by a partition
         self.isolated: set[str] = set()  # nodes cut from everyone (ZooKeeper included)
+        # (listener, dialer): a running process refuses that dialer ("" = everyone: its
+        # listener is down; a peer: a firewall rule that rejects it)
+        self.refusing: set[tuple[str, str]] = set()
         self.conns: dict[int, Conn] = {}
         self._next = 1
 
@@ -76,9 +79,12 @@ class Network:
         if not self.link_ok(a, b):
             return Dial.TIMED_OUT
         state = self.procs.get(b, Proc.DOWN)
-        if state is Proc.DOWN:
+        if state is Proc.DOWN or (state is Proc.RUNNING and self.refuses(b, a)):
             return Dial.REFUSED
         return Dial.TIMED_OUT if state is Proc.FROZEN else Dial.CONNECTED
+
+    def refuses(self, listener: str, dialer: str) -> bool:
+        return (listener, "") in self.refusing or (listener, dialer) in self.refusing
 
     # --- connections --------------------------------------------------------------
 

@@ -7,6 +7,7 @@ injects the faults the seed schedules, and checks the invariants after every ste
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 from collections.abc import Callable
@@ -77,6 +78,14 @@ class SimParams:
     # "core": brokers are BrokerCore (tritonmq/core/broker.py); "shell": the decisions of
     # the asyncio shell before BrokerCore, over the pure pieces (sim/broker.py)
     adapter: str = "core"
+    # A fixed fault list instead of random draws (e.g. issue 6's bug sequences); a target
+    # "@primary:g0" / "@backup:g0" names whoever holds that role when the fault fires.
+    scenario: tuple[Fault, ...] = ()
+    # Also draw REFUSE faults (a live process that refuses connections), and check after
+    # healing that every replica re-joined its group's ISR (docs/testing.md: both find
+    # core holes on integ that are not fixed yet, so the CI seeds run without them).
+    refusals: bool = False
+    check_whole: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +202,7 @@ class World:
         self.dirty: set[str] = set()
         self.graveyard: list[tuple[str, str, GroupLog]] = []  # crashed incarnations' memory
         self.healed = False
+        self.bound: dict[str, str] = {}  # scenario labels ("@backup:g0=Y") -> broker
         self._build()
 
     # --- setup -------------------------------------------------------------------------
@@ -221,7 +231,8 @@ class World:
                 self.factories[name] = lambda s=s: s  # type: ignore[misc]
         for name in self.factories:
             self._start(name, delay=self.rng.uniform(0, 0.3))
-        for f in schedule_faults(self.rng, p, list(self.group_of), self.group_of):
+        faults = p.scenario or schedule_faults(self.rng, p, list(self.group_of), self.group_of)
+        for f in faults:
             self._at(f.at, _FaultEvent(f))
         self._at(p.publish_until + 1.0, _Heal())
         self._at(0.1, _ServerTick())
@@ -265,6 +276,8 @@ class World:
                 if isinstance(node, SimProducer)
             }
             h.check_liveness(waiting)
+            if self.p.check_whole:
+                self._check_whole()
         violation = h.violations[0] if h.violations else None
         return Result(
             self.seed,
@@ -524,6 +537,7 @@ class World:
         if isinstance(node, BROKERS):
             self.graveyard.append((node.group, f"{name}/{node.me.boot}", node.log))
         self.net.procs[name] = Proc.DOWN
+        self.net.refusing = {r for r in self.net.refusing if r[0] != name}  # restarts listening
         self.held.pop(name, None)
         for conn in self.net.conns_of(name):
             self._close(conn, timed_out=not self.net.link_ok(conn.a, conn.b), closer=name)
@@ -575,13 +589,61 @@ class World:
 
     # --- faults ------------------------------------------------------------------------
 
+    def _check_whole(self) -> None:
+        for group in sorted(
+            {self.group_of[n] for n, node in self.nodes.items() if isinstance(node, BROKERS)}
+        ):
+            st = self.zk.nodes.get(state_path(group))
+            isr = st.data.isr if st is not None else ()
+            self.history.check_group_whole(group, isr, self.group_brokers(group))
+
+    def group_brokers(self, group: str) -> list[str]:
+        return sorted(
+            n
+            for n, node in self.nodes.items()
+            if isinstance(node, BROKERS) and self.group_of[n] == group
+        )
+
+    def _role(self, target: str) -> str:
+        """The broker a scenario's "@primary:g0", "@backup:g0" (first in-sync backup not
+        bound yet) or "@outside:g0" (first replica out of the ISR) names right now;
+        "...=Y" binds it to label Y, and "@=Y" names it again later."""
+        if not target.startswith("@"):
+            return target
+        spec, _, label = target[1:].partition("=")
+        if not spec:
+            return self.bound.get(label, "")
+        role, group = spec.split(":")
+        st = self.zk.nodes.get(state_path(group))
+        if st is None:
+            return ""
+        state: GroupState = st.data
+        taken = set(self.bound.values())
+        if role == "primary":
+            name = state.primary
+        elif role == "outside":  # a replica the ISR left out
+            left = [n for n in self.group_brokers(group) if n not in state.isr]
+            name = left[0] if left else ""
+        else:
+            backups = sorted(m for m in state.isr if m != state.primary and m not in taken)
+            name = backups[0] if backups else ""
+        if label and name:
+            self.bound[label] = name
+        return name
+
     def _fault(self, f: Fault) -> None:
+        if f.target.startswith("@") or f.other.startswith("@"):
+            f = dataclasses.replace(f, target=self._role(f.target), other=self._role(f.other))
+            if not f.target:
+                return
         target = f.target
         if self.healed:
             return
         match f.kind:
             case FaultKind.CRASH:
-                if not self._may_lose_memory(target):
+                # A scenario may force a crash (other="force") where it knows the ISR's
+                # survivors still keep the promise checkable.
+                if f.other != "force" and not self._may_lose_memory(target):
                     self.trace.step(self.now, f"skip crash of {target}: would risk its group")
                     return
                 self.trace.fault(self.now, f"crash {target}, restart in {f.duration:.2f}s")
@@ -637,6 +699,27 @@ class World:
             case FaultKind.SLOW_WATCHES:
                 self.trace.fault(self.now, f"watches late by up to {f.duration:.2f}s")
                 self.watch_delay = f.duration
+            case FaultKind.REFUSE:
+                rule = (target, f.other)
+                if self.net.procs.get(target) is not Proc.RUNNING or rule in self.net.refusing:
+                    return
+                whom = f" to {f.other}" if f.other else ""
+                self.trace.fault(
+                    self.now, f"{target} refuses connections{whom} for {f.duration:.2f}s"
+                )
+                self.net.refusing.add(rule)
+                for conn in self.net.conns_of(target):
+                    if conn.b == target and self.net.refuses(target, conn.a):  # reset
+                        self._close(conn, timed_out=False, closer=None)
+                self._at(
+                    self.now + f.duration,
+                    _FaultEvent(Fault(FaultKind.LISTEN, target, 0.0, 0.0, f.other)),
+                )
+            case FaultKind.LISTEN:
+                if (target, f.other) in self.net.refusing:
+                    self.trace.fault(self.now, f"{target} accepts connections again")
+                    self.net.refusing.discard((target, f.other))
+                return
             case FaultKind.MOVE_SLOT:
                 return  # slot moves come with a later issue: the hook is here
         self.faults_done += 1
@@ -665,6 +748,7 @@ class World:
         self.healed = True
         self.trace.fault(self.now, "heal everything")
         self.net.cuts.clear()
+        self.net.refusing.clear()
         self.watch_delay = 0.05
         for name in sorted(self.nodes):
             if self.net.procs.get(name) is Proc.FROZEN:
