@@ -17,7 +17,9 @@ from tests.spark.conftest import spark_env, zk_option
 from tritonmq.devtools.cluster import DevCluster
 from tritonmq.spark.remote import Remote
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+# Real Spark on 2 shared cores: a test can take minutes (the driver-kill test starts a
+# second Spark). The limit only stops a hung run; it asserts nothing about speed.
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(900)]
 DRIVER = Path(__file__).with_name("sink_driver.py")
 
 
