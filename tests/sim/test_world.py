@@ -130,3 +130,14 @@ def test_a_connection_reset_never_reaches_a_node_before_it_knew_the_connection()
                 if isinstance(ev.ev, Dialed | Closed):
                     seen.append(type(ev.ev).__name__)
         assert seen == ["Dialed", "Closed"], (seed, seen)
+
+
+def test_refusals_from_a_live_primary_leave_no_stale_suspicion() -> None:
+    """Found by the simulator once live brokers could refuse connections (seeds 34, 559):
+    a claim of unknown outcome that did not happen kept its suspicion, and the backup
+    waited on it for good (34); a backup kept suspecting a primary it then followed again,
+    and later deposed it on that old suspicion (559). Both fixed in BrokerCore."""
+    params = SimParams(refusals=True, check_whole=True)
+    for seed in (34, 559):
+        r = World(seed, params).run()
+        assert r.violation is None, r.trace

@@ -524,6 +524,10 @@ class BrokerCore:
             return []
         if ev.what is LinkEnd.CONNECTED:
             f.refused = 0
+            if self.suspect == f.primary:
+                # It answers after all: a later claim must not depose it on an old suspicion
+                # (simulator, seed 559 with refusals).
+                self.suspect = None
             self.backup.synced = False
             hello = Follow(
                 self.cfg.group,
@@ -620,7 +624,11 @@ class BrokerCore:
             self.role = Role.JOINING
             if wrote and st is not None:
                 return self._become_primary(st, now)
-            return [LogLine(L.INFO, "our claim of unknown outcome did not happen")]
+            # As for a lost claim: the suspicion behind it is stale, or we would wait on it
+            # for good while the primary we suspect is alive (simulator, seed 34 with refusals).
+            self.suspect = None
+            out = [LogLine(L.INFO, "our claim of unknown outcome did not happen")]
+            return out + self._reconcile(now)
         p = self.primary
         if p is None:
             return []
