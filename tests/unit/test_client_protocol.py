@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tritonmq.client.events as events_module
+import tritonmq.client.pending as pending_module
 import tritonmq.client.protocol as protocol_module
 from tritonmq.client.events import (
     AckRecord,
@@ -44,6 +45,7 @@ from tritonmq.client.events import (
     Unsubscribe,
     WakeAt,
 )
+from tritonmq.client.pending import RECENT_ACKS_S
 from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
 from tritonmq.errors import ClientClosed, PublishTimeout, Purged, Unavailable, WrongGroup
 from tritonmq.wire.frames import (
@@ -115,7 +117,7 @@ def recs(n: int, tag: str = "u") -> list[Any]:
 
 def test_the_protocol_modules_do_no_io() -> None:
     banned = {"asyncio", "socket", "kazoo", "websockets", "time", "random", "os", "threading"}
-    for module in (protocol_module, events_module):
+    for module in (protocol_module, events_module, pending_module):
         tree = ast.parse(Path(module.__file__ or "").read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
@@ -447,7 +449,7 @@ def test_a_shared_member_remembers_its_acks_for_a_bounded_time() -> None:
     h = shared_member()
     h.frame(Deliver(2, "t", (rec(1), rec(2))))
     h(AckRecord(2, 1))
-    h.now += protocol_module.RECENT_ACKS_S - 1
+    h.now += RECENT_ACKS_S - 1
     h(AckRecord(2, 2))
     h.now += 2
     h(TransportClosed(h.p.conn))

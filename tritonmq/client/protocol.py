@@ -105,6 +105,10 @@ from tritonmq.client.events import (
     Unsubscribe,
     WakeAt,
 )
+from tritonmq.client.pending import Batch as _Batch
+from tritonmq.client.pending import Request as _Request
+from tritonmq.client.pending import Subscription as _Sub
+from tritonmq.client.pending import Ticket as _Ticket
 from tritonmq.errors import (
     ClientClosed,
     PublishTimeout,
@@ -116,21 +120,16 @@ from tritonmq.errors import (
 from tritonmq.wire.frames import (
     Ack,
     BrokerFrame,
-    Commit,
     Committed,
     Deliver,
     Error,
-    Fetch,
     Fetched,
-    From,
     Hello,
-    Meta,
     MetaReply,
     Pub,
     PubAck,
     PubRecord,
     Record,
-    Sub,
     SubOk,
     Unsub,
 )
@@ -162,86 +161,7 @@ class Settings:
     group: str = ""  # the group expected at the other end ("" : whichever)
 
 
-# --- state ------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Ticket:
-    topic: str
-    ts: list[int]
-    missing: int
-
-
-@dataclass(slots=True)
-class _Batch:
-    id: int
-    topic: str
-    records: list[PubRecord]
-    parts: list[tuple[int, int, int]]  # (ticket, first index in the ticket, count)
-    deadline: float
-    attempts: int = 0
-    on_wire: bool = False
-    sent_at: float = 0.0
-
-
-@dataclass(slots=True)
-class _Request:
-    ticket: int
-    frame: Fetch | Commit | Meta  # with its wire id
-    deadline: float
-    attempts: int = 0
-
-
-@dataclass(slots=True)
-class _Sub:
-    sid: int
-    topic: str
-    name: str | None
-    start: From | int
-    window: int | None
-    shared: bool
-    asked_at: float
-    position: int | None = None  # subok.next of the first subok
-    max_seen: int = -1  # highest ts handed to the application
-    # shared mode (rule 6): ts -> when the application acknowledged it, oldest first
-    acked: dict[int, float] = field(default_factory=dict)
-    # shared mode: ts handed to the application, not yet acknowledged -> on which connection
-    handed: dict[int, int] = field(default_factory=dict)
-
-    def acknowledged(self, ts: int, now: float) -> None:
-        self.handed.pop(ts, None)
-        self.acked.pop(ts, None)
-        self.acked[ts] = now
-        if len(self.acked) > RECENT_ACKS_MAX:
-            del self.acked[next(iter(self.acked))]
-
-    def recent_acks(self, now: float) -> tuple[int, ...]:
-        old = [ts for ts, at in self.acked.items() if at < now - RECENT_ACKS_S]
-        for ts in old:
-            del self.acked[ts]
-        return tuple(self.acked)
-
-    def frame(self, now: float) -> Sub:
-        start: From | int
-        if self.shared:
-            start = From.LATEST if self.position is not None else self.start
-        elif self.max_seen >= 0:
-            start = self.max_seen + 1
-        elif self.position is not None:
-            start = self.position
-        else:
-            start = self.start
-        mode = "shared" if self.shared else "broadcast"
-        resume = self.position is not None
-        if not (self.shared and resume):
-            return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume)
-        acked, held = self.recent_acks(now), tuple(self.handed)
-        return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume, acked, held)
-
-
 _NEVER = float("inf")
-RECENT_ACKS_S = 30.0  # rule 6: a shared member remembers its acks this long
-RECENT_ACKS_MAX = 50_000  # ... and at most this many (the wire allows 100,000)
 HANDED_MAX = 100_000  # shared records handed over and not yet acknowledged, remembered
 
 

@@ -36,7 +36,6 @@ to perform in order (see :mod:`tritonmq.core.actions` for what each one means).
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Sequence
 from typing import Any, assert_never
 
@@ -89,6 +88,7 @@ from tritonmq.core.log import GroupLog
 from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
 from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
+from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
 from tritonmq.core.slots import SlotMap
 from tritonmq.errors import ReplicationError, RequestRejected
 from tritonmq.wire.frames import (
@@ -113,37 +113,6 @@ DEAD_AFTER_REFUSALS = 3  # refused follow connections in a row...
 DEAD_AFTER_SECONDS = 0.1  # ...over at least this long: the primary's process is gone
 DURABLES_WAIT_S = 5.0  # a durable `sub` waits this long for a new primary's subscriptions
 STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be written
-
-
-class Role(enum.Enum):
-    JOINING = "joining"  # no decision yet, or waiting (no live in-sync replica, not registered)
-    FOLLOWING = "following"
-    CLAIMING = "claiming"  # our CAS for a new epoch (or the group's creation) is in flight
-    LEADING = "leading"
-    STEPPING_DOWN = "stepping down"  # planned stop: writing the last offsets
-    STOPPED = "stopped"
-
-
-class CasKind(enum.Enum):
-    CLAIM = "claim"
-    ISR = "isr"
-
-
-@dataclasses.dataclass(slots=True)
-class _Cas:
-    request: int
-    kind: CasKind
-    state: GroupState
-    unknown: bool = False  # the answer was UNKNOWN: a re-read decides
-
-
-@dataclasses.dataclass(slots=True)
-class _Follow:
-    id: int
-    primary: Member
-    epoch: int
-    refused: int = 0
-    first_refused: float = 0.0
 
 
 class BrokerCore:
@@ -174,9 +143,9 @@ class BrokerCore:
         self.primary: PrimaryCore | None = None
         self.backup: BackupCore | None = None
         self.commit_ts = 0  # what we know is committed (as a backup: from the primary)
-        self.follow: _Follow | None = None
+        self.follow: FollowLink | None = None
         self.suspect: Member | None = None  # a primary we saw die before ZooKeeper did
-        self.cas: _Cas | None = None
+        self.cas: PendingCas | None = None
         self.links: dict[str, Any] = {}  # follower id -> its replication link
         self.link_ids: dict[int, str] = {}  # id(link) -> follower id
         self.durables_ready = False
@@ -386,7 +355,7 @@ class BrokerCore:
             return []
         new = dataclasses.replace(st, isr=prop.isr, boots=dict(prop.boots))
         self._requests += 1
-        self.cas = _Cas(self._requests, CasKind.ISR, new)
+        self.cas = PendingCas(self._requests, CasKind.ISR, new)
         return [ProposeState(self._requests, new, prop.reason)]
 
     def _become_primary(self, state: GroupState, now: float) -> list[Action]:
@@ -442,7 +411,7 @@ class BrokerCore:
             out.append(SendError(c.conn, ErrorCode.NOT_PRIMARY, "primary stepped down", sid=c.sid))
         msg = f"broker {self.me.id} is not the primary of {self.cfg.group}"
         for w in self.waiting_subs:
-            out.append(_refuse_waiting(w, ErrorCode.NOT_PRIMARY, msg, self.primary_url()))
+            out.append(refuse_waiting(w, ErrorCode.NOT_PRIMARY, msg, self.primary_url()))
         self.waiting_subs.clear()
         out.extend(self._not_primary(conn, id=rid) for conn, rid in self.commits.take_all())
         self.delivery.drop_all()
@@ -494,7 +463,7 @@ class BrokerCore:
         if self.suspect is not None and self.suspect.id != primary.id:
             self.suspect = None
         self._requests += 1
-        self.follow = _Follow(self._requests, primary, epoch)
+        self.follow = FollowLink(self._requests, primary, epoch)
         self.backup = BackupCore(self.log, epoch)
         self.backup.commit_ts = self.commit_ts
         self.role = Role.FOLLOWING
@@ -608,7 +577,7 @@ class BrokerCore:
             out.extend(self._judge_unknown(cas, ev.now))
         return out + self._reconcile(ev.now)
 
-    def _judge_unknown(self, cas: _Cas, now: float) -> list[Action]:
+    def _judge_unknown(self, cas: PendingCas, now: float) -> list[Action]:
         """A re-read after a CAS of unknown outcome: did our write happen?"""
         self.cas = None
         st, want = self.state, cas.state
@@ -723,7 +692,7 @@ class BrokerCore:
             out = self._stop_following()
             self.role = Role.CLAIMING
             self._requests += 1
-            self.cas = _Cas(self._requests, CasKind.CLAIM, d.state)
+            self.cas = PendingCas(self._requests, CasKind.CLAIM, d.state)
             out.append(ProposeState(self._requests, d.state, d.reason))
             return out
         if d.verdict is Verdict.FOLLOW:
@@ -809,7 +778,7 @@ class BrokerCore:
             self.waiting_subs = [w for w in self.waiting_subs if now - w.now <= DURABLES_WAIT_S]
             msg = "the new primary is still loading subscriptions; retry"
             for w in expired:
-                out.append(_refuse_waiting(w, ErrorCode.UNAVAILABLE, msg))
+                out.append(refuse_waiting(w, ErrorCode.UNAVAILABLE, msg))
         if now >= self._next_offsets_at and not self._storing:
             self._next_offsets_at = now + self.cfg.offset_interval
             due = self.delivery.offsets_to_store()
@@ -840,14 +809,3 @@ class BrokerCore:
     def _finish_stop(self) -> list[Action]:
         self.role = Role.STOPPED
         return [Stopped()]
-
-
-def _refuse_waiting(
-    w: ClientFrameIn, code: ErrorCode, message: str, primary: str | None = None
-) -> SendError:
-    """An error for a request that waited (a durable ``sub`` by its sid, a ``commit`` by id)."""
-    f = w.frame
-    if isinstance(f, Sub):
-        return SendError(w.conn, code, message, sid=f.sid, primary=primary)
-    assert isinstance(f, Commit)
-    return SendError(w.conn, code, message, id=f.id, primary=primary)
