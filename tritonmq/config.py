@@ -44,6 +44,16 @@ class BrokerConfig:
     # members to say what they acknowledged to the old one before it dispatches anything
     shared_resume_hold_s: float = 1.0
 
+    # --- security: cluster (replication authentication, ZooKeeper ACLs) ---
+
+    # --- security: TLS ---
+
+    # --- security: client tokens, authorization, Origin ---
+
+    # --- bounds: wire and per-connection ---
+
+    # --- bounds: caps, names, memory accounting ---
+
     @property
     def effective_min_insync(self) -> int:
         """`min_insync` never exceeds the group size, so a 1-replica dev group can write."""

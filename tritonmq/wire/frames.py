@@ -35,6 +35,12 @@ class ErrorCode(enum.StrEnum):
     FULL = "FULL"
     PURGED = "PURGED"  # the records asked for were purged: a reader would skip them
     INTERNAL = "INTERNAL"
+    # --- security (docs/security.md) ---
+    UNAUTHENTICATED = "UNAUTHENTICATED"  # no token where one is required, or an invalid one
+    TOKEN_EXPIRED = "TOKEN_EXPIRED"  # the token's exp has passed: refresh it with `hello`
+    FORBIDDEN = "FORBIDDEN"  # the principal may not do this (claims, or not the owner)
+    # --- bounds (config/broker.toml) ---
+    LIMIT = "LIMIT"  # a per-connection or per-group cap was reached; the message names it
 
     @property
     def retriable(self) -> bool:
