@@ -36,6 +36,7 @@ from tritonmq.core.events import (
     FollowerFrame,
     LinkEnd,
     LinkEvent,
+    PrimaryFrame,
     StopRequested,
     SubscriptionRegistered,
     SubscriptionsLoaded,
@@ -44,6 +45,8 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.group import GroupState, Member
 from tritonmq.wire.frames import (
+    Ack,
+    Append,
     Commit,
     ErrorCode,
     Fetch,
@@ -281,6 +284,82 @@ def test_the_shared_hold_is_bounded_by_the_setting() -> None:
     c = re_elected_with_shared(shared_resume_hold_s=0.0)
     out = c.handle(ClientFrameIn("m1", Sub(1, "t", "work", From.LATEST, None, "shared", True), 2.3))
     assert [r[0] for d in only(out, Deliver) for r in d.records] == [3, 4, 5, 6]
+
+
+def replicate(p: BrokerCore, b: BrokerCore, out: Sequence[Action], now: float) -> list[Action]:
+    """Carry what primary ``p`` sends its follower ``b`` (on link "link-b") until both are
+    quiet; returns ``p``'s other actions."""
+    rest: list[Action] = []
+    todo = list(out)
+    while todo:
+        a = todo.pop(0)
+        frame: object = None
+        if isinstance(a, SendEntries):
+            entries, published = p.entries_for(a.start, a.end)
+            frame = Append(a.epoch, a.commit, a.start, entries, tuple(published))
+        elif isinstance(a, SendLeader):
+            frame = a.leader
+        elif hasattr(a, "links"):  # purge, and what else a primary tells its backups
+            frame = next(getattr(a, f.name) for f in dataclasses.fields(a) if f.name != "links")
+        else:
+            rest.append(a)
+            continue
+        assert b.follow is not None
+        for back in b.handle(PrimaryFrame(b.follow.id, frame, now)):  # type: ignore[arg-type]
+            if isinstance(back, SendToPrimary):
+                todo.extend(p.handle(FollowerFrame("link-b", back.frame, now)))
+    return rest
+
+
+def delivered(out: Sequence[Action]) -> dict[str, list[int]]:
+    got: dict[str, list[int]] = {}
+    for d in only(out, Deliver):
+        got.setdefault(d.conn, []).extend(r[0] for r in d.records)
+    return got
+
+
+def test_a_new_primary_keeps_what_a_late_member_held_or_acked_for_it() -> None:
+    """m1 holds 2 and acknowledged 1, m2 acknowledged 3 and 4 and holds 5 and 6 when primary a
+    dies; only offset 0 reached ZooKeeper. m2 is back at once, m1 only after 4 s (longer
+    than the old 1 s hold). Backup b, elected, hands out none of 1..6 again: it knew from
+    a's replication stream which member held or had acknowledged what."""
+    a = leading(isr="ab", live="ab", window_records=2)
+    b = following(me="b", primary="a", isr="ab", live="ab")
+    b.cfg = a.cfg = dataclasses.replace(a.cfg, window_records=2)
+    assert b.follow is not None
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.1)), SendToPrimary)
+    replicate(a, b, a.handle(FollowerFrame("link-b", hello.frame, 0.1)), 0.1)
+    for conn in ("m1", "m2"):
+        sub = Sub(1, "t", "work", From.EARLIEST, None, "shared", member=conn)
+        replicate(a, b, a.handle(ClientFrameIn(conn, sub, 0.2)), 0.2)
+    out = a.handle(ClientFrameIn("prod", Pub(1, "t", recs(*[f"u{i}" for i in range(1, 7)])), 0.3))
+    assert delivered(replicate(a, b, out, 0.3)) == {"m1": [1, 2], "m2": [3, 4]}
+    assert delivered(a.handle(ClientFrameIn("m2", Ack(1, 3, (4,)), 0.4))) == {"m2": [5, 6]}
+    assert delivered(a.handle(ClientFrameIn("m1", Ack(1, 1), 0.4))) == {}
+    replicate(a, b, a.handle(Tick(0.5)), 0.5)  # a tells b; then a dies
+
+    out = b.handle(ZkView(state(1, "a", "ab"), members("b"), None, 1.0))
+    [prop] = only(out, ProposeState)
+    done = CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=2), 1.1)
+    [load] = only(b.handle(done), LoadSubscriptions)
+    b.handle(SubscriptionsLoaded(load.request, [("t", "work", "shared", 0)], 1.2))
+    got: dict[str, list[int]] = {}
+
+    def feed(ev: object) -> None:
+        for conn, ts in delivered(b.handle(ev)).items():  # type: ignore[arg-type]
+            got.setdefault(conn, []).extend(ts)
+
+    m2 = Sub(2, "t", "work", From.LATEST, None, "shared", True, (3, 4), (5, 6), "m2")
+    feed(ClientFrameIn("m2", m2, 1.3))
+    for now in (1.5, 2.5, 3.5, 4.5):
+        feed(Tick(now))
+    m1 = Sub(2, "t", "work", From.LATEST, None, "shared", True, (1,), (2,), "m1")
+    feed(ClientFrameIn("m1", m1, 5.2))
+    feed(Tick(5.3))
+    assert got == {}, "records a member held or had acknowledged were handed out again"
+    feed(ClientFrameIn("m1", Ack(2, 2), 5.4))
+    feed(ClientFrameIn("m2", Ack(2, 5, (6,)), 5.4))
+    assert b.delivery.durables[("t", "work")].offset == 6
 
 
 # --- the follow handshake and fencing ----------------------------------------------------------

@@ -10,7 +10,8 @@ from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
 from tritonmq.core.delivery import Delivery, Mode
 from tritonmq.core.log import GroupLog
 from tritonmq.errors import RequestRejected
-from tritonmq.wire.frames import From
+from tritonmq.wire.codec import decode_repl, enc_shared
+from tritonmq.wire.frames import From, SharedState
 
 BIG = 1 << 30
 
@@ -337,7 +338,7 @@ def test_acks_of_a_member_that_does_not_come_back_within_the_hold_are_lost() -> 
 def test_acked_ts_beyond_the_log_are_ignored_and_a_new_subscription_is_not_held() -> None:
     d = resumed_shared()
     sub_shared(d, "a", (3, 10**9), now=0.2)
-    assert d.durables[("t", "s")].ahead == {3}, "only records this primary holds are taken"
+    assert d.durables[("t", "s")].gap_skip == {3}, "only records this primary holds are taken"
     _, out = d.subscribe("c", 1, "t", "new", From.EARLIEST, None, 10, mode=Mode.SHARED, now=0.2)
     assert shared_ts([o for o in out if isinstance(o, Deliver)]) == {"c": list(range(1, 11))}
 
@@ -406,3 +407,76 @@ def test_commit_never_lowers_and_never_passes_the_commit_point() -> None:
     d.commit("t", "spark", 6, commit_ts=10)
     assert d.commit("t", "spark", 3, commit_ts=10) == (6, [])
     assert d.commit("t", "spark", 50, commit_ts=8) == (8, [])
+
+
+# --- a new primary restores shared subscriptions from what the old one replicated ------------
+
+
+def failed_over(grace: float = 10.0) -> tuple[Delivery, Delivery]:
+    """Old primary ``old`` (window 2) handed 1, 2 to member a and 3, 4 to b, told its
+    backups so, then (unreplicated) took a's acks of 1 and 2 and handed it 5 and 6. It
+    dies with 1..8 committed; ``new`` (window 4) loads the subscription at offset 0 and
+    starts its epoch at ts 9."""
+    log = make_log(["t"] * 8)
+    old = Delivery(log, window=2, window_bytes=BIG)
+    for conn in ("a", "b"):
+        old.subscribe(
+            conn, 1, "t", "s", From.EARLIEST, None, 4, mode=Mode.SHARED, member=f"m{conn}"
+        )
+    snap = old.shared_state()
+    assert shared_ts(old.ack("a", 1, 1, 8, many=(2,))) == {"a": [5, 6]}
+    new = Delivery(log, window=4, window_bytes=BIG, grace=grace, shared_hold=1.0)
+    new.mirror.adopt(SharedState(1, snap))
+    new.load([("t", "s", "shared", 0)], now=0.0, start_ts=9)
+    return old, new
+
+
+def resub(
+    d: Delivery, conn: str, now: float, acked: tuple[int, ...], held: tuple[int, ...]
+) -> dict[str, list[int]]:
+    _, out = d.subscribe(
+        conn, 2, "t", "s", From.LATEST, None, d.log.last_ts, mode=Mode.SHARED, resume=True, now=now,
+        acked=acked, held=held, member=f"m{conn}",
+    )  # fmt: skip
+    return shared_ts([o for o in out if isinstance(o, Deliver)])
+
+
+def test_records_handed_out_after_the_last_replicated_state_wait_for_every_member() -> None:
+    """b is back at once and gets the new epoch's records at once; 7 and 8 (maybe handed out
+    after the old primary's last frame) and a's 1 and 2 wait for a, for longer than the old
+    1 s hold. a says it acked 1, 2 and holds 5, 6: only 7 and 8 go out, once."""
+    _, new = failed_over()
+    assert resub(new, "b", 0.5, (), (3, 4)) == {}
+    new.log.append_new("t", b"u9", None, b"v", None)
+    new.log.append_new("t", b"u10", None, b"v", None)
+    assert shared_ts(new.on_commit(10, now=0.6)) == {"b": [9, 10]}
+    for now in (1.0, 2.0, 5.0):
+        assert shared_ts(new.tick(10, now)) == {}
+    got = resub(new, "a", 6.0, (1, 2), (5, 6))
+    assert sorted(ts for one in got.values() for ts in one) == [7, 8]
+    new.ack("b", 2, 3, 10, many=(4, 9, 10))
+    for conn, ts in got.items():
+        new.ack(conn, 2, ts[0], 10, many=tuple(ts[1:]))
+    new.ack("a", 2, 5, 10, many=(6,))
+    assert new.durables[("t", "s")].offset == 10
+
+
+def test_a_member_that_never_comes_back_gets_its_records_handed_out_after_the_grace() -> None:
+    _, new = failed_over(grace=10.0)
+    assert resub(new, "b", 0.5, (), (3, 4)) == {}
+    new.ack("b", 2, 3, 8, many=(4,))
+    assert shared_ts(new.tick(8, 9.9)) == {}, "a's records were handed out before the grace"
+    got = shared_ts(new.tick(8, 10.0))["b"]
+    assert sorted(got) == [1, 2, 5, 6], "b's window (4) is full with what a held"
+    got += shared_ts(new.ack("b", 2, got[0], 8, many=tuple(got[1:]), now=10.1))["b"]
+    assert sorted(got) == [1, 2, 5, 6, 7, 8], "at least once: each goes out once more"
+
+
+def test_the_replicated_state_is_a_few_ranges_and_survives_the_codec() -> None:
+    log = make_log(MIXED * 100)  # t at odd ts: its neighbours in the log are 2 apart
+    d = Delivery(log, window=150, window_bytes=BIG)
+    d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 800, mode=Mode.SHARED, member="ma")
+    [snap] = d.shared_state()
+    assert snap.held == (("ma", ((1, 299),)),) and snap.members == ("ma",)
+    frame = SharedState(3, (snap,))
+    assert decode_repl(enc_shared(frame)) == frame

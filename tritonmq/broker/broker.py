@@ -43,6 +43,7 @@ from tritonmq.core.actions import (
     SendMeta,
     SendPubAck,
     SendPurge,
+    SendShared,
     SendSubOk,
     SendToPrimary,
     StartFollowing,
@@ -233,6 +234,8 @@ class Broker:
                     self.send(link, codec.enc_leader(leader))
                 case SendPurge(links=links, purge=purge):
                     websockets.broadcast(links, codec.enc_purge(purge))
+                case SendShared(links=links, shared=shared):
+                    websockets.broadcast(links, codec.enc_shared(shared))
                 case CloseLink(link=link, reason=reason, code=code):
                     if code is not None:
                         self.send(link, codec.enc_error(code, reason))

@@ -39,6 +39,7 @@ from tritonmq.wire.frames import (
     Leader,
     Purge,
     ReplAck,
+    SharedState,
 )
 
 log = logging.getLogger("tritonmq.replica")
@@ -137,7 +138,7 @@ async def follow(
                         err = codec.decode_broker(data)
                         report(LinkEnd.REJECTED, detail=f"{err.get('code')}: {err.get('message')}")
                         break
-                    if isinstance(frame, Leader | Append | Purge):
+                    if isinstance(frame, Leader | Append | Purge | SharedState):
                         feed(PrimaryFrame(follow_id, frame, time.monotonic()))
             report(LinkEnd.CLOSED, clean=True)
         except asyncio.CancelledError:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from tritonmq.core.group import GroupState, Member
-from tritonmq.wire.frames import ErrorCode, Follow, Leader, Purge, Record, ReplAck
+from tritonmq.wire.frames import ErrorCode, Follow, Leader, Purge, Record, ReplAck, SharedState
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +161,14 @@ class SendPurge:
 
 
 @dataclass(frozen=True, slots=True)
+class SendShared:
+    """Tell backups which shared-subscription records members hold or acknowledged."""
+
+    links: tuple[Any, ...]
+    shared: SharedState
+
+
+@dataclass(frozen=True, slots=True)
 class CloseLink:
     """Send an ``error`` frame (when ``code`` is set) on a replication link, then close it."""
 
@@ -256,6 +264,7 @@ Action: TypeAlias = (
     | SendEntries
     | SendLeader
     | SendPurge
+    | SendShared
     | CloseLink
     | StartFollowing
     | StopFollowing

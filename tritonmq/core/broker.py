@@ -55,6 +55,7 @@ from tritonmq.core.actions import (
     SendLeader,
     SendMeta,
     SendPurge,
+    SendShared,
     SendSubOk,
     SendToPrimary,
     StartFollowing,
@@ -105,6 +106,7 @@ from tritonmq.wire.frames import (
     Pub,
     Purge,
     ReplAck,
+    SharedState,
     Sub,
     Unsub,
 )
@@ -324,6 +326,7 @@ class BrokerCore:
                 now=now,
                 acked=frame.acked,
                 held=frame.held,
+                member=frame.member,
             )
         except RequestRejected as e:
             return [requests.refusal(conn, e, sid=frame.sid)]
@@ -551,6 +554,10 @@ class BrokerCore:
             if isinstance(frame, Purge):
                 b.on_purge(frame)
                 return []
+            if isinstance(frame, SharedState):
+                if frame.epoch == f.epoch:
+                    self.delivery.mirror.adopt(frame)
+                return []
             assert_never(frame)
         except ReplicationError as e:
             return self._restart_following(str(e))
@@ -715,7 +722,7 @@ class BrokerCore:
         if ev.found is None:
             self._load_retry_at = ev.now + 0.2
             return [LogLine(L.WARNING, "loading subscriptions failed; retrying")]
-        self.delivery.load(ev.found, ev.now)
+        self.delivery.load(ev.found, ev.now, start_ts=p.start_ts)
         self.durables_ready = True
         out: list[Action] = [LogLine(L.INFO, f"resumed {len(ev.found)} durable subscription(s)")]
         waiting, self.waiting_subs = self.waiting_subs, []
@@ -765,6 +772,9 @@ class BrokerCore:
             return self._step_down("ZooKeeper unreachable for longer than the session timeout")
         out = self._primary_out(p, p.tick(now), now)
         out.extend(self.delivery.tick(p.commit_ts, now))
+        shared = self.delivery.shared_due(p.epoch, map(id, self.links.values()))
+        if shared is not None and self.links:
+            out.append(SendShared(tuple(self.links.values()), shared))
         self.retention.committed(p.commit_ts, now)
         beat = tuple(self.links[f] for f in p.heartbeat() if f in self.links)
         if beat:

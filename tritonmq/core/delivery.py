@@ -19,14 +19,19 @@ A durable subscription holds back from what ZooKeeper has stored, never from
 what is only in memory: a new primary resumes from ZooKeeper.
 
 A shared subscription's stored offset is its low watermark; what its members
-acknowledged above it lived only in the old primary's memory. So a new primary
-dispatches nothing of a shared subscription it loaded until ``resume_at``
-(``shared_resume_hold_s`` after the load). Reconnecting members send with their
-``sub`` what they acknowledged (``acked``: taken as acknowledgements, never handed
-out again) and what their application holds unacknowledged (``held``: left in
-flight with that member, not handed to another). What only a member that never
-comes back acknowledged or held may still go out once more (at-least-once for a
-vanished member).
+hold or acknowledged above it the primary sends to its backups
+(:mod:`tritonmq.core.shared`). A new primary restores it from there: what was
+acknowledged is never handed out again, what a member held is *reserved* for that
+member (by its client-chosen id) until it re-subscribes or ``grace`` passes, and
+what the old primary may have handed out after its last frame (the *gap* at or above
+that frame's cursor, and its free records) waits until every member it knew is back
+(or ``grace``). Records committed in the new epoch go out at once. Reconnecting
+members send with their ``sub`` what they acknowledged (``acked``: taken as
+acknowledgements) and what their application holds unacknowledged (``held``: left
+in flight with that member). Without a frame from the old primary (or for members
+without an id) the new primary waits ``shared_hold`` instead. What remains: an ack
+not yet replicated when the primary died, of a member that never comes back, goes
+out once more.
 """
 
 from __future__ import annotations
@@ -37,12 +42,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
-from tritonmq.core.log import GroupLog
+from tritonmq.core.log import GroupLog, TopicLog
+from tritonmq.core.shared import SharedMirror, expand, range_minus, ranges_of
 from tritonmq.errors import Purged, RequestRejected
-from tritonmq.wire.frames import From, Record
+from tritonmq.wire.frames import From, Record, SharedState, SharedSub
 
 MAX_RECORDS_PER_FRAME = 2_000
 FRAME_BYTES = 1024 * 1024
+
+
+def _is_record(t: TopicLog, ts: int) -> bool:
+    i = t.index_of(ts)
+    return i < len(t.records) and t.records[i][0] == ts
 
 
 def check_retained(log: GroupLog, topic: str, start: int) -> None:
@@ -74,6 +85,7 @@ class Consumer:
         "window",
         "window_bytes",
         "inflight",
+        "member",
     )
 
     def __init__(
@@ -89,6 +101,7 @@ class Consumer:
         self.window = 0
         self.window_bytes = 0
         self.inflight = 0  # shared mode: records handed to this consumer, not yet acked
+        self.member = ""  # shared mode: the client-chosen id that survives reconnects
 
 
 class Durable:
@@ -105,6 +118,12 @@ class Durable:
         "turn",
         "ahead",
         "resume_at",
+        "reserved",
+        "awaiting",
+        "release_at",
+        "gap",
+        "gap_skip",
+        "gap_open",
     )
 
     def __init__(self, topic: str, name: str, mode: Mode, offset: int, stored: int | None) -> None:
@@ -120,7 +139,17 @@ class Durable:
         self.redeliver: list[int] = []  # heap of ts to hand out again
         self.turn = 0
         self.ahead: set[int] = set()  # ts >= cursor a member says it acknowledged: skip them
-        self.resume_at = 0.0  # a new primary dispatches nothing before this
+        self.resume_at = 0.0  # a new primary releases nothing uncertain before this
+        # a new primary: records the old one handed to a member (its id; None: to some
+        # member, unknown) kept for it until it is back or ``release_at``
+        self.reserved: dict[int, str | None] = {}
+        self.awaiting: set[str] = set()  # members the old primary knew, not back yet
+        self.release_at = 0.0
+        # [lo, hi]: records the old primary may have handed out after its last frame;
+        # walked once ``gap_open`` (every member back, or ``release_at``)
+        self.gap = (0, -1)
+        self.gap_skip: set[int] = set()  # ts in the gap acknowledged or claimed already
+        self.gap_open = False
 
     def low_watermark(self) -> int:
         low = self.cursor
@@ -128,6 +157,10 @@ class Durable:
             low = min(low, min(self.inflight))
         if self.redeliver:
             low = min(low, self.redeliver[0])
+        if self.reserved:
+            low = min(low, min(self.reserved))
+        if self.gap[0] <= self.gap[1]:
+            low = min(low, self.gap[0])
         return low - 1
 
     def hold(self) -> int:
@@ -161,23 +194,120 @@ class Delivery:
         ] = []  # (topic, acked_ts, until) of gone ephemerals
         self.loaded = False  # durable subscriptions read from ZooKeeper: purge may run
         self.frozen_until = 0.0  # no purge before this (unnamed subscribers may reattach)
+        self.mirror = SharedMirror()
 
     # --- durable subscriptions known to ZooKeeper ----------------------------------
 
-    def load(self, durables: Iterable[tuple[str, str, str, int]], now: float = 0.0) -> None:
+    def load(
+        self,
+        durables: Iterable[tuple[str, str, str, int]],
+        now: float = 0.0,
+        *,
+        start_ts: int | None = None,
+    ) -> None:
         """The subscriptions ZooKeeper holds for our topics: (topic, name, mode, offset).
 
-        A shared one waits ``shared_hold`` for its members to say what they acknowledged."""
+        A shared one is restored from what the old primary last sent us about it; records
+        it may have handed out after that (below ``start_ts``, our epoch's first) wait for
+        its members (see the module's docstring)."""
         for topic, name, mode, offset in durables:
             d = self.durables.get((topic, name))
             if d is None:
                 d = Durable(topic, name, Mode(mode), offset, offset)
                 if d.mode is Mode.SHARED:
-                    d.resume_at = now + self.shared_hold
+                    end = self.log.last_ts if start_ts is None else start_ts - 1
+                    self._restore(d, self.mirror.subs.get((topic, name)), end, now)
                 self.durables[(topic, name)] = d
             else:
                 d.stored = offset if d.stored is None else max(d.stored, offset)
         self.loaded = True
+
+    def _restore(self, d: Durable, snap: SharedSub | None, end: int, now: float) -> None:
+        """Take over shared subscription ``d`` whose records up to ``end`` the old primary
+        may have handed out; ``snap``: what it last told us (None: nothing)."""
+        t = self.log.topics.get(d.topic)
+        d.release_at = now + self.grace
+        if snap is None:
+            old_cursor = d.offset + 1
+            d.resume_at = now + self.shared_hold
+        else:
+            d.offset = max(d.offset, snap.offset)
+            old_cursor = max(snap.cursor, d.offset + 1)
+            for member, rs in snap.held:
+                for ts in expand(t, rs, end):
+                    if ts > d.offset:
+                        d.reserved[ts] = member or None
+            for ts in expand(t, snap.free, end):
+                if ts > d.offset:
+                    d.reserved.setdefault(ts, None)
+            d.gap_skip.update(ts for ts in expand(t, snap.ahead, end) if ts >= old_cursor)
+            d.gap_skip.update(ts for ts in d.reserved if ts >= old_cursor)
+            d.awaiting = set(snap.members) - {""}
+            if any(not m for m, _ in snap.held):
+                d.resume_at = now + self.shared_hold  # members without an id: the old rule
+        d.cursor = max(end + 1, old_cursor)
+        d.gap = (old_cursor, end)
+        self._release(d, now)
+
+    def _release(self, d: Durable, now: float, member: str = "") -> None:
+        """Hand back to the pool what was reserved for ``member`` (back now, and it did
+        not claim it), and everything uncertain once every member is back or time is up."""
+        if not d.reserved and d.gap_open and not d.awaiting:
+            return
+        late = now >= d.release_at
+        if member:
+            d.awaiting.discard(member)
+        done = late or (not d.awaiting and now >= d.resume_at)
+        if late:
+            d.awaiting.clear()
+        free = [ts for ts, who in d.reserved.items() if (who == member and member) or done]
+        for ts in free:
+            del d.reserved[ts]
+            if ts < d.gap[0] or ts > d.gap[1]:
+                heapq.heappush(d.redeliver, ts)
+            else:
+                d.gap_skip.discard(ts)  # the gap walk hands it out
+        if done:
+            d.gap_open = True
+            d.resume_at = 0.0
+
+    def shared_state(self) -> tuple[SharedSub, ...]:
+        """Our shared subscriptions, as a backup must know them to take over."""
+        return tuple(self._snapshot(d) for d in self.durables.values() if d.mode is Mode.SHARED)
+
+    def _snapshot(self, d: Durable) -> SharedSub:
+        t = self.log.topics.get(d.topic)
+        held: dict[str, list[int]] = {}
+        free: list[int] = list(d.redeliver)
+        for ts, (c, _) in d.inflight.items():
+            held.setdefault(c.member, []).append(ts)
+        for ts, who in d.reserved.items():
+            if who is None:
+                free.append(ts)
+            else:
+                held.setdefault(who, []).append(ts)
+        lo, hi = d.gap
+        free_ranges: tuple[tuple[int, int], ...] = ()
+        if t is not None:
+            free_ranges = ranges_of(t, sorted(free))
+            skip = sorted(d.gap_skip | set(free))
+            free_ranges += range_minus(lo, hi, skip)
+        ahead = ranges_of(t, sorted(d.ahead)) if t is not None else ()
+        members = {c.member for c in d.consumers if c.member} | d.awaiting
+        return SharedSub(
+            d.topic,
+            d.name,
+            d.offset,
+            d.cursor,
+            tuple(sorted((m, ranges_of(t, sorted(ts))) for m, ts in held.items() if t)),
+            free_ranges,
+            ahead,
+            tuple(sorted(members)),
+        )
+
+    def shared_due(self, epoch: int, links: Iterable[int]) -> SharedState | None:
+        """What to tell our backups about shared subscriptions, if it changed."""
+        return self.mirror.due(epoch, self.shared_state(), links)
 
     def freeze_purge(self, until: float) -> None:
         """A new primary does not know the old one's unnamed subscriptions: hold everything
@@ -223,6 +353,7 @@ class Delivery:
         now: float = 0.0,
         acked: Iterable[int] = (),
         held: Iterable[int] = (),
+        member: str = "",
     ) -> tuple[int, list[Deliver | RegisterSubscription]]:
         """Attach a consumer; returns where it starts and what to do first.
 
@@ -231,7 +362,7 @@ class Delivery:
         unnamed subscriber resuming before records of its topic that were purged gets
         :class:`Purged` rather than silently skipping them.
         ``acked`` (shared mode): ts the member acknowledged, perhaps to an old primary;
-        ``held``: ts its application has and has not acknowledged yet.
+        ``held``: ts its application has and has not acknowledged yet; ``member``: its id.
         """
         self.unsubscribe(conn, sid, now)
         out: list[Deliver | RegisterSubscription] = []
@@ -262,6 +393,7 @@ class Delivery:
         if d is not None and (resume or start == From.LATEST):
             ack_point = min(d.offset, next_ts - 1)
         c = Consumer(conn, sid, topic, d, next_ts, ack_point)
+        c.member = member
         c.window = min(window or self.window, self.window)
         c.window_bytes = self.window_bytes
         self.consumers[(id(conn), sid)] = c
@@ -274,6 +406,7 @@ class Delivery:
                 cursor = d.cursor
                 self._ack_shared(d, acked)
                 self._claim(d, c, held, now)
+                self._release(d, now, member)
                 out.extend(self._dispatch(d, commit_ts, now))
                 return cursor, out
         out.extend(self._pump(c, commit_ts))
@@ -322,7 +455,10 @@ class Delivery:
             self.unsubscribe(conn, c.sid, now)
 
     def drop_all(self) -> None:
-        """We stopped being primary: consumers will resubscribe at the new one."""
+        """We stopped being primary: consumers will resubscribe at the new one. What we
+        knew of shared subscriptions is kept, should we be elected again first."""
+        self.mirror.keep(self.shared_state())
+        self.mirror.sent_nothing()
         self.consumers.clear()
         self.by_topic.clear()
         self.durables.clear()
@@ -365,6 +501,10 @@ class Delivery:
             elif one in d.redeliver:  # acked by its first holder after being requeued
                 d.redeliver.remove(one)
                 requeued = True
+            elif one in d.reserved:  # kept for a member after a failover
+                del d.reserved[one]
+            elif d.gap[0] <= one <= d.gap[1]:  # the old primary may have handed it out
+                d.gap_skip.add(one)
             elif d.cursor <= one <= self.log.last_ts:
                 # not dispatched here yet: handed out by an old primary and acknowledged
                 # there. Bounded by the log; dispatch drops it once the cursor passes it.
@@ -386,9 +526,14 @@ class Delivery:
             if ts in d.redeliver:
                 d.redeliver.remove(ts)
                 requeued = True
+            elif ts in d.reserved:  # kept for a member after a failover: this one has it
+                del d.reserved[ts]
+            elif d.gap[0] <= ts <= d.gap[1]:
+                if ts in d.gap_skip or not _is_record(t, ts):
+                    continue  # acknowledged, or not a record of this topic
+                d.gap_skip.add(ts)  # the gap walk passes it by: it is out already
             elif d.cursor <= ts <= self.log.last_ts:
-                i = t.index_of(ts)
-                if i >= len(t.records) or t.records[i][0] != ts:
+                if not _is_record(t, ts):
                     continue  # not a record of this topic
                 d.ahead.add(ts)  # the cursor passes it by: it is out already
             else:
@@ -441,9 +586,12 @@ class Delivery:
         for d in self.durables.values():
             if d.mode is not Mode.SHARED:
                 continue
-            if d.resume_at and now >= d.resume_at:  # the hold after an election is over
-                d.resume_at = 0.0
-                out.extend(self._dispatch(d, commit_ts, now))
+            if not d.gap_open or d.reserved:  # after an election: waiting for members
+                open_before = d.gap_open
+                n = len(d.redeliver)
+                self._release(d, now)
+                if d.gap_open != open_before or len(d.redeliver) != n:
+                    out.extend(self._dispatch(d, commit_ts, now))
             late = [ts for ts, (_, deadline) in d.inflight.items() if deadline <= now]
             for ts in late:
                 who, _ = d.inflight.pop(ts)
@@ -478,7 +626,7 @@ class Delivery:
         out: list[Deliver] = []
         t = self.log.topics.get(d.topic)
         members = d.consumers
-        if t is None or not members or now < d.resume_at:
+        if t is None or not members:
             return out
         deadline = now + self.ack_timeout
         idle = 0
@@ -495,6 +643,8 @@ class Delivery:
                     recs.append(t.records[i])
                     used += t.bytes_in(i, i + 1)
             skipped = False
+            if d.gap_open and len(recs) < room and used < self.frame_bytes:
+                recs, used, skipped = self._walk_gap(d, t, recs, room, used, commit_ts)
             if len(recs) < room and d.cursor <= commit_ts and used < self.frame_bytes:
                 budget = self.frame_bytes - used
                 fresh = t.between(d.cursor, commit_ts, room - len(recs), budget)
@@ -503,7 +653,7 @@ class Delivery:
                     if d.ahead:
                         n = len(fresh)
                         fresh = [r for r in fresh if r[0] not in d.ahead]
-                        skipped = len(fresh) < n
+                        skipped = skipped or len(fresh) < n
                         d.ahead = {ts for ts in d.ahead if ts >= d.cursor}
                     recs.extend(fresh)
                 else:
@@ -520,6 +670,28 @@ class Delivery:
             out.append(Deliver(c.conn, c.sid, c.topic, recs))
         d.offset = max(d.offset, d.low_watermark())
         return out
+
+    def _walk_gap(
+        self, d: Durable, t: TopicLog, recs: list[Record], room: int, used: int, commit_ts: int
+    ) -> tuple[list[Record], int, bool]:
+        """Hand out the gap's records nobody claimed, once every member is back."""
+        lo, hi = d.gap
+        end = min(hi, commit_ts)
+        if lo > end:
+            if lo > hi:
+                d.gap_skip.clear()
+            return recs, used, False
+        budget = self.frame_bytes - used
+        some = t.between(lo, end, room - len(recs), budget)
+        if not some:
+            d.gap = (end + 1, hi)
+            return recs, used, False
+        d.gap = (some[-1][0] + 1, hi)
+        i = t.index_of(some[0][0])
+        used += t.bytes_in(i, i + len(some))
+        n = len(some)
+        some = [r for r in some if r[0] not in d.gap_skip and r[0] not in d.reserved]
+        return [*recs, *some], used, len(some) < n
 
     # --- what purge must keep ----------------------------------------------------------
 

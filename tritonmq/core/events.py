@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.slots import SlotMap
-from tritonmq.wire.frames import Append, ClientFrame, Follow, Leader, Purge, ReplAck
+from tritonmq.wire.frames import Append, ClientFrame, Follow, Leader, Purge, ReplAck, SharedState
 
 
 class SessionState(enum.Enum):
@@ -74,7 +74,7 @@ class FollowerGone:
 @dataclass(frozen=True, slots=True)
 class PrimaryFrame:
     follow_id: int
-    frame: Leader | Append | Purge
+    frame: Leader | Append | Purge | SharedState
     now: float
 
 

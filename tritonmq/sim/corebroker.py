@@ -35,6 +35,7 @@ from tritonmq.core.actions import (
     SendMeta,
     SendPubAck,
     SendPurge,
+    SendShared,
     SendSubOk,
     SendToPrimary,
     StartFollowing,
@@ -338,6 +339,8 @@ class SimCoreBroker:
             case SendPurge(links=links, purge=purge):
                 out.extend(PurgedUpto(topic, upto) for topic, upto in purge.topics)
                 out.extend(Send(link, purge) for link in links)
+            case SendShared(links=links, shared=shared):
+                out.extend(Send(link, shared) for link in links)
             case CloseLink(link=link, reason=reason, code=code):
                 if code is not None:
                     out.append(Send(link, ErrorFrame(code, reason)))

@@ -43,8 +43,11 @@ from tritonmq.wire.frames import (
     Record,
     ReplAck,
     ReplFrame,
+    SharedState,
+    SharedSub,
     Sub,
     SubOk,
+    TsRanges,
     Unsub,
 )
 
@@ -53,6 +56,7 @@ MAX_TOPIC_LEN = 249
 MAX_NAME_LEN = 249
 MAX_UUID_LEN = 64
 MAX_ACK_TS = 100_000  # ts in one `ack`, or in the `acked` (or `held`) of one `sub`
+MAX_MEMBER_LEN = 64  # a shared member's id
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -198,8 +202,13 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
             raise MalformedFrame("'resume' must be a boolean")
         acked = _ts_list(obj, "acked", mode)
         held = _ts_list(obj, "held", mode)
+        member = obj.get("member", "")
+        if not isinstance(member, str) or len(member) > MAX_MEMBER_LEN:
+            raise MalformedFrame(f"'member' must be a string of at most {MAX_MEMBER_LEN} chars")
+        if member and mode != "shared":
+            raise MalformedFrame("'member' is for shared subscriptions only")
         topic = _str(obj, "topic", max_len=MAX_TOPIC_LEN)
-        return Sub(_int(obj, "sid"), topic, name, start, window, mode, resume, acked, held)
+        return Sub(_int(obj, "sid"), topic, name, start, window, mode, resume, acked, held, member)
     if op == "unsub":
         return Unsub(_int(obj, "sid"))
     if op == "hello":
@@ -316,6 +325,11 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
         return Purge(_int(obj, "epoch"), [(t, u) for t, u in topics], _int(obj, "forget"))
     if op == "rack":
         return ReplAck(_int(obj, "epoch"), _int(obj, "ts"))
+    if op == "shared":
+        subs = obj.get("subs")
+        if not isinstance(subs, tuple):
+            raise MalformedFrame("'subs' must be an array")
+        return SharedState(_int(obj, "epoch"), tuple(_shared_sub(s) for s in subs))
     if op == "follow":
         return Follow(
             _str(obj, "group", max_len=MAX_NAME_LEN),
@@ -334,6 +348,41 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             _dedup(obj.get("dedup", ())),
         )
     raise UnknownOp(f"unknown replication op {op[:40]!r}")
+
+
+def _ranges(raw: Any) -> TsRanges:
+    if not isinstance(raw, tuple) or not all(
+        type(r) is tuple and len(r) == 2 and type(r[0]) is int and type(r[1]) is int for r in raw
+    ):
+        raise MalformedFrame("ts ranges must be an array of [first, last]")
+    return raw
+
+
+def _shared_sub(raw: Any) -> SharedSub:
+    if type(raw) is not tuple or len(raw) != 8:
+        raise MalformedFrame("a shared subscription is [topic, name, offset, cursor, held, ...]")
+    topic, name, offset, cursor, held, free, ahead, members = raw
+    if not (
+        type(topic) is str
+        and type(name) is str
+        and type(offset) is int
+        and type(cursor) is int
+        and type(held) is tuple
+        and all(type(h) is tuple and len(h) == 2 and type(h[0]) is str for h in held)
+        and type(members) is tuple
+        and all(type(m) is str for m in members)
+    ):
+        raise MalformedFrame("a shared subscription is [topic, name, offset, cursor, held, ...]")
+    return SharedSub(
+        topic,
+        name,
+        offset,
+        cursor,
+        tuple((m, _ranges(r)) for m, r in held),
+        _ranges(free),
+        _ranges(ahead),
+        members,
+    )
 
 
 def decode_broker(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> dict[str, Any]:
@@ -585,6 +634,13 @@ def enc_purge(p: Purge) -> bytes:
     return _packb({"op": "purge", "epoch": p.epoch, "topics": p.topics, "forget": p.forget})
 
 
+def enc_shared(st: SharedState) -> bytes:
+    subs = [
+        (s.topic, s.name, s.offset, s.cursor, s.held, s.free, s.ahead, s.members) for s in st.subs
+    ]
+    return _packb({"op": "shared", "epoch": st.epoch, "subs": subs})
+
+
 def enc_rack(epoch: int, ts: int) -> bytes:
     return _packb({"op": "rack", "epoch": epoch, "ts": ts})
 
@@ -646,6 +702,8 @@ def enc_client(frame: ClientFrame) -> bytes:
             d["acked"] = frame.acked
         if frame.held:
             d["held"] = frame.held
+        if frame.member:
+            d["member"] = frame.member
         return _packb(d)
     if isinstance(frame, Unsub):
         return _packb({"op": "unsub", "sid": frame.sid})

@@ -100,6 +100,9 @@ class Sub:
     # ... and ts it handed to its application and has not acknowledged yet: a new primary
     # leaves them with this member instead of handing them to another
     held: tuple[int, ...] = ()
+    # shared mode: this member's own id, the same across its reconnects (client-chosen), so a
+    # new primary keeps what the old one handed this member for it ("" : none given)
+    member: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,4 +319,38 @@ class Leader:
     dedup: tuple[tuple[int, bytes], ...] = ()
 
 
-ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge
+# ``(first ts, last ts)``: every record of one topic with a ts in that range
+TsRanges: TypeAlias = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SharedSub:
+    """One shared subscription as its primary knows it, for the backup that may succeed it.
+
+    Every record of ``topic`` up to ``offset`` is acknowledged. Below ``cursor``, a record
+    is held by the member ``held`` names (``""``: a member that gave no id), ``free``
+    (acknowledged by nobody, held by nobody: to be handed out), or else acknowledged. At
+    or above ``cursor``, only those in ``ahead`` are acknowledged and those in ``held`` out;
+    the rest were never handed out. ``members``: the ids the primary waits for or serves.
+    """
+
+    topic: str
+    name: str
+    offset: int
+    cursor: int
+    held: tuple[tuple[str, TsRanges], ...]
+    free: TsRanges
+    ahead: TsRanges
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SharedState:
+    """The primary's shared subscriptions, sent to its backups whenever they change (at most
+    once a tick): a new primary then hands out nothing a member holds or acknowledged."""
+
+    epoch: int
+    subs: tuple[SharedSub, ...]
+
+
+ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge | SharedState
