@@ -209,3 +209,33 @@ async def test_fetch_reads_a_range_with_publish_times_and_commit_holds_it(
         assert "ranged" in str(err) and "g1" in str(err)
         got = await client.fetch_raw("ranged", acks[0].ts, acks[-1].ts, skip_purged=True)
         assert got.purged == acks[49].ts and got.records[0][0] == acks[50].ts
+
+
+async def test_a_ws_subscriber_leaves_a_frozen_primary_by_probing_not_by_keepalive(
+    cluster: DevCluster, request: pytest.FixtureRequest
+) -> None:
+    """A client on ws:// (no ZooKeeper watch) that only subscribes: its primary is
+    SIGSTOPped and stays frozen until the subscriber has a record from the new primary.
+    It moved there because its hello went unanswered and the other brokers named a newer
+    epoch (client rule C5), not because the WebSocket keepalive (~15 s) gave up."""
+    info = await asyncio.to_thread(group_info, cluster)
+    old = info["primary"]
+    async with Client(zk_url(cluster)) as producer, Client(info["primary_url"]) as watcher:
+        async with watcher.subscribe("frozen") as sub:
+            await producer.publish("frozen", b"before")
+            assert (await sub.get(timeout=10)).value == b"before"
+            request.addfinalizer(lambda: cluster.kill(old, signal.SIGCONT))
+            cluster.kill(old, signal.SIGSTOP)
+            events = ["stopped"]
+            new = await asyncio.to_thread(wait_new_primary, cluster, old)
+            events.append("new primary")
+            await producer.publish("frozen", b"after")
+            msg = await sub.get(timeout=60)
+            events.append(f"got {msg.value.decode()}")
+            link = watcher._links["g1"]  # what made the subscriber leave the frozen primary
+            why = link.protocol.last_error
+            cluster.kill(old, signal.SIGCONT)
+            events.append("thawed")
+    assert events == ["stopped", "new primary", "got after", "thawed"]
+    assert new != old and link.protocol.url == info["members"][new]
+    assert "group moved to epoch" in why, f"left the frozen primary because: {why}"

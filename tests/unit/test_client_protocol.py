@@ -368,6 +368,46 @@ def test_no_probe_without_a_waiting_request_or_when_disabled() -> None:
     assert [a for a in h2(Tick()) if isinstance(a, Probe)] == []
 
 
+def test_a_subscriber_that_hears_nothing_checks_its_primary_and_probes_a_silent_one() -> None:
+    """Rule 5 for a client that only subscribes: no batch waits on the wire, so after
+    ``probe_after`` of silence it sends ``hello``; a primary that answers (any frame)
+    is alive, one that stays silent (frozen) gets the others asked, and a newer epoch
+    elsewhere moves the subscription there at once."""
+    h = Harness(probe_after=1.0)
+    h.connect(A)
+    h(Subscribe(1, "t", None, From.LATEST))
+    h.frame(SubOk(1, 5))
+    h.now += 0.5
+    assert h.sent(h(Tick())) == []
+    h.now += 0.5
+    assert h.sent(h(Tick())) == [Hello("tritonmq-python")]
+    h.frame(MetaReply(0, "g1", "a", "primary", 1))  # alive: no probe
+    h.now += 0.9
+    out = h(Tick())
+    assert h.sent(out) == [] and not [a for a in out if isinstance(a, Probe)]
+    h.now += 0.1
+    assert h.sent(h(Tick())) == [Hello("tritonmq-python")]  # silent again: ask again
+    h.now += 1.0
+    assert Probe(A) in h(Tick()), "a frozen primary was not probed"
+    out = h(EpochSeen(2, B))
+    assert Disconnect(h.p.conn) in out
+    h.connect(B, epoch=2)
+    [sub] = [f for f in h.sent() if isinstance(f, Sub)][-1:]
+    assert sub.resume and h.p.url == B
+
+
+def test_wake_ups_for_the_liveness_hello_follow_the_silence() -> None:
+    h = Harness(probe_after=1.0)
+    h.connect(A)
+    assert WakeAt(pytest.approx(h.now + 1.0)) in h(Subscribe(1, "t", None, From.LATEST))
+    h.now += 0.4
+    h.frame(SubOk(1, 5))
+    h.now += 0.7
+    out = h(Tick())
+    assert h.sent(out) == [], "a hello although the primary spoke 0.7 s ago"
+    assert WakeAt(pytest.approx(h.now + 0.3)) in out
+
+
 # --- subscriptions ------------------------------------------------------------------------
 
 
@@ -393,7 +433,8 @@ def test_subscribe_resume_and_the_drop_of_redeliveries() -> None:
 def test_shared_subscriptions_keep_every_record_and_rejoin_at_latest() -> None:
     h = Harness()
     h.connect(A)
-    h(Subscribe(2, "t", "work", 5, 10, "shared"))
+    h(Subscribe(2, "t", "work", 5, 10, "shared", "m7"))
+    assert h.sent()[-1] == Sub(2, "t", "work", 5, 10, "shared", member="m7")
     h.frame(SubOk(2, 5))
     rs = ((7, b"u", None, b"v", None), (6, b"u", None, b"v", None))
     assert h.frame(Deliver(2, "t", rs)) == [DeliverRecords(2, rs)]
@@ -405,15 +446,15 @@ def test_shared_subscriptions_keep_every_record_and_rejoin_at_latest() -> None:
     h.actions.clear()
     h.connect(B)
     assert [f for f in h.sent() if isinstance(f, Sub)] == [
-        Sub(2, "t", "work", From.LATEST, 10, "shared", True, (7, 6))
-    ]
+        Sub(2, "t", "work", From.LATEST, 10, "shared", True, (7, 6), member="m7")
+    ], "a member keeps its id across connections"
 
 
 def shared_member() -> Harness:
     """Connected to A, in shared subscription t/work (sid 2)."""
     h = Harness()
     h.connect(A)
-    h(Subscribe(2, "t", "work", From.EARLIEST, None, "shared"))
+    h(Subscribe(2, "t", "work", From.EARLIEST, None, "shared", "m1"))
     h.frame(SubOk(2, 1))
     return h
 
@@ -436,7 +477,7 @@ def test_a_shared_member_tells_a_new_primary_what_it_acked_and_drops_its_own_rep
     h.actions.clear()
     h.connect(B, epoch=2)
     assert [f for f in h.sent() if isinstance(f, Sub)] == [
-        Sub(2, "t", "work", From.LATEST, None, "shared", True, (1, 2), (3,))
+        Sub(2, "t", "work", From.LATEST, None, "shared", True, (1, 2), (3,), "m1")
     ]
     out = h.frame(Deliver(2, "t", (rec(1), rec(2), rec(3), rec(4))))
     assert [a for a in out if isinstance(a, DeliverRecords)] == [DeliverRecords(2, (rec(4),))]

@@ -480,3 +480,34 @@ def test_the_replicated_state_is_a_few_ranges_and_survives_the_codec() -> None:
     assert snap.held == (("ma", ((1, 299),)),) and snap.members == ("ma",)
     frame = SharedState(3, (snap,))
     assert decode_repl(enc_shared(frame)) == frame
+
+
+def test_a_member_whose_connection_drops_finds_its_records_kept_for_it() -> None:
+    """b's connection drops with 3 and 4 unacknowledged: they wait for b (not handed to a),
+    b comes back holding 4 (3's ack was lost with the connection: it says it acked it)."""
+    d = Delivery(make_log(ALL_T[:6]), window=2, window_bytes=BIG, grace=10.0)
+    for conn in ("a", "b"):
+        d.subscribe(conn, 1, "t", "s", From.EARLIEST, None, 6, mode=Mode.SHARED, member=conn)
+    d.drop_conn("b", now=1.0)
+    assert shared_ts(d.ack("a", 1, 1, 6, many=(2,), now=1.1)) == {"a": [5, 6]}
+    d.ack("a", 1, 5, 6, many=(6,), now=1.2)
+    assert shared_ts(d.tick(6, now=5.0)) == {}, "b's records went to a while b was away"
+    _, out = d.subscribe(
+        "b2", 1, "t", "s", From.LATEST, None, 6, mode=Mode.SHARED, resume=True, now=6.0,
+        acked=(3,), held=(4,), member="b",
+    )  # fmt: skip
+    assert shared_ts([o for o in out if isinstance(o, Deliver)]) == {}
+    d.ack("b2", 1, 4, 6, now=6.1)
+    assert d.durables[("t", "s")].offset == 6
+
+
+def test_a_member_that_unsubscribes_or_stays_away_past_the_grace_lets_its_records_go() -> None:
+    d = Delivery(make_log(ALL_T[:6]), window=2, window_bytes=BIG, grace=10.0)
+    for conn in ("a", "b", "c"):
+        d.subscribe(conn, 1, "t", "s", From.EARLIEST, None, 6, mode=Mode.SHARED, member=conn)
+    d.unsubscribe("c", 1, now=1.0)  # c leaves: 5 and 6 go to the others at once
+    assert shared_ts(d.ack("a", 1, 1, 6, many=(2,), now=1.1)) == {"a": [5, 6]}
+    d.drop_conn("b", now=1.2)
+    d.ack("a", 1, 5, 6, many=(6,), now=1.3)
+    assert shared_ts(d.tick(6, now=11.1)) == {}
+    assert shared_ts(d.tick(6, now=11.2)) == {"a": [3, 4]}

@@ -54,6 +54,9 @@ class Subscribe:
     start: From | int
     window: int | None = None
     mode: str = "broadcast"
+    # shared: this member's id for its whole life (the shell picks it at random; "" : the
+    # protocol derives one from its ``rand``)
+    member: str = ""
 
 
 @dataclass(frozen=True, slots=True)

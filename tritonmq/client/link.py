@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import random
+import secrets
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, assert_never
 
@@ -378,7 +379,8 @@ class Link:
             return
         self._subs[sub.sid] = sub
         start = sub.start if isinstance(sub.start, int) else From(sub.start)
-        self._handle(Subscribe(sub.sid, sub.topic, sub.name, start, sub.window, sub.mode))
+        member = secrets.token_hex(8) if sub.shared else ""
+        self._handle(Subscribe(sub.sid, sub.topic, sub.name, start, sub.window, sub.mode, member))
 
     def remove_subscription(self, sub: Subscription) -> None:
         if self._subs.pop(sub.sid, None) is not None:

@@ -56,6 +56,7 @@ class Subscription:
     acked: dict[int, float] = field(default_factory=dict)
     # shared mode: ts handed to the application, not yet acknowledged -> on which connection
     handed: dict[int, int] = field(default_factory=dict)
+    member: str = ""  # shared mode: this member's id, the same on every connection
 
     def acknowledged(self, ts: int, now: float) -> None:
         self.handed.pop(ts, None)
@@ -82,7 +83,10 @@ class Subscription:
             start = self.start
         mode = "shared" if self.shared else "broadcast"
         resume = self.position is not None
-        if not (self.shared and resume):
+        if not self.shared:
             return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume)
-        acked, held = self.recent_acks(now), tuple(self.handed)
-        return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume, acked, held)
+        acked, held = (self.recent_acks(now), tuple(self.handed)) if resume else ((), ())
+        return Sub(
+            self.sid, self.topic, self.name, start, self.window, mode, resume, acked, held,
+            self.member,
+        )  # fmt: skip

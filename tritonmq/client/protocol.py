@@ -36,7 +36,10 @@ Rules
    :class:`Probe`) with a newer epoch and another primary moves the connection
    there at once, resending as in rule 4. A :class:`Probe` (ask the *other* brokers
    who is primary) is asked for when the oldest batch on the wire has waited
-   ``probe_after`` seconds, at most once per ``probe_after``.
+   ``probe_after`` seconds, at most once per ``probe_after``. A connection with
+   subscriptions that has received nothing for ``probe_after`` sends ``hello``; that
+   ``hello`` waits on the wire like a batch until any frame arrives, so a subscriber
+   that only subscribes probes a silent (frozen) primary too.
 6. **Subscriptions.** ``sub`` is sent on every connection. Broadcast: ``from`` is
    (highest ts handed over) + 1, else the first ``subok.next``, else the
    application's ``from``, with ``resume: true`` after the first ``subok``. Shared:
@@ -44,7 +47,9 @@ Rules
    acknowledged in the last ``RECENT_ACKS_S`` seconds (at most ``RECENT_ACKS_MAX``,
    the newest), so that a new primary does not hand them out again, and ``held``: the
    ts handed to the application and not yet acknowledged (at most ``HANDED_MAX``), so
-   that it leaves them with this member. A broadcast record with ts <= the highest ts
+   that it leaves them with this member. Every shared ``sub`` carries ``member``, an id
+   chosen once per subscription, so that a new primary keeps for this member what the
+   old one handed it, however late it comes back. A broadcast record with ts <= the highest ts
    already handed to the application is dropped (a failover's redelivery). A shared record is dropped when the application already
    acknowledged its ts (it is acknowledged again, so the broker lets go of it), or
    when it was handed over on an earlier connection and not yet acknowledged (the
@@ -187,6 +192,8 @@ class ClientProtocol:
     _hint: str | None = None
     _next_probe: float = 0.0
     _probing: bool = False
+    _heard: float = 0.0  # when the connection last brought a frame
+    _hello_at: float | None = None  # a liveness ``hello`` on the wire since then
     _batches: dict[int, _Batch] = field(default_factory=dict)
     _unsent: deque[int] = field(default_factory=deque)
     _in_flight: int = 0
@@ -247,6 +254,7 @@ class ClientProtocol:
                     self._lost(now, self._pause)
             case FrameReceived(conn=conn, frame=frame):
                 if conn == self.conn:
+                    self._heard, self._hello_at = now, None  # the primary is alive
                     self._frame(frame, now)
             case EpochSeen(epoch=epoch, primary_url=primary_url):
                 self._epoch_seen(epoch, primary_url, now)
@@ -404,6 +412,8 @@ class ClientProtocol:
 
     def _subscribe(self, e: Subscribe, now: float) -> None:
         sub = _Sub(e.sid, e.topic, e.name, e.start, e.window, e.mode == "shared", now)
+        if sub.shared:
+            sub.member = e.member or "".join(f"{int(self.rand() * 2**32):08x}" for _ in "ab")
         self._subs[e.sid] = sub
         if self.state is ConnState.CONNECTED:
             self._out.append(Send(sub.frame(now)))
@@ -545,6 +555,7 @@ class ClientProtocol:
             self._disconnected_since = None
             self._probing = False
             self._next_probe = 0.0
+            self._heard, self._hello_at = now, None
             for sub in self._subs.values():
                 self._out.append(Send(sub.frame(now)))
             self._flush_acks()
@@ -612,6 +623,7 @@ class ClientProtocol:
         self.url = None
         self._handshake_deadline = _NEVER
         self._probing = False
+        self._hello_at = None
         if self._disconnected_since is None:
             self._disconnected_since = now
         for b in self._batches.values():
@@ -651,6 +663,9 @@ class ClientProtocol:
             self._out.append(Disconnect(self.conn))
             self._try_next(now)
         elif self.state is ConnState.CONNECTED and s.probe_after is not None and self.url:
+            if self._subs and self._hello_at is None and now - self._heard >= s.probe_after:
+                self._hello_at = now  # rule 5: is a silent primary still there?
+                self._out.append(Send(Hello(CLIENT_NAME)))
             oldest = self._oldest_on_wire()
             if (
                 oldest is not None
@@ -665,8 +680,8 @@ class ClientProtocol:
     def _oldest_on_wire(self) -> float | None:
         for b in self._batches.values():
             if b.on_wire:
-                return b.sent_at
-        return None
+                return b.sent_at if self._hello_at is None else min(b.sent_at, self._hello_at)
+        return self._hello_at
 
     def _expire(self, now: float) -> None:
         expired = []
@@ -730,6 +745,8 @@ class ClientProtocol:
             oldest = self._oldest_on_wire()
             if oldest is not None:
                 return max(oldest + s.probe_after, self._next_probe)
+            if self._subs:
+                return self._heard + s.probe_after  # time for a liveness hello
         return _NEVER
 
     # --- closing --------------------------------------------------------------------

@@ -119,6 +119,7 @@ class Durable:
         "ahead",
         "resume_at",
         "reserved",
+        "away",
         "awaiting",
         "release_at",
         "gap",
@@ -140,16 +141,18 @@ class Durable:
         self.turn = 0
         self.ahead: set[int] = set()  # ts >= cursor a member says it acknowledged: skip them
         self.resume_at = 0.0  # a new primary releases nothing uncertain before this
-        # a new primary: records the old one handed to a member (its id; None: to some
-        # member, unknown) kept for it until it is back or ``release_at``
+        # records handed to a member that is away (its id), kept for it until it is back
+        # or its time in ``away`` is up; None: handed to some member, unknown which (after
+        # an election), kept until ``gap_open``
         self.reserved: dict[int, str | None] = {}
+        self.away: dict[str, float] = {}  # member id -> until when its records wait for it
         self.awaiting: set[str] = set()  # members the old primary knew, not back yet
-        self.release_at = 0.0
+        self.release_at = 0.0  # ... and when the gap opens without them
         # [lo, hi]: records the old primary may have handed out after its last frame;
         # walked once ``gap_open`` (every member back, or ``release_at``)
         self.gap = (0, -1)
         self.gap_skip: set[int] = set()  # ts in the gap acknowledged or claimed already
-        self.gap_open = False
+        self.gap_open = True
 
     def low_watermark(self) -> int:
         low = self.cursor
@@ -227,6 +230,7 @@ class Delivery:
         may have handed out; ``snap``: what it last told us (None: nothing)."""
         t = self.log.topics.get(d.topic)
         d.release_at = now + self.grace
+        d.gap_open = False
         if snap is None:
             old_cursor = d.offset + 1
             d.resume_at = now + self.shared_hold
@@ -243,6 +247,7 @@ class Delivery:
             d.gap_skip.update(ts for ts in expand(t, snap.ahead, end) if ts >= old_cursor)
             d.gap_skip.update(ts for ts in d.reserved if ts >= old_cursor)
             d.awaiting = set(snap.members) - {""}
+            d.away = dict.fromkeys(d.awaiting, d.release_at)
             if any(not m for m, _ in snap.held):
                 d.resume_at = now + self.shared_hold  # members without an id: the old rule
         d.cursor = max(end + 1, old_cursor)
@@ -250,26 +255,30 @@ class Delivery:
         self._release(d, now)
 
     def _release(self, d: Durable, now: float, member: str = "") -> None:
-        """Hand back to the pool what was reserved for ``member`` (back now, and it did
-        not claim it), and everything uncertain once every member is back or time is up."""
-        if not d.reserved and d.gap_open and not d.awaiting:
-            return
-        late = now >= d.release_at
+        """Hand back to the pool what was reserved for a member that is back (and did not
+        claim it) or away for too long, and what is uncertain once every member the old
+        primary knew is back or ``release_at`` passed."""
         if member:
             d.awaiting.discard(member)
-        done = late or (not d.awaiting and now >= d.resume_at)
-        if late:
+            d.away.pop(member, None)
+        for m in [m for m, until in d.away.items() if now >= until]:
+            del d.away[m]
+            d.awaiting.discard(m)
+        if not d.gap_open and (now >= d.release_at or (not d.awaiting and now >= d.resume_at)):
+            d.gap_open = True
             d.awaiting.clear()
-        free = [ts for ts, who in d.reserved.items() if (who == member and member) or done]
+            d.resume_at = 0.0
+        free = [
+            ts
+            for ts, who in d.reserved.items()
+            if (who is None and d.gap_open) or (who is not None and who not in d.away)
+        ]
         for ts in free:
             del d.reserved[ts]
             if ts < d.gap[0] or ts > d.gap[1]:
                 heapq.heappush(d.redeliver, ts)
             else:
                 d.gap_skip.discard(ts)  # the gap walk hands it out
-        if done:
-            d.gap_open = True
-            d.resume_at = 0.0
 
     def shared_state(self) -> tuple[SharedSub, ...]:
         """Our shared subscriptions, as a backup must know them to take over."""
@@ -293,7 +302,7 @@ class Delivery:
             skip = sorted(d.gap_skip | set(free))
             free_ranges += range_minus(lo, hi, skip)
         ahead = ranges_of(t, sorted(d.ahead)) if t is not None else ()
-        members = {c.member for c in d.consumers if c.member} | d.awaiting
+        members = {c.member for c in d.consumers if c.member} | d.away.keys()
         return SharedSub(
             d.topic,
             d.name,
@@ -428,7 +437,11 @@ class Delivery:
             d.cursor = max(d.cursor, ts + 1)
         return d.offset, []
 
-    def unsubscribe(self, conn: Any, sid: int, now: float = 0.0) -> list[Deliver]:
+    def unsubscribe(
+        self, conn: Any, sid: int, now: float = 0.0, *, gone: bool = False
+    ) -> list[Deliver]:
+        """``gone``: the connection dropped. A shared member with an id may come back: what
+        it holds waits ``grace`` for it. One that unsubscribes leaves: its records go out."""
         c = self.consumers.pop((id(conn), sid), None)
         if c is None:
             return []
@@ -443,16 +456,27 @@ class Delivery:
             return []
         d.consumers.remove(c)
         if d.mode is Mode.SHARED:
+            same = [o for o in d.consumers if c.member and o.member == c.member]
+            keep = gone and bool(c.member) and self.grace > 0
             for ts in [ts for ts, (who, _) in d.inflight.items() if who is c]:
+                if same:  # it is back already, on another connection
+                    d.inflight[ts] = (same[0], d.inflight[ts][1])
+                    same[0].inflight += 1
+                    continue
                 del d.inflight[ts]
-                heapq.heappush(d.redeliver, ts)
+                if keep:
+                    d.reserved[ts] = c.member
+                else:
+                    heapq.heappush(d.redeliver, ts)
+            if keep and not same:
+                d.away[c.member] = now + self.grace
         else:
             self._broadcast_offset(d)
         return []
 
     def drop_conn(self, conn: Any, now: float = 0.0) -> None:
         for c in [c for c in self.consumers.values() if c.conn is conn]:
-            self.unsubscribe(conn, c.sid, now)
+            self.unsubscribe(conn, c.sid, now, gone=True)
 
     def drop_all(self) -> None:
         """We stopped being primary: consumers will resubscribe at the new one. What we
@@ -521,7 +545,13 @@ class Delivery:
         deadline = now + self.ack_timeout
         requeued = False
         for ts in held:
-            if ts in d.inflight or ts in d.ahead:
+            who = d.inflight.get(ts)
+            if who is not None and who[0] is not c and c.member and who[0].member == c.member:
+                who[0].inflight -= 1  # ours, on a connection that is not closed yet
+                d.inflight[ts] = (c, deadline)
+                c.inflight += 1
+                continue
+            if who is not None or ts in d.ahead:
                 continue  # someone has it already, or it was acknowledged
             if ts in d.redeliver:
                 d.redeliver.remove(ts)
@@ -586,7 +616,7 @@ class Delivery:
         for d in self.durables.values():
             if d.mode is not Mode.SHARED:
                 continue
-            if not d.gap_open or d.reserved:  # after an election: waiting for members
+            if not d.gap_open or d.reserved or d.away:  # members away: waiting for them
                 open_before = d.gap_open
                 n = len(d.redeliver)
                 self._release(d, now)

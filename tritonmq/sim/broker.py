@@ -67,6 +67,9 @@ class BrokerParams:
     lag_timeout: float = 1.0
     offset_interval: float = 0.2
     grace: float = 1.0  # ephemeral_grace
+    # shared_resume_hold_s, below the grace as in the defaults (1 s and 10 s), so that a
+    # shared member back later than the hold but within the grace is told apart
+    shared_hold: float = 0.3
     ack_timeout: float = 2.0
     dedup_window: float = 60.0
     window: int = 64

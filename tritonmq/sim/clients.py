@@ -10,9 +10,11 @@ What the application sees is reported to the invariant checker.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
+from tritonmq.client.pending import RECENT_ACKS_MAX
 from tritonmq.core.group import GroupState
 from tritonmq.sim.broker import state_path
 from tritonmq.sim.invariants import History
@@ -205,13 +207,15 @@ class SimSubscriber(_Client):
 
     def handle(self, ev: NodeEvent, now: float) -> list[Effect]:
         out: list[Effect] = []
-        if self._on_common(ev, now, out):
-            return out
-        match ev:
-            case Ticked():
-                self._tick_connect(now, out)
-            case Received(conn=conn, msg=msg) if conn == self.conn:
-                self._on_msg(msg, now, out)
+        had = self.conn
+        if not self._on_common(ev, now, out):
+            match ev:
+                case Ticked():
+                    self._tick_connect(now, out)
+                case Received(conn=conn, msg=msg) if conn == self.conn:
+                    self._on_msg(msg, now, out)
+        if had is not None and self.conn is None:
+            self.history.app_away(self.app, now)
         return out
 
     def _connected(self, now: float, out: list[Effect]) -> None:
@@ -221,15 +225,21 @@ class SimSubscriber(_Client):
         if not self.subscribed_once:
             start, resume = From.EARLIEST, False
         elif self.mode == "shared":
-            start, resume = From.LATEST, False
+            start, resume = From.LATEST, True
         else:
             start, resume = self.last + 1, True
         sub = Sub(self.sid, self.topic, self.subscription, start, None, self.mode, resume)
+        if self.mode == "shared":
+            # the client rule: its member id, and (on a resume) what it acknowledged; it
+            # acknowledges each record as it receives it, so it holds none
+            acked = tuple(sorted(self.seen)[-RECENT_ACKS_MAX:]) if resume else ()
+            sub = dataclasses.replace(sub, acked=acked, member=self.name)
         out.append(Send(self.conn, sub))
 
     def _on_msg(self, msg: Any, now: float, out: list[Effect]) -> None:
         assert self.conn is not None
         if isinstance(msg, SubOk) and msg.sid == self.sid:
+            self.history.app_back(self.app, now, self.primary or "")
             if not self.subscribed_once:
                 self.subscribed_once = True
                 self.history.sub_started(self.app, msg.next_ts)
@@ -246,7 +256,7 @@ class SimSubscriber(_Client):
                 else:
                     self.last = ts
                 got.append(ts)
-                self.history.app_received(self.app, self.group, rec)
+                self.history.app_received(self.app, self.group, rec, now)
             if self.mode == "shared":
                 ts_all = [r[0] for r in msg.records]
                 out.append(Send(self.conn, Ack(self.sid, ts_all[0], tuple(ts_all[1:]))))

@@ -68,6 +68,7 @@ from tritonmq.sim.node import (
     DialOut,
     Effect,
     ErrorFrame,
+    Leads,
     NodeEvent,
     Note,
     PubAcked,
@@ -118,6 +119,7 @@ class SimCoreBroker:
             window_records=params.window,
             ack_timeout=params.ack_timeout,
             ephemeral_grace=params.grace,
+            shared_resume_hold_s=params.shared_hold,
             dedup_window_s=params.dedup_window,
             offset_interval=params.offset_interval,
         )
@@ -128,6 +130,7 @@ class SimCoreBroker:
         self.registering = False
         self.reading = False
         self.reread = False
+        self.led = 0  # the last epoch we were primary of
         self.link: _Link | None = None
         self.kinds: dict[int, str] = {}  # accepted conn -> "repl" | "client"
         self.cas: dict[int, GroupState] = {}  # request -> state proposed
@@ -183,6 +186,9 @@ class SimCoreBroker:
         p = self.core.primary
         if isinstance(ev, ce.ClientFrameIn) and p is not None and self.core.log.last_ts > before:
             out.append(AcceptedWrites(p.epoch))
+        if p is not None and p.epoch != self.led:
+            self.led = p.epoch
+            out.append(Leads(p.epoch))
         for a in actions:
             self._perform(a, now, out)
 

@@ -16,7 +16,9 @@ The invariants, by the name docs/replication.md gives them (and the method that 
 * ``isr-holds-acked``: every live in-sync replica holds every acknowledged record
   (:meth:`History.check_isr_holds`).
 * ``no-duplicate-delivery``, ``delivered-at-acked-ts``, ``producer-order``: what an
-  application receives (:meth:`History.app_received`).
+  application receives (:meth:`History.app_received`); for a shared subscription, no
+  record reaches two of its members either, unless the first was away (disconnected)
+  for longer than the brokers' ``ephemeral_grace`` (docs/replication.md S6).
 * ``offset-not-ahead``: a stored offset is never ahead of what its subscription
   acknowledged (:meth:`History.offset_stored`).
 * ``no-purge-of-needed``: nothing a durable subscription still needs is purged
@@ -55,6 +57,9 @@ class App:
     acked_upto: int = 0  # broadcast: cumulative ack sent
     acked: set[int] = field(default_factory=set)  # shared: each ts acked
     errors: list[str] = field(default_factory=list)
+    away_since: float | None = None  # shared: away from the group's primary since
+    broker: str | None = None  # the broker its connection is to
+    vanished: bool = False  # shared: it was once away longer than the grace
 
 
 class History:
@@ -70,6 +75,9 @@ class History:
         self.writers: dict[tuple[str, int], str] = {}  # (group, epoch) -> broker incarnation
         self.violations: list[str] = []
         self._checked: dict[str, object] = {}  # group -> what its last ISR check saw
+        # A shared member away longer than this (the brokers' ephemeral_grace) has its
+        # records handed to the others: at least once for a vanished member, by design
+        self.shared_grace = 1.0
 
     def violation(self, text: str) -> None:
         self.violations.append(text)
@@ -102,6 +110,13 @@ class History:
                 break
 
     # --- brokers -------------------------------------------------------------------
+
+    def primary_elected(self, group: str, broker: str, now: float) -> None:
+        """A shared member still on another broker is away from the new primary from now
+        (it hears of the new epoch only when its connection ends)."""
+        for a in self.apps.values():
+            if a.broker not in (None, broker) and group_of_topic(a.topic) == group:
+                self.app_away_from(a, now)
 
     def accepted_writes(self, group: str, epoch: int, broker: str) -> None:
         who = self.writers.setdefault((group, epoch), broker)
@@ -213,11 +228,38 @@ class History:
     def client_error(self, app: str, text: str) -> None:
         self.apps[app].errors.append(text)
 
-    def app_received(self, app: str, group: str, rec: Record) -> None:
+    def app_away(self, app: str, now: float) -> None:
+        self.app_away_from(self.apps[app], now)
+        self.apps[app].broker = None
+
+    def app_away_from(self, a: App, now: float) -> None:
+        if a.away_since is None:
+            a.away_since = now
+
+    def app_back(self, app: str, now: float, broker: str) -> None:
+        a = self.apps[app]
+        if a.away_since is not None and now - a.away_since > self.shared_grace:
+            a.vanished = True
+        a.away_since = None
+        a.broker = broker
+
+    def _vanished(self, a: App, now: float) -> bool:
+        away = a.away_since is not None and now - a.away_since > self.shared_grace
+        return a.vanished or away
+
+    def app_received(self, app: str, group: str, rec: Record, now: float = 0.0) -> None:
         a = self.apps[app]
         ts, uuid = rec[0], rec[1]
         if uuid in a.uuids:
             self.violation(f"{app} received {rec[3].decode()} twice (now at ts {ts})")
+        elif a.mode == "shared":
+            for other, o in self.apps.items():
+                if o is not a and (o.topic, o.subscription) == (a.topic, a.subscription):
+                    if uuid in o.uuids and not self._vanished(o, now):
+                        self.violation(
+                            f"{app} received {rec[3].decode()} (ts {ts}), which {other} of"
+                            f" shared subscription {a.subscription} had received"
+                        )
         a.uuids.add(uuid)
         a.ts.add(ts)
         acked = self.acked_ts.get(uuid)

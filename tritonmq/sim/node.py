@@ -168,8 +168,15 @@ class AcceptedWrites:
     epoch: int
 
 
+@dataclass(frozen=True, slots=True)
+class Leads:
+    """The broker became primary of ``epoch`` (for the invariant checker)."""
+
+    epoch: int
+
+
 Effect: TypeAlias = (
-    Send | DialOut | CloseConn | ZkRequest | ZkWatch | Note | PurgedUpto | AcceptedWrites
+    Send | DialOut | CloseConn | ZkRequest | ZkWatch | Note | PurgedUpto | AcceptedWrites | Leads
 )
 
 TICK = 0.1

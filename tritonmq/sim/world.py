@@ -32,6 +32,7 @@ from tritonmq.sim.node import (
     Dialed,
     DialOut,
     Effect,
+    Leads,
     NodeEvent,
     Note,
     PubAcked,
@@ -185,6 +186,7 @@ class World:
         self.net = Network(self.rng)
         self.zk = ZkModel(self.p.broker.session_timeout)
         self.history = History(self.p.broker.min_insync)
+        self.history.shared_grace = self.p.broker.grace
         self.trace = Trace()
         self.nodes: dict[str, SimNode] = {}
         self.factories: dict[str, Callable[[], SimNode]] = {}
@@ -388,6 +390,8 @@ class World:
                 node = self.nodes[name]
                 boot = node.me.boot if isinstance(node, BROKERS) else ""
                 self.history.accepted_writes(self.group_of[name], epoch, f"{name}/{boot}")
+            case Leads():
+                self.history.primary_elected(self.group_of[name], name, self.now)
 
     def _close(self, conn: Conn, *, timed_out: bool, closer: str | None) -> None:
         self.net.close(conn)
