@@ -40,8 +40,9 @@ class BrokerConfig:
     dedup_max: int = 2_000_000
     max_bytes: int = 1024 * 1024 * 1024
     offset_interval: float = 0.2
-    # a new primary waits this long (at most ephemeral_grace) for a shared subscription's
-    # members to say what they acknowledged to the old one before it dispatches anything
+    # a new primary that got no shared-subscription state from the old one (or whose members
+    # sent no id) waits this long (at most ephemeral_grace) for the members to say what they
+    # hold and acknowledged before it hands out what the old one may have handed out
     shared_resume_hold_s: float = 1.0
 
     # --- security: cluster (replication authentication, ZooKeeper ACLs) ---

@@ -222,15 +222,16 @@ async def test_shared_subscription_survives_a_sigkilled_member(two_groups: DevCl
     assert jobs <= seen, f"{len(jobs - seen)} jobs were lost"
 
 
-@pytest.mark.parametrize("fault", ["sigkill", "sigstop", "zk-cut"])
+@pytest.mark.parametrize("fault", ["sigkill", "sigstop", "zk-cut", "sigstop-sigkill"])
 async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_failure(
     make_cluster: Callable[..., DevCluster], fault: str, request: pytest.FixtureRequest
 ) -> None:
     """Two members of one shared subscription; mid-stream the primary is SIGKILLed,
-    SIGSTOPped (thawed once a new primary serves) or cut off from ZooKeeper (healed once a
-    new primary serves). The acks above the stored offset lived only in its memory: the
-    members tell the new primary (docs/replication.md, S6). Each record reaches exactly
-    one member, once. offset_interval 1 s keeps many acks above the stored offset."""
+    SIGSTOPped (thawed once a new primary serves, or SIGKILLed frozen) or cut off from
+    ZooKeeper (healed once a new primary serves). Which member holds what and the acks
+    above the stored offset the primary replicated to its backups; the members tell the new
+    primary too (docs/replication.md, S6). Each record reaches exactly one member, once.
+    offset_interval 1 s keeps many acks above the stored offset."""
     c = make_cluster(settings={"offset_interval": 1.0}, isolated=fault == "zk-cut")
     topic, n = "jobs", 4000
     got: list[tuple[int, bytes]] = []  # (member, value), in the order the members saw them
@@ -252,7 +253,7 @@ async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_f
         values = [f"job-{i}".encode() for i in range(n)]
         old = await asyncio.to_thread(c.primary)
         assert old is not None
-        if fault == "sigstop":  # never leave it frozen, whatever fails
+        if fault.startswith("sigstop"):  # never leave it frozen, whatever fails
             request.addfinalizer(lambda: c.kill(old, signal.SIGCONT))
         for i in range(0, n, 100):
             await producer.publish_many(topic, values[i : i + 100])
@@ -262,9 +263,12 @@ async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_f
                     c.cut_zk(old)
                 else:
                     c.kill(old, signal.SIGKILL if fault == "sigkill" else signal.SIGSTOP)
+        if fault == "sigstop-sigkill":  # frozen past its session: killed without a thaw
+            assert await asyncio.to_thread(wait_new_primary, c, old) != old
+            c.kill(old, signal.SIGKILL)
         await asyncio.to_thread(wait_for, lambda: {v for _, v in got} >= set(values), 60, "all")
         assert await asyncio.to_thread(wait_new_primary, c, old) != old
-        if fault != "sigkill":  # back, the old primary steps down and hands out nothing
+        if fault in ("sigstop", "zk-cut"):  # back, the old primary steps down, hands out nothing
             if fault == "sigstop":
                 c.kill(old, signal.SIGCONT)
             else:
