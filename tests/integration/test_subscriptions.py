@@ -288,3 +288,84 @@ async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_f
     counts = collections.Counter(v for _, v in got)
     twice = sorted(v for v, k in counts.items() if k > 1)
     assert not twice, f"{len(twice)} records reached the subscription twice, e.g. {twice[:5]}"
+
+
+async def test_a_shared_member_frozen_across_a_failover_past_the_old_hold_gets_no_duplicate(
+    make_cluster: Callable[..., DevCluster], request: pytest.FixtureRequest
+) -> None:
+    """Member A (a `tritonmq sub` process) is SIGSTOPped holding records; the primary is
+    SIGKILLed; A stays frozen until the new primary has served member B for longer than
+    `shared_resume_hold_s` (1 s). The chaos run's case (an 8.9 s pause): the new primary
+    knew from the replication stream what A held and acknowledged and kept it for A
+    (docs/replication.md S6). Each record reaches one member, once."""
+    c = make_cluster(settings={"offset_interval": 1.0})
+    topic, n = "jobs", 3000
+    values = [f"job-{i}" for i in range(n)]
+    got_b: list[str] = []
+    async with Client(zk_url(c), timeout=60) as producer:
+        async with producer.subscribe(topic, subscription="workers", mode="shared"):
+            pass  # the subscription exists before anything is published
+        a = SharedConsumer(c, topic)
+        request.addfinalizer(lambda: a.proc.poll() is None and a.proc.send_signal(signal.SIGCONT))
+        try:
+            async with Client(zk_url(c), timeout=60) as cb:
+                async with cb.subscribe(topic, subscription="workers", mode="shared") as sub:
+
+                    async def consume() -> None:
+                        async for msg in sub:
+                            got_b.append(msg.value.decode())
+                            await msg.ack()
+
+                    task = asyncio.create_task(consume())
+                    k = 0
+                    while not a.started.is_set():  # A attached: batches alternate A, B
+                        assert k < 600, "member A never took a record"
+                        await producer.publish(topic, f"warm-{k}".encode())
+                        k += 1
+                        await asyncio.sleep(0.1)
+                    for i in range(0, n // 2, 100):
+                        await producer.publish_many(
+                            topic, [v.encode() for v in values[i : i + 100]]
+                        )
+                    await asyncio.to_thread(
+                        wait_for, lambda: len(a.values) > 50 and len(got_b) > 50, 60, "both"
+                    )
+                    a.proc.send_signal(signal.SIGSTOP)
+                    old = await asyncio.to_thread(c.primary)
+                    assert old is not None
+                    c.kill(old, signal.SIGKILL)
+                    new = await asyncio.to_thread(wait_new_primary, c, old)
+                    elected = asyncio.get_running_loop().time()
+                    for i in range(n // 2, n, 100):
+                        await producer.publish_many(
+                            topic, [v.encode() for v in values[i : i + 100]]
+                        )
+                    # the frozen member stays away longer than the old 1 s hold, B serves on
+                    await asyncio.to_thread(
+                        wait_for, lambda: "job-2999" in got_b or len(got_b) > n // 2, 60, "B"
+                    )
+                    while asyncio.get_running_loop().time() < elected + 3.0:
+                        await asyncio.sleep(0.1)  # the fault's duration, not a wait for a result
+                    a.proc.send_signal(signal.SIGCONT)
+                    last = (await producer.publish(topic, b"end")).ts
+                    await asyncio.to_thread(
+                        wait_for,
+                        lambda: set(values) <= set(a.values) | set(got_b),
+                        60,
+                        "every job at some member",
+                    )
+                    await asyncio.to_thread(
+                        wait_for,
+                        lambda: (stored_offset(c, topic, "workers") or 0) >= last,
+                        60,
+                        "every record acknowledged at the new primary",
+                    )
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+            a.kill()
+    assert new != old and a.values and got_b
+    counts = collections.Counter(v for v in [*a.values, *got_b] if v.startswith("job-"))
+    twice = sorted(v for v, k in counts.items() if k > 1)
+    assert not twice, f"{len(twice)} records reached the subscription twice, e.g. {twice[:5]}"
