@@ -33,6 +33,8 @@ from tritonmq.wire.frames import (
     Pub,
     PubAck,
     ReplAck,
+    SharedState,
+    SharedSub,
     Sub,
     SubOk,
     Unsub,
@@ -129,6 +131,50 @@ def test_follow_round_trips(frame: Follow) -> None:
 )
 def test_leader_round_trips(frame: Leader) -> None:
     assert codec.decode_repl(codec.enc_leader(frame)) == frame
+
+
+def test_a_shared_member_id_round_trips_and_is_checked() -> None:
+    frame = Sub(1, "t", "s", From.LATEST, None, "shared", True, (3,), (4,), "a1b2")
+    assert codec.decode_client(codec.enc_client(frame)) == frame
+    base = {"op": "sub", "sid": 1, "topic": "t", "subscription": "s"}
+    for bad in (
+        {**base, "mode": "shared", "member": 7},
+        {**base, "mode": "shared", "member": "x" * 65},
+        {**base, "member": "a1b2"},  # a broadcast subscription has no members
+    ):
+        with pytest.raises(MalformedFrame):
+            codec.decode_client(msgpack.packb(bad))
+
+
+ranges = st.lists(st.tuples(ids, ids), max_size=4).map(tuple)
+
+
+@given(
+    st.lists(
+        st.builds(
+            SharedSub,
+            short_names,
+            short_names,
+            ids,
+            ids,
+            st.lists(st.tuples(short_names, ranges), max_size=3).map(tuple),
+            ranges,
+            ranges,
+            st.lists(short_names, max_size=3).map(tuple),
+        ),
+        max_size=3,
+    ).map(tuple),
+    ids,
+)
+def test_shared_state_round_trips(subs: tuple[SharedSub, ...], epoch: int) -> None:
+    frame = SharedState(epoch, subs)
+    assert codec.decode_repl(codec.enc_shared(frame)) == frame
+
+
+def test_a_malformed_shared_state_is_refused() -> None:
+    for subs in ([["t", "s", 0, 1, [], [[1]], [], []]], [["t", "s", 0]], "x"):
+        with pytest.raises(MalformedFrame):
+            codec.decode_repl(msgpack.packb({"op": "shared", "epoch": 1, "subs": subs}))
 
 
 def test_leader_with_a_malformed_dedup_state_is_refused() -> None:
