@@ -49,6 +49,10 @@ class BrokerConfig:
     # --- security: TLS ---
 
     # --- security: client tokens, authorization, Origin ---
+    auth_required: bool = False  # False: anonymous clients may do everything (dev)
+    auth_key_file: str = ""  # HS*: the shared secret; RS*/ES*: a PEM public key
+    auth_algorithms: list[str] = dataclasses.field(default_factory=lambda: ["HS256"])
+    allowed_origins: list[str] = dataclasses.field(default_factory=list)  # []: same origin
 
     # --- bounds: wire and per-connection ---
 
@@ -97,4 +101,24 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("shared_resume_hold_s must be >= 0")
     if cfg.session_timeout < 0.4:
         raise ConfigError("session_timeout must be at least 0.4 s")
+    _check_client_security(cfg)
     return cfg
+
+
+TOKEN_ALGORITHMS = frozenset(
+    {"HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512"}
+)
+
+
+def _check_client_security(cfg: BrokerConfig) -> None:
+    algs = cfg.auth_algorithms
+    if not algs or not all(isinstance(a, str) and a in TOKEN_ALGORITHMS for a in algs):
+        raise ConfigError(
+            f"auth_algorithms must name some of {', '.join(sorted(TOKEN_ALGORITHMS))}"
+        )
+    if len({a[:2] for a in algs}) > 1:
+        raise ConfigError(
+            "auth_algorithms must not mix HS*, RS* and ES*: one key verifies them all"
+        )
+    if not all(isinstance(o, str) and o for o in cfg.allowed_origins):
+        raise ConfigError("allowed_origins must be a list of origins, or ['*']")

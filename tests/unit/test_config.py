@@ -54,3 +54,20 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 def test_min_insync_never_exceeds_the_group() -> None:
     assert BrokerConfig(replicas=1, min_insync=2).effective_min_insync == 1
     assert BrokerConfig(replicas=3, min_insync=2).effective_min_insync == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("auth_algorithms = ['none']", "auth_algorithms"),
+        ("auth_algorithms = []", "auth_algorithms"),
+        ("auth_algorithms = ['HS256', 'RS256']", "mix"),
+        ("allowed_origins = [5]", "allowed_origins"),
+        ("allowed_origins = 'https://a'", "allowed_origins"),
+    ],
+)
+def test_client_security_settings_are_checked(tmp_path: Path, text: str, words: str) -> None:
+    f = tmp_path / "b.toml"
+    f.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=words):
+        load_config(f)
