@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from tritonmq.cli_admin import add_commands, read_token, token_option
 from tritonmq.errors import TritonError
 
 
@@ -280,16 +281,22 @@ _zk_option = click.option(
 @click.argument("value", required=False)
 @_url_option
 @_zk_option
+@token_option
 @click.option("--key", default=None, help="Record key (UTF-8).")
 def pub(
-    topic: str, value: str | None, url: str | None, zk_hosts: str | None, key: str | None
+    topic: str,
+    value: str | None,
+    url: str | None,
+    zk_hosts: str | None,
+    token_file: str | None,
+    key: str | None,
 ) -> None:
     """Publish VALUE to TOPIC; with VALUE '-' (or none), publish each line of standard input."""
     import asyncio
 
     from tritonmq.client import Client
 
-    target = _client_url(url, zk_hosts)
+    target, token = _client_url(url, zk_hosts), read_token(token_file)
     lines = (
         [value.encode()]
         if value not in (None, "-")
@@ -297,7 +304,7 @@ def pub(
     )
 
     async def run() -> None:
-        async with Client(target) as c:
+        async with Client(target, token=token) as c:
             k = key.encode() if key is not None else None
             acks = await asyncio.gather(*(c.publish(topic, v, key=k) for v in lines))
             for a in acks:
@@ -314,6 +321,7 @@ def pub(
 @click.argument("topic")
 @_url_option
 @_zk_option
+@token_option
 @click.option("--subscription", default=None, help="Subscription name (makes it durable).")
 @click.option(
     "--mode",
@@ -333,6 +341,7 @@ def sub(
     topic: str,
     url: str | None,
     zk_hosts: str | None,
+    token_file: str | None,
     subscription: str | None,
     mode: str,
     from_: str,
@@ -344,7 +353,7 @@ def sub(
 
     from tritonmq.client import Client
 
-    target = _client_url(url, zk_hosts)
+    target, token = _client_url(url, zk_hosts), read_token(token_file)
     if mode == "shared" and not subscription:
         _fail("--mode shared needs --subscription")
     start: str | int = from_
@@ -355,7 +364,10 @@ def sub(
 
     async def run() -> None:
         seen = 0
-        async with Client(target) as c, c.subscribe(topic, subscription, start, mode=mode) as s:
+        async with (
+            Client(target, token=token) as c,
+            c.subscribe(topic, subscription, start, mode=mode) as s,
+        ):
             async for msg in s:
                 text = msg.value.decode("utf-8", "replace")
                 if as_json:
@@ -615,3 +627,6 @@ def sim(
     if summary.failed:
         click.echo(f"replay one with: tritonmq sim --seed {summary.failed[0].seed}")
     sys.exit(1 if summary.failed else 0)
+
+
+add_commands(main)  # subscription delete|reset, token (tritonmq/cli_admin.py)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,3 +123,7 @@ def _check_client_security(cfg: BrokerConfig) -> None:
         )
     if not all(isinstance(o, str) and o for o in cfg.allowed_origins):
         raise ConfigError("allowed_origins must be a list of origins, or ['*']")
+    if cfg.auth_key_file and not Path(cfg.auth_key_file).is_file():
+        raise ConfigError(f"auth_key_file {cfg.auth_key_file} is not a readable file")
+    if cfg.auth_required and not (cfg.auth_key_file or os.environ.get("TRITONMQ_AUTH_KEY")):
+        raise ConfigError("auth_required needs a key: set auth_key_file or $TRITONMQ_AUTH_KEY")

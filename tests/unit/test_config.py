@@ -71,3 +71,18 @@ def test_client_security_settings_are_checked(tmp_path: Path, text: str, words: 
     f.write_text(text + "\n")
     with pytest.raises(ConfigError, match=words):
         load_config(f)
+
+
+def test_a_broker_requiring_tokens_needs_a_readable_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRITONMQ_AUTH_KEY", raising=False)
+    with pytest.raises(ConfigError, match="auth_required needs a key"):
+        load_config(None, auth_required=True)
+    with pytest.raises(ConfigError, match="auth_key_file"):
+        load_config(None, auth_key_file=str(tmp_path / "missing"))
+    key = tmp_path / "key"
+    key.write_text("secret\n")
+    assert load_config(None, auth_required=True, auth_key_file=str(key)).auth_required
+    monkeypatch.setenv("TRITONMQ_AUTH_KEY", "secret")
+    assert load_config(None, auth_required=True).auth_required
