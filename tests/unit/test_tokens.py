@@ -93,3 +93,11 @@ def test_claims_default_to_nothing_allowed() -> None:
     assert principal_of({"sub": "a"}) == Principal("a")
     assert principal_of({"sub": "a", "pub": "t"}) == Principal("a", pub=("t",))
     assert isinstance(principal_of({"sub": "a", "exp": "soon"}), TokenRejected)
+
+
+def test_not_yet_valid_tokens_and_audiences_are_refused() -> None:
+    v = TokenVerifier(KEY, ["HS256"])
+    later = jwt.encode({"sub": "a", "nbf": time.time() + 100}, KEY, algorithm="HS256")
+    assert isinstance(v.verify(later), TokenRejected)
+    aimed = jwt.encode({"sub": "a", "aud": "elsewhere"}, KEY, algorithm="HS256")
+    assert isinstance(v.verify(aimed), TokenRejected)
