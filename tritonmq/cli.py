@@ -247,13 +247,14 @@ def subscriptions(zk_hosts: str, chroot: str, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table(title="TritonMQ durable subscriptions")
-    for col in ("topic", "subscription", "mode", "group", "offset", "head", "lag"):
+    for col in ("topic", "subscription", "mode", "owner", "group", "offset", "head", "lag"):
         table.add_column(col)
     for s in subs:
         table.add_row(
             s["topic"],
             s["name"],
             s["mode"],
+            s["owner"] or "anonymous",
             s["group"],
             str(s["offset"]),
             str(s["head"]),

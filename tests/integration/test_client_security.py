@@ -338,6 +338,12 @@ async def test_admin_delete_and_reset_through_the_cli_dry_run_then_execute(
             async with alice.subscribe(TOPIC, "alice.app", "latest") as sub:
                 assert (await sub.get(timeout=10)).ts == first, "replays from the earliest"
 
+            listed = await run_cli(
+                "subscriptions", "--zk", str(secured.zk_hosts), "--chroot", secured.chroot, "--json"
+            )
+            assert listed.returncode == 0, listed.stderr
+            [row] = [r for r in json.loads(listed.stdout) if r["name"] == "alice.app"]
+            assert row["owner"] == "alice"
             dry = await run_cli("subscription", "delete", TOPIC, "alice.app", *as_admin)
             assert dry.returncode == 0 and "DRY RUN" in dry.stdout
             assert _subscription_node(secured, TOPIC, "alice.app") is not None
