@@ -139,6 +139,10 @@ async def test_a_token_required_broker_refuses_anonymous_and_expired_tokens_and_
         async with Client(url, timeout=5) as anonymous:
             with pytest.raises(Unauthenticated):
                 await anonymous.publish(TOPIC, b"no token")
+        with pytest.raises(Unauthenticated):  # ws://: the broker answers meta to no one else
+            await Client(ws_url, timeout=5).connect()
+        async with Client(ws_url, token=alice_token(), timeout=5) as direct:
+            assert (await direct.publish(TOPIC, b"over ws:// with a token")).ts > 0
         async with Client(url, token=alice_token(ttl=-5), timeout=5) as expired:
             with pytest.raises(TokenExpired):
                 await expired.publish(TOPIC, b"expired token")
