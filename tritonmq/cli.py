@@ -65,6 +65,9 @@ def zk(port: int | None, data_dir: str | None) -> None:
     metavar="URL",
     help="ws:// URL other brokers replicate from (default: the client URL).",
 )
+@click.option("--tls-cert", default=None, metavar="PEM", help="Certificate: serve wss://.")
+@click.option("--tls-key", default=None, metavar="PEM", help="Private key of --tls-cert.")
+@click.option("--tls-ca", default=None, metavar="PEM", help="CA a backup checks its primary by.")
 @click.option("--log-level", default=None)
 def broker(
     zk_hosts: str | None,
@@ -77,11 +80,15 @@ def broker(
     min_insync: int | None,
     session_timeout: float | None,
     advertise_repl: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_ca: str | None,
     log_level: str | None,
 ) -> None:
     """Run one broker process."""
     from tritonmq.broker.main import run_broker
     from tritonmq.config import load_config
+    from tritonmq.tlsconfig import replication_context, server_context
 
     try:
         cfg = load_config(
@@ -95,8 +102,13 @@ def broker(
             min_insync=min_insync,
             session_timeout=session_timeout,
             advertise_repl=advertise_repl,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_ca=tls_ca,
             log_level=log_level,
         )
+        server_context(cfg)  # unreadable or mismatched TLS files: exit 2 now, not at bind
+        replication_context(cfg)
     except TritonError as e:
         _fail(str(e))
     if ":" not in cfg.listen:
