@@ -9,6 +9,7 @@ it is Python's :mod:`ssl` (OpenSSL) with TLS 1.2 as the floor.
 
 from __future__ import annotations
 
+import functools
 import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,7 +74,13 @@ def for_url(url: str, ctx: ssl.SSLContext | None) -> ssl.SSLContext | None:
     """
     if urlsplit(url).scheme != "wss":
         return None
-    return ctx if ctx is not None else client_context()
+    return ctx if ctx is not None else _system_context()
+
+
+@functools.cache
+def _system_context() -> ssl.SSLContext:
+    """Made once per process: loading the system's trust store takes ~60 ms."""
+    return client_context()
 
 
 def is_tls_failure(e: BaseException) -> bool:
