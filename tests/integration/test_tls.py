@@ -130,3 +130,21 @@ def test_tritonmq_dev_tls_then_pub_and_sub_with_ca_file(tmp_path: Path) -> None:
         assert dev.wait(timeout=60) == 0
     for b in state["brokers"]:
         assert process_gone(b["pid"]), f"broker {b['id']} outlived the dev cluster"
+
+
+def test_spark_remote_writes_and_reads_over_wss_with_ca_file(tls_cluster: DevCluster) -> None:
+    """What Spark's driver and executors use, with option caFile (no Spark needed here)."""
+    from tritonmq.spark.remote import forget, remote
+
+    ca, url = tls_cluster.ca_file, tls_cluster.brokers["g1b2"].url
+    try:
+        r = remote(url, ca)
+        records = [(bytes([i]) * 16, f"v{i}".encode(), None, None) for i in range(50)]
+        assert r.publish("spark-tls", records) == 50
+        head = r.heads([r.groups_of(["spark-tls"])["spark-tls"]])
+        got = [
+            rec for page in r.pages("spark-tls", 0, max(head.values()), 20) for rec in page.records
+        ]
+        assert [rec[3] for rec in got] == [v for _, v, _, _ in records]
+    finally:
+        forget(url, ca)
