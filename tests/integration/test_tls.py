@@ -148,3 +148,31 @@ def test_spark_remote_writes_and_reads_over_wss_with_ca_file(tls_cluster: DevClu
         assert [rec[3] for rec in got] == [v for _, v, _, _ in records]
     finally:
         forget(url, ca)
+
+
+async def test_a_backup_that_does_not_trust_the_primarys_certificate_never_replicates(
+    tls_cluster: DevCluster, tmp_path: Path
+) -> None:
+    from tritonmq.devtools.certs import make_dev_certs
+
+    c = tls_cluster
+    primary = await asyncio.to_thread(c.primary)
+    backup = next(b for b in c.brokers if b != primary)
+    stranger = make_dev_certs(tmp_path / "other-ca")
+    c.brokers[backup].extra = ["--tls-ca", str(stranger.ca)]  # the last --tls-ca wins
+    await asyncio.to_thread(c.restart, backup)
+    await asyncio.to_thread(
+        wait_for,
+        lambda: "TLS handshake with primary" in c.log_tail(backup, 200),
+        30,
+        f"{backup} to refuse the primary's certificate",
+    )
+    assert backup not in group_info(c)["isr"]
+    async with Client(zk_url(c), ca_file=c.ca_file, timeout=60) as client:
+        assert (await client.publish("t", b"still served")).ts > 0  # the other two go on
+    assert backup not in group_info(c)["isr"]
+    c.brokers[backup].extra = []
+    await asyncio.to_thread(c.restart, backup)
+    await asyncio.to_thread(
+        wait_for, lambda: backup in group_info(c)["isr"], 30, f"{backup} back in the ISR"
+    )
