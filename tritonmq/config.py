@@ -98,6 +98,10 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("topic_retention maps topic names to seconds >= 0")
     if bool(cfg.tls_cert) != bool(cfg.tls_key):
         raise ConfigError("tls_cert and tls_key go together: name both files or neither")
+    if cfg.tls_cert and cfg.advertise_repl.startswith("ws://"):
+        raise ConfigError(
+            "a broker with tls_cert serves wss:// only: advertise_repl must be wss://"
+        )
     if cfg.shared_resume_hold_s < 0:
         raise ConfigError("shared_resume_hold_s must be >= 0")
     if cfg.session_timeout < 0.4:

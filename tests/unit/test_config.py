@@ -39,6 +39,7 @@ def test_flags_override_the_file_and_none_means_not_given(tmp_path: Path) -> Non
         ("this is not toml", "TOML"),
         ("tls_cert = 'b.pem'", "tls_key"),
         ("tls_key = 'b-key.pem'", "tls_cert"),
+        ("tls_cert = 'b.pem'\ntls_key = 'k.pem'\nadvertise_repl = 'ws://h:1'", "wss://"),
     ],
 )
 def test_bad_settings_raise_config_error_naming_them(tmp_path: Path, text: str, words: str) -> None:
