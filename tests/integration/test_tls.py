@@ -176,3 +176,24 @@ async def test_a_backup_that_does_not_trust_the_primarys_certificate_never_repli
     await asyncio.to_thread(
         wait_for, lambda: backup in group_info(c)["isr"], 30, f"{backup} back in the ISR"
     )
+
+
+def test_broker_with_unusable_tls_files_exits_2_naming_them(tmp_path: Path) -> None:
+    from tritonmq.devtools.certs import make_dev_certs
+
+    a, b = make_dev_certs(tmp_path / "a"), make_dev_certs(tmp_path / "b")
+    cases = [
+        (["--tls-cert", str(tmp_path / "none.pem"), "--tls-key", str(a.key)], "not found"),
+        (["--tls-cert", str(a.cert), "--tls-key", str(b.key)], "cannot load"),
+        (["--tls-cert", str(a.cert)], "tls_key"),
+        (["--tls-cert", str(a.cert), "--tls-key", str(a.key), "--tls-ca", str(a.key)], "CA"),
+    ]
+    for args, says in cases:
+        r = subprocess.run(
+            [*TRITONMQ, "broker", "--zk", "127.0.0.1:1", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 2, (args, r.stderr)
+        assert says in r.stderr and "Traceback" not in r.stderr, r.stderr
