@@ -54,6 +54,7 @@ def _target(url: str | None, zk_hosts: str | None) -> str:
 def _run(
     url: str | None,
     zk_hosts: str | None,
+    ca_file: str | None,
     token_file: str | None,
     op: Callable[[Any], Coroutine[Any, Any, Any]],
 ) -> Any:
@@ -64,7 +65,8 @@ def _run(
     target, token = _target(url, zk_hosts), read_token(token_file)
 
     async def run() -> Any:
-        async with Client(target, token=token, timeout=10.0, connect_timeout=10.0) as c:
+        options: dict[str, Any] = {"timeout": 10.0, "connect_timeout": 10.0, "token": token}
+        async with Client(target, ca_file=ca_file, **options) as c:
             return await op(c)
 
     try:
@@ -100,6 +102,13 @@ _connection = [
     click.option(
         "--zk", "zk_hosts", default=None, help="ZooKeeper HOST:PORT (default 127.0.0.1:2181)."
     ),
+    click.option(
+        "--ca-file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        envvar="TRITONMQ_CA_FILE",
+        help="PEM CA that wss:// brokers' certificates must chain to (default: the system's).",
+    ),
     token_option,
     click.option("--execute", is_flag=True, help="Do it (without: a dry run)."),
 ]
@@ -125,12 +134,17 @@ def delete(
     name: str,
     url: str | None,
     zk_hosts: str | None,
+    ca_file: str | None,
     token_file: str | None,
     execute: bool,
 ) -> None:
     """Delete subscription NAME of TOPIC and its offset (a dry run unless --execute)."""
     info = _run(
-        url, zk_hosts, token_file, lambda c: c.delete_subscription(topic, name, execute=execute)
+        url,
+        zk_hosts,
+        ca_file,
+        token_file,
+        lambda c: c.delete_subscription(topic, name, execute=execute),
     )
     _report(info, "deleted", "delete", "")
 
@@ -154,6 +168,7 @@ def reset(
     to: str,
     url: str | None,
     zk_hosts: str | None,
+    ca_file: str | None,
     token_file: str | None,
     execute: bool,
 ) -> None:
@@ -162,6 +177,7 @@ def reset(
     info = _run(
         url,
         zk_hosts,
+        ca_file,
         token_file,
         lambda c: c.reset_subscription(topic, name, target, execute=execute),
     )

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import ssl
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -13,11 +14,19 @@ from urllib.parse import urlparse
 import websockets
 from websockets.exceptions import WebSocketException
 
+from tritonmq import tlsconfig
 from tritonmq.client.link import Link
 from tritonmq.client.routing import ClusterView
 from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack, Fetched, FetchedRecord
-from tritonmq.errors import ClientClosed, ConfigError, ProtocolError, WrongGroup, error_from_wire
+from tritonmq.errors import (
+    ClientClosed,
+    ConfigError,
+    ProtocolError,
+    TlsError,
+    WrongGroup,
+    error_from_wire,
+)
 from tritonmq.wire import frames
 from tritonmq.wire.codec import MSGPACK
 from tritonmq.wire.frames import (
@@ -46,10 +55,16 @@ class Client:
     """Connect with ``Client("zk://host:port")`` or ``Client("ws://host:port")``.
 
     ``zk://`` reads the cluster (slot map, groups, primaries) from ZooKeeper;
-    ``ws://`` asks any broker for it. Each topic is routed to the group that owns
-    its slot, over one connection per group that follows that group's primary
-    across failovers. ``token`` (a JWT, docs/security.md) is presented in every
-    ``hello``; :meth:`refresh_token` replaces it, live connections included.
+    ``ws://`` (or ``wss://``) asks any broker for it. Each topic is routed to the group
+    that owns its slot, over one connection per group that follows that group's primary
+    across failovers.
+
+    ``wss://`` brokers (a TLS cluster advertises them, whichever URL bootstrapped) are
+    always verified: against ``ca_file`` (PEM) if given, else the system's trust store.
+    A certificate that does not verify raises :class:`~tritonmq.errors.TlsError`.
+
+    ``token`` (a JWT, docs/security.md) is presented in every ``hello``;
+    :meth:`refresh_token` replaces it, live connections included.
     """
 
     def __init__(
@@ -62,13 +77,15 @@ class Client:
         timeout: float = 30.0,
         retries: int = 1000,
         connect_timeout: float = 30.0,
+        ca_file: str | None = None,
         token: str | None = None,
     ) -> None:
         parsed = urlparse(url)
         if parsed.scheme not in ("zk", "ws", "wss") or not parsed.netloc:
             raise ConfigError(
-                f"unsupported broker URL {url!r}: use zk://host:port or ws://host:port"
+                f"unsupported broker URL {url!r}: use zk://host:port, ws:// or wss://host:port"
             )
+        self._tls = tlsconfig.client_context(ca_file) if ca_file else None
         self.url = url
         self._scheme = parsed.scheme
         self._zk_hosts = parsed.netloc
@@ -82,6 +99,7 @@ class Client:
             "linger": linger,
             "timeout": timeout,
             "retries": retries,
+            "tls": self._tls,
         }
         if token is not None:
             self._link_options["token"] = token
@@ -173,7 +191,7 @@ class Client:
         """Bug 8 without ZooKeeper: ask the group's other brokers for its epoch and primary."""
         urls = [u for u in {*self._view.candidates(group), *self._known} if u != exclude]
         answers = await asyncio.gather(
-            *(_hello(u, self._token) for u in urls), return_exceptions=True
+            *(_hello(u, self._tls, self._token) for u in urls), return_exceptions=True
         )
         best: tuple[int | None, str | None] = (None, None)
         for a in answers:
@@ -189,10 +207,12 @@ class Client:
 
     async def _ask_a_broker(self) -> dict[str, Any]:
         last: BaseException | None = None
+        refused_tls: BaseException | None = None
         for url in list(self._known):
             try:
                 async with websockets.connect(
                     url,
+                    ssl=tlsconfig.for_url(url, self._tls),
                     subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
                     open_timeout=3,
                     compression=None,
@@ -206,6 +226,8 @@ class Client:
                     meta = MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 5))
             except (OSError, TimeoutError, ProtocolError, WebSocketException) as e:
                 last = e
+                if tlsconfig.is_tls_failure(e):
+                    refused_tls = e
                 continue
             if isinstance(meta, frames.Error):
                 raise _refusal(meta)
@@ -218,6 +240,8 @@ class Client:
             for g in groups.values():
                 self._known.extend(u for u in g.get("members", {}).values() if u not in self._known)
             return {"groups": groups, "slots": meta.slots}
+        if refused_tls is not None:
+            raise TlsError(f"TLS handshake refused by {self._known}: {refused_tls}")
         raise ClientClosed(f"no broker reachable among {self._known}: {last}")
 
     def group_of(self, topic: str) -> str:
@@ -458,10 +482,11 @@ def _refusal(e: frames.Error) -> Exception:
     return error_from_wire(str(e.code), e.message, e.retriable, e.primary, e.group)
 
 
-async def _hello(url: str, token: str | None = None) -> BrokerFrame:
+async def _hello(url: str, tls: ssl.SSLContext | None, token: str | None = None) -> BrokerFrame:
     """One broker's own view of its group (``hello``: no cluster read on its side)."""
     async with websockets.connect(
         url,
+        ssl=tlsconfig.for_url(url, tls),
         subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
         open_timeout=1,
         close_timeout=1,
