@@ -154,8 +154,8 @@ class BrokerCore:
         self.link_ids: dict[int, str] = {}  # id(link) -> follower id
         self.durables_ready = False
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
-        self.commits = Commits(self.delivery)
         self.auth = ClientAuth(cfg.auth_required)
+        self.commits = Commits(self.delivery, self.auth)
         self.stop_deadline = 0.0
         self._requests = 0
         self._load_request = 0
@@ -313,7 +313,7 @@ class BrokerCore:
                 if not self.durables_ready:
                     self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
                     return []
-                return self._commit(conn, frame, p)
+                return self.commits.commit(conn, frame, p.commit_ts)
             case SubDelete() | SubReset():
                 if p is None:
                     return [self._not_primary(conn, id=frame.id)]
@@ -323,11 +323,6 @@ class BrokerCore:
                 )
             case _:
                 assert_never(frame)
-
-    def _commit(self, conn: Any, frame: Commit, p: PrimaryCore) -> list[Action]:
-        if refused := self.auth.may_use(conn, frame, self.delivery.durables, p.commit_ts):
-            return [refused]
-        return self.commits.commit(conn, frame, p.commit_ts)
 
     def _subscribe(self, conn: Any, frame: Sub, p: PrimaryCore, now: float) -> list[Action]:
         if refused := self.auth.may_use(conn, frame, self.delivery.durables, p.commit_ts):
@@ -744,7 +739,7 @@ class BrokerCore:
         waiting, self.waiting_subs = self.waiting_subs, []
         for w in waiting:
             if isinstance(w.frame, Commit):
-                out.extend(self._commit(w.conn, w.frame, p))
+                out.extend(self.commits.commit(w.conn, w.frame, p.commit_ts))
             else:
                 assert isinstance(w.frame, Sub)
                 out.extend(self._subscribe(w.conn, w.frame, p, ev.now))
