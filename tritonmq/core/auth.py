@@ -27,7 +27,7 @@ the wall-clock time that comes with each frame:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -77,8 +77,8 @@ ANONYMOUS = Principal("", pub=("*",), read=("*",), names=("*",), admin=True)
 authorizer does the same). Tokens are still honoured there, and name their owner."""
 
 
-def allowed(patterns: Iterable[str], value: str) -> bool:
-    return any(fnmatchcase(value, p) for p in patterns)
+def allowed(patterns: Sequence[str], value: str) -> bool:
+    return "*" in patterns or any(fnmatchcase(value, p) for p in patterns)
 
 
 def origin_allowed(origin: str | None, host: str | None, allowed: Sequence[str]) -> bool:
@@ -234,6 +234,8 @@ class ClientAuth:
 
     def owned(self, actions: list[Action]) -> list[Action]:
         """Registrations carry their subscription's owner, to be kept in ZooKeeper."""
+        if not any(type(a) is RegisterSubscription for a in actions):
+            return actions
         return [
             dataclasses.replace(a, owner=self.owner_of(a.topic, a.name))
             if isinstance(a, RegisterSubscription)
