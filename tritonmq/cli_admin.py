@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from tritonmq.errors import ConfigError, TritonError
-from tritonmq.tokens import TOKEN_ENV
+from tritonmq.tokens import TOKEN_ENV, read_token_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,12 +35,9 @@ def read_token(token_file: str | None) -> str | None:
     """The token from ``token_file`` or ``$TRITONMQ_TOKEN``; None: anonymous."""
     if token_file is not None:
         try:
-            text = Path(token_file).read_text().strip()
-        except OSError as e:
-            raise click.UsageError(f"cannot read --token-file {token_file}: {e.strerror}") from e
-        if not text:
-            raise click.UsageError(f"--token-file {token_file} is empty")
-        return text
+            return read_token_file(token_file)
+        except ConfigError as e:
+            raise click.UsageError(f"--token-file: {e}") from e
     return os.environ.get(TOKEN_ENV) or None
 
 

@@ -35,6 +35,18 @@ def read_key(path: str | Path) -> bytes:
         raise ConfigError(f"cannot read key file {path}: {e.strerror or e}") from e
 
 
+def read_token_file(path: str | Path) -> str:
+    """A client's token from a file (surrounding whitespace dropped); ConfigError if unreadable
+    or empty."""
+    try:
+        token = Path(path).read_text().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read token file {path}: {e}") from e
+    if not token:
+        raise ConfigError(f"token file {path} is empty")
+    return token
+
+
 class TokenVerifier:
     """Checks a token's signature with the broker's key and reads its claims."""
 

@@ -387,3 +387,41 @@ async def test_jumping_a_subscription_fails_on_an_anonymous_dev_broker_too(
             assert jump.value.code == "BAD_REQUEST" and "commit point" in str(jump.value)
         async with app.subscribe(TOPIC, "billing", "latest") as sub:
             assert (await sub.get(timeout=10)).ts == min(t for t in acked if t > first.ts)
+
+
+async def test_spark_reads_and_writes_a_token_required_broker_with_token_file(
+    secured: DevCluster, tmp_path: Path
+) -> None:
+    """What Spark's driver and executors use with option tokenFile (no Spark needed here)."""
+    from tritonmq.spark.remote import forget, remote
+
+    token_file = tmp_path / "spark.token"
+    token_file.write_text(
+        mint(KEY, "spark", pub=["spark-*"], read=["spark-*"], names=["spark-*"]) + "\n"
+    )
+    url = zk_url(secured)
+
+    def use() -> list[bytes]:
+        r = remote(url, None, str(token_file))
+        try:
+            records = [(bytes([i]) * 16, f"v{i}".encode(), None, None) for i in range(20)]
+            assert r.publish("spark-in", records) == 20
+            head = r.heads([r.groups_of(["spark-in"])["spark-in"]])
+            pages = r.pages("spark-in", 0, max(head.values()), 10)
+            return [rec[3] for page in pages for rec in page.records]
+        finally:
+            forget(url, None, str(token_file))
+
+    assert await asyncio.to_thread(use) == [f"v{i}".encode() for i in range(20)]
+    denied = tmp_path / "other.token"
+    denied.write_text(mint(KEY, "other", read=["elsewhere"]))
+
+    def refused() -> None:
+        r = remote(url, None, str(denied))
+        try:
+            r.publish("spark-in", [(b"u" * 16, b"x", None, None)])
+        finally:
+            forget(url, None, str(denied))
+
+    with pytest.raises(Forbidden):
+        await asyncio.to_thread(refused)

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from tritonmq.config import BrokerConfig
 from tritonmq.core.auth import Principal, TokenRejected
 from tritonmq.errors import ConfigError
-from tritonmq.tokens import KEY_ENV, TokenVerifier, mint, principal_of
+from tritonmq.tokens import KEY_ENV, TokenVerifier, mint, principal_of, read_token_file
 
 KEY = b"k" * 32
 
@@ -101,3 +101,16 @@ def test_not_yet_valid_tokens_and_audiences_are_refused() -> None:
     assert isinstance(v.verify(later), TokenRejected)
     aimed = jwt.encode({"sub": "a", "aud": "elsewhere"}, KEY, algorithm="HS256")
     assert isinstance(v.verify(aimed), TokenRejected)
+
+
+def test_a_token_file_is_read_stripped_and_an_empty_or_missing_one_is_a_config_error(
+    tmp_path: Path,
+) -> None:
+    f = tmp_path / "t"
+    f.write_text("abc.def.ghi\n")
+    assert read_token_file(f) == "abc.def.ghi"
+    f.write_text("  \n")
+    with pytest.raises(ConfigError, match="empty"):
+        read_token_file(f)
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_token_file(tmp_path / "missing")
