@@ -22,6 +22,7 @@ from websockets.exceptions import InvalidStatus
 
 from tests.integration.conftest import zk_url
 from tritonmq import Client
+from tritonmq.client import SyncClient
 from tritonmq.devtools.cluster import DevCluster
 from tritonmq.errors import Forbidden, RequestRejected, TokenExpired, Unauthenticated
 from tritonmq.tokens import mint
@@ -177,6 +178,15 @@ async def test_a_token_required_broker_refuses_anonymous_and_expired_tokens_and_
             c.refresh_token(alice_token())
             ack = await c.publish(TOPIC, b"refreshed")
             assert ack.ts > 0
+
+        def sync_client_refreshes() -> int:
+            with SyncClient(url, token=alice_token(ttl=-5), timeout=5) as sc:
+                with pytest.raises(TokenExpired):
+                    sc.publish(TOPIC, b"expired")
+                sc.refresh_token(alice_token())
+                return sc.publish(TOPIC, b"refreshed").ts
+
+        assert await asyncio.to_thread(sync_client_refreshes) > 0
 
 
 def _claims(token: str) -> str:
