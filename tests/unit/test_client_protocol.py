@@ -782,3 +782,20 @@ def test_a_refused_hello_fails_everything_waiting_with_its_typed_error_then_retr
     h.now += 1
     h(Tick())
     assert h.p.state is ConnState.RESOLVING, "tried again later, with whatever token is set"
+
+
+def test_admin_ops_are_requests_answered_by_subinfo() -> None:
+    from tritonmq.wire.frames import SubDelete, SubInfo, SubReset
+
+    h = Harness()
+    h.connect()
+    out = h(Request(7, SubReset(0, "t", "app", From.EARLIEST, True)))
+    [frame] = h.sent(out)
+    assert isinstance(frame, SubReset) and frame.id > 0 and frame.execute
+    info = SubInfo(frame.id, "t", "app", "broadcast", "alice", 9, 0, "reset", 0, True)
+    assert Answered(7, info) in h.frame(info)
+    out = h(Request(8, SubDelete(0, "t", "app", True)))
+    [frame] = h.sent(out)
+    refused = h.frame(Error.of(ErrorCode.FORBIDDEN, "not an admin", id=frame.id))
+    [failed] = [a for a in refused if isinstance(a, RequestFailed)]
+    assert failed.ticket == 8 and failed.error.code == "FORBIDDEN"
