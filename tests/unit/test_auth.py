@@ -5,8 +5,11 @@ subscriptions (hijack, lock, jump), and the Origin rule."""
 from __future__ import annotations
 
 import dataclasses
+from fnmatch import fnmatchcase
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_core_broker import core, leading, members, only, recs
 
 from tritonmq.core.actions import (
@@ -258,3 +261,47 @@ def test_a_new_primary_judges_waiting_subs_by_the_owners_it_loaded() -> None:
     refused = [a for a in out if isinstance(a, SendError)]
     assert [(e.conn, e.code) for e in refused] == [("mallory", ErrorCode.FORBIDDEN)]
     assert [a.conn for a in only(out, SendSubOk)] == ["alice"]
+
+
+_patterns = st.lists(st.sampled_from(["*", "a*", "a.b", "b?", "[ab]*", "x"]), max_size=3)
+_principals = st.builds(
+    Principal,
+    st.text(min_size=1, max_size=5),
+    _patterns.map(tuple),
+    _patterns.map(tuple),
+    _patterns.map(tuple),
+    st.booleans(),
+    st.none() | st.floats(T0 - 10, T0 + 10),
+)
+_names = st.text(alphabet="ab.x?*", min_size=1, max_size=6)
+_frames = st.one_of(
+    st.builds(Pub, st.integers(0, 9), _names, st.just([])),
+    st.builds(Sub, st.integers(0, 9), _names, st.none() | _names, st.just(From.LATEST)),
+    st.builds(Fetch, st.integers(0, 9), _names, st.just(0), st.just(9), st.just(10)),
+    st.builds(Commit, st.integers(0, 9), _names, _names, st.just(1)),
+    st.builds(SubDelete, st.integers(0, 9), _names, _names),
+    st.builds(Ack, st.integers(0, 9), st.just(1)),
+    st.builds(Meta, st.integers(0, 9)),
+)
+
+
+@given(_principals, _frames, st.floats(-10, 10), st.booleans())
+def test_every_refusal_names_its_request_and_a_matching_claim_is_never_forbidden(
+    who: Principal, frame: object, t: float, required: bool
+) -> None:
+    a = ClientAuth(required=required)
+    a.check("c", hello(), who, at(-20))
+    refused = a.check("c", frame, None, at(t))  # type: ignore[arg-type]
+    if refused is None:
+        return
+    if isinstance(frame, Sub | Ack):
+        assert refused.sid == frame.sid and refused.id is None
+    else:
+        assert refused.id == frame.id and refused.sid is None  # type: ignore[attr-defined]
+    expired = who.exp is not None and T0 + t >= who.exp
+    if expired:
+        assert refused.code is ErrorCode.TOKEN_EXPIRED
+    else:
+        assert refused.code is ErrorCode.FORBIDDEN
+        if isinstance(frame, Pub):
+            assert not any(fnmatchcase(frame.topic, p) for p in who.pub)
