@@ -18,7 +18,9 @@ import websockets
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from websockets.asyncio.server import Server, ServerConnection
 
+from tritonmq import tlsconfig
 from tritonmq.broker import clients, replica
+from tritonmq.broker.origin import origin_check
 from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
 from tritonmq.coord.group import GroupCoordinator
@@ -27,6 +29,7 @@ from tritonmq.core.actions import (
     Action,
     CloseConn,
     CloseLink,
+    DeleteSubscription,
     Deliver,
     LoadSubscriptions,
     LogLine,
@@ -44,6 +47,7 @@ from tritonmq.core.actions import (
     SendPubAck,
     SendPurge,
     SendShared,
+    SendSubInfo,
     SendSubOk,
     SendToPrimary,
     StartFollowing,
@@ -65,6 +69,7 @@ from tritonmq.core.events import (
     ZkView,
 )
 from tritonmq.core.group import GroupState, Member
+from tritonmq.tokens import TokenVerifier
 from tritonmq.wire import codec
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode, Follow
 
@@ -86,14 +91,17 @@ class Broker:
         self.tasks = Spawner()
         self.follows: dict[int, asyncio.Task[None]] = {}
         self.follow_links: dict[int, Any] = {}
+        self.repl_tls = tlsconfig.replication_context(cfg) if cfg.tls_ca else None
         self._session = None
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
+        self.tokens = TokenVerifier.from_config(cfg)
 
     # --- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
         host, _, port = self.cfg.listen.rpartition(":")
+        tls = tlsconfig.server_context(self.cfg)
         self.server = await websockets.serve(
             self._handle,
             host or "127.0.0.1",
@@ -105,10 +113,13 @@ class Broker:
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
             close_timeout=1,
             max_queue=64,
+            ssl=tls,
+            process_request=origin_check(self.cfg.allowed_origins),
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
-        self.url = f"ws://{self.cfg.advertise_host or bound_host}:{bound_port}"
+        scheme = "wss" if tls is not None else "ws"
+        self.url = f"{scheme}://{self.cfg.advertise_host or bound_host}:{bound_port}"
         me = Member(self.cfg.id, self.url, self.boot, self.cfg.advertise_repl)
         self.core = BrokerCore(self.cfg, me)
         self.coord = GroupCoordinator(
@@ -129,6 +140,11 @@ class Broker:
             self.url,
             self.boot,
         )
+        if not self.cfg.auth_required:
+            log.warning(
+                "ANONYMOUS ACCESS: clients need no token and may publish, read, and delete or "
+                "reset any subscription (set auth_required for production; docs/security.md)"
+            )
         self._zk_changed()
         self.tasks.spawn(self._ticker(), "ticker")
 
@@ -183,7 +199,7 @@ class Broker:
         if ws.subprotocol == REPL_SUBPROTOCOL:
             await replica.serve_follower(ws, self.feed)
         else:
-            await clients.serve(ws, self.cfg, self.feed)
+            await clients.serve(ws, self.cfg, self.feed, self.tokens.verify)
 
     # --- actions out -----------------------------------------------------------------
 
@@ -219,6 +235,8 @@ class Broker:
                     self.send(conn, data)
                 case SendCommitted(conn=conn, id=cid, ts=ts, head=head):
                     self.send(conn, codec.enc_committed(cid, ts, head))
+                case SendSubInfo(conn=conn, info=info):
+                    self.send(conn, codec.enc_subinfo(info))
                 case SendMeta(conn=conn, info=info, cluster=cluster):
                     if cluster:
                         self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")
@@ -242,7 +260,14 @@ class Broker:
                     self.tasks.spawn(link.close(1000 if code else 1012, reason[:100]), "close")
                 case StartFollowing(follow_id=fid, primary=primary):
                     self.follows[fid] = self.tasks.spawn(
-                        replica.follow(fid, primary, self.cfg.listen, self.follow_links, self.feed),
+                        replica.follow(
+                            fid,
+                            primary,
+                            self.cfg.listen,
+                            self.follow_links,
+                            self.feed,
+                            tls=self.repl_tls,
+                        ),
                         f"follow-{primary.id}",
                     )
                 case StopFollowing(follow_id=fid):
@@ -265,7 +290,10 @@ class Broker:
                 case StoreOffsets(offsets=offsets):
                     self.tasks.spawn(self._store(offsets), "store-offsets")
                 case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
-                    self.tasks.spawn(self._register(topic, name, mode, offset), "register")
+                    owner = a.owner
+                    self.tasks.spawn(self._register(topic, name, mode, offset, owner), "register")
+                case DeleteSubscription(topic=topic, name=name):
+                    self.tasks.spawn(self._delete(topic, name), "delete-subscription")
                 case LogLine(level=level, message=message):
                     log.log(level, "%s", message)
                 case Stopped():
@@ -308,14 +336,15 @@ class Broker:
         assert self.offsets is not None and self.core is not None
         core = self.core
         found: list[tuple[str, str, str, int]] | None
+        owners: dict[tuple[str, str], str] = {}
         try:
             found = await self.offsets.load(
-                lambda t: core.slots is None or core.slots.group_of(t) == self.cfg.group
+                lambda t: core.slots is None or core.slots.group_of(t) == self.cfg.group, owners
             )
         except Exception as e:  # ZooKeeper unreachable: the core retries
             log.warning("loading subscriptions failed: %s", e)
             found = None
-        self.feed(SubscriptionsLoaded(request, found, time.monotonic()))
+        self.feed(SubscriptionsLoaded(request, found, time.monotonic(), owners))
 
     async def _store(self, offsets: tuple[tuple[str, str, int], ...]) -> None:
         assert self.offsets is not None
@@ -327,11 +356,18 @@ class Broker:
             ok = False
         self.feed(OffsetsStored(offsets, ok, time.monotonic()))
 
-    async def _register(self, topic: str, name: str, mode: str, offset: int) -> None:
+    async def _delete(self, topic: str, name: str) -> None:
+        assert self.offsets is not None
+        try:
+            await self.offsets.delete(topic, name)
+        except Exception as e:  # it comes back on the next load: say so
+            log.error("deleting subscription %s/%s from ZooKeeper failed: %s", topic, name, e)
+
+    async def _register(self, topic: str, name: str, mode: str, offset: int, owner: str) -> None:
         assert self.offsets is not None
         held: int | None
         try:
-            held = await self.offsets.register(topic, name, mode, offset)
+            held = await self.offsets.register(topic, name, mode, offset, owner)
         except Exception as e:
             log.warning("registering subscription %s/%s failed: %s", topic, name, e)
             held = None

@@ -19,6 +19,7 @@ from tritonmq.core import events as ce
 from tritonmq.core.actions import (
     Action,
     CloseLink,
+    DeleteSubscription,
     Deliver,
     LoadSubscriptions,
     LogLine,
@@ -36,6 +37,7 @@ from tritonmq.core.actions import (
     SendPubAck,
     SendPurge,
     SendShared,
+    SendSubInfo,
     SendSubOk,
     SendToPrimary,
     StartFollowing,
@@ -392,6 +394,8 @@ class SimCoreBroker:
                 pass
             case Replicate() | ProposeIsr():
                 raise AssertionError(f"BrokerCore never returns {a!r}")
+            case SendSubInfo() | DeleteSubscription():
+                raise AssertionError(f"simulated clients send no admin ops: {a!r}")
             case _:
                 assert_never(a)
 
