@@ -51,6 +51,9 @@ class BrokerConfig:
     # --- security: client tokens, authorization, Origin ---
 
     # --- bounds: wire and per-connection ---
+    max_outbound_bytes: int = 16 * 1024 * 1024  # unsent bytes per client connection; close 4008
+    max_queue: int = 4  # received frames waiting per connection (each <= max_frame_bytes)
+    max_frame_elements: int = 1_000_000  # msgpack values in one client frame; TOO_LARGE
 
     # --- bounds: caps, names, memory accounting ---
 
@@ -97,4 +100,17 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("shared_resume_hold_s must be >= 0")
     if cfg.session_timeout < 0.4:
         raise ConfigError("session_timeout must be at least 0.4 s")
+    check_wire_bounds(cfg)
     return cfg
+
+
+def check_wire_bounds(cfg: BrokerConfig) -> None:
+    """A subscriber's window must fit under the outbound cap, or a consumer reading at its
+    pace would be closed for it; the other bounds must allow a frame at all."""
+    if cfg.max_outbound_bytes < cfg.window_bytes + cfg.max_value_bytes:
+        raise ConfigError(
+            f"max_outbound_bytes ({cfg.max_outbound_bytes}) must be at least window_bytes + "
+            f"max_value_bytes ({cfg.window_bytes + cfg.max_value_bytes})"
+        )
+    if cfg.max_queue < 1 or cfg.max_frame_elements < 1:
+        raise ConfigError("max_queue and max_frame_elements must be at least 1")

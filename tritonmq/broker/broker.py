@@ -19,6 +19,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from websockets.asyncio.server import Server, ServerConnection
 
 from tritonmq.broker import clients, replica
+from tritonmq.broker.outbound import Outbound
 from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
 from tritonmq.coord.group import GroupCoordinator
@@ -83,6 +84,7 @@ class Broker:
         self.server: Server | None = None
         self.url = ""
         self.tasks = Spawner()
+        self.outbound = Outbound(cfg.max_outbound_bytes, self.tasks.spawn)
         self.follows: dict[int, asyncio.Task[None]] = {}
         self.follow_links: dict[int, Any] = {}
         self._session = None
@@ -103,7 +105,7 @@ class Broker:
             ping_interval=5,
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
             close_timeout=1,
-            max_queue=64,
+            max_queue=self.cfg.max_queue,
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
@@ -182,7 +184,7 @@ class Broker:
         if ws.subprotocol == REPL_SUBPROTOCOL:
             await replica.serve_follower(ws, self.feed)
         else:
-            await clients.serve(ws, self.cfg, self.feed)
+            await clients.serve(ws, self.cfg, self.feed, self.outbound.accepting)
 
     # --- actions out -----------------------------------------------------------------
 
@@ -193,9 +195,9 @@ class Broker:
         for a in actions:
             match a:
                 case SendPubAck(conn=conn, id=pub_id, ts=ts):
-                    self.send(conn, codec.enc_puback(pub_id, ts, group))
+                    self.outbound.send(conn, codec.enc_puback(pub_id, ts, group))
                 case Deliver(conn=conn, sid=sid, topic=topic, records=records):
-                    self.send(conn, codec.enc_deliver(sid, topic, records))
+                    self.outbound.send(conn, codec.enc_deliver(sid, topic, records))
                 case SendError():
                     hint = a.primary
                     if hint is None and a.code is ErrorCode.NOT_PRIMARY:
@@ -210,19 +212,19 @@ class Broker:
                         first=a.first,
                         last=a.last,
                     )
-                    self.send(a.conn, frame)
+                    self.outbound.send(a.conn, frame)
                 case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
-                    self.send(conn, codec.enc_subok(sid, next_ts))
+                    self.outbound.send(conn, codec.enc_subok(sid, next_ts))
                 case SendFetched(conn=conn, id=fid, records=records, next_ts=next_ts):
                     data = codec.enc_fetched(fid, records, next_ts, a.published, a.purged)
-                    self.send(conn, data)
+                    self.outbound.send(conn, data)
                 case SendCommitted(conn=conn, id=cid, ts=ts, head=head):
-                    self.send(conn, codec.enc_committed(cid, ts, head))
+                    self.outbound.send(conn, codec.enc_committed(cid, ts, head))
                 case SendMeta(conn=conn, info=info, cluster=cluster):
                     if cluster:
                         self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")
                     else:
-                        self.send(conn, codec.packb(dict(info)))
+                        self.outbound.send(conn, codec.packb(dict(info)))
                 case CloseConn(conn=conn, code=code, reason=reason):
                     self.tasks.spawn(conn.close(code, reason), "close-conn")
                 case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
@@ -274,7 +276,8 @@ class Broker:
 
     @staticmethod
     def send(conn: Any, data: bytes) -> None:
-        """Queue ``data`` on ``conn`` without waiting (a closed connection drops it)."""
+        """Queue ``data`` on a replication link without waiting (a closed link drops it).
+        Client connections go through :class:`Outbound`, which bounds what they hold."""
         websockets.broadcast((conn,), data)
 
     # --- ZooKeeper work the core asked for ----------------------------------------------
@@ -344,4 +347,4 @@ class Broker:
                 log.debug("meta without cluster view: %s", e)
             if coord.slot_map is not None:
                 frame["slots"] = coord.slot_map.as_dict()
-        self.send(conn, codec.packb(frame))
+        self.outbound.send(conn, codec.packb(frame))

@@ -1,0 +1,119 @@
+"""What one connection can cost a broker: a client that asks and never reads, and frames
+that are cheap to send and dear to decode, are refused while a producer keeps its acks."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+from tests.integration.conftest import group_info, zk_url
+from tritonmq import Client
+from tritonmq.broker.outbound import CLOSE_OUTBOUND_FULL
+from tritonmq.devtools.cluster import DevCluster
+from tritonmq.wire import codec
+from tritonmq.wire.frames import SUBPROTOCOL
+
+pytestmark = pytest.mark.integration
+
+MIB = 1024 * 1024
+
+
+def _kib(pid: int, field: str) -> int:
+    """A memory line of /proc/PID/status (VmRSS now, VmHWM the peak), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for pid {pid}")
+
+
+def _primary(cluster: DevCluster) -> tuple[str, int]:
+    info = group_info(cluster)
+    return info["primary_url"], cluster.brokers[info["primary"]].pid
+
+
+async def _raw(url: str, **kwargs: Any) -> websockets.ClientConnection:
+    return await websockets.connect(url, subprotocols=[SUBPROTOCOL], max_size=None, **kwargs)  # type: ignore[list-item]
+
+
+async def _keeps_acking(good: Client, topic: str, n: int) -> None:
+    for i in range(n):
+        ack = await asyncio.wait_for(good.publish(topic, b"ok %d" % i), 20)
+        assert ack.ts > 0
+
+
+async def test_fetch_and_never_read_is_closed_and_the_broker_stays_small(
+    cluster: DevCluster,
+) -> None:
+    url, pid = await asyncio.to_thread(_primary, cluster)
+    async with Client(zk_url(cluster)) as good:
+        # ~4 MiB of retained records: every fetch of the topic is answered with ~4 MiB.
+        await good.publish_many("big", [bytes([i]) * (64 * 1024) for i in range(64)])
+        await _keeps_acking(good, "ok", 3)
+        before = _kib(pid, "VmRSS")
+
+        # A client that sends 200 fetches (about 12 KB) and reads nothing: its library
+        # stops reading the socket after one queued message, as a stalled client would.
+        attacker = await _raw(url, max_queue=1)
+        fetch = {"op": "fetch", "topic": "big", "from": 1, "to": 10**9, "max": 10_000}
+        for i in range(200):
+            await attacker.send(codec.packb({**fetch, "id": i + 1}))
+        await _keeps_acking(good, "ok", 20)  # served meanwhile, and after the attack
+        grown = _kib(pid, "VmHWM") - before
+
+        # Unbounded, the broker queued every answer: 200 x 4 MiB, 800 MiB. Bounded, it holds
+        # max_outbound_bytes (16 MiB) and one answer in flight, plus allocator slack.
+        assert grown < 150 * MIB, f"broker grew by {grown / MIB:.0f} MiB"
+
+        # The attacker's connection was closed with the documented code (it finds the
+        # close frame behind what the broker had queued, once it reads).
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                await asyncio.wait_for(attacker.recv(), 20)
+        assert closed.value.rcvd is not None, closed.value
+        assert closed.value.rcvd.code == CLOSE_OUTBOUND_FULL
+        assert closed.value.rcvd.reason == "outbound buffer full"
+
+        await _keeps_acking(good, "ok", 3)
+
+
+async def test_element_bombs_are_refused_and_others_are_served(cluster: DevCluster) -> None:
+    url, _ = await asyncio.to_thread(_primary, cluster)
+    async with Client(zk_url(cluster)) as good:
+        async with good.subscribe("ok") as sub:
+            bad = await _raw(url)
+            try:
+                bombs = [
+                    # 8 M tiny values in one array: refused from the array's header
+                    {"op": "pub", "id": 5, "topic": "t", "records": [0] * 8_000_000},
+                    # 100 arrays of 80,000: each within msgpack's limit, 8 M together
+                    {"op": "pub", "id": 6, "topic": "t", "x": [[0] * 80_000] * 100},
+                    # an unknown field of 1.5 M empty maps
+                    {
+                        "op": "fetch",
+                        "id": 7,
+                        "topic": "t",
+                        "from": 1,
+                        "to": 2,
+                        "x": [[{}] * 50_000] * 30,
+                    },
+                ]
+                for bomb in bombs:
+                    data = codec.packb(bomb)
+                    assert len(data) < 8 * MIB  # within max_frame_bytes: only the work is refused
+                    await bad.send(data)
+                    reply = codec.decode_broker(await asyncio.wait_for(bad.recv(), 20))
+                    assert reply["op"] == "error" and reply["code"] == "TOO_LARGE", reply
+                    assert reply["id"] == bomb["id"]
+                    ack = await asyncio.wait_for(good.publish("ok", b"still served"), 20)
+                    assert (await sub.get(timeout=20)).ts == ack.ts
+                # the bomber's connection stays usable for well-formed requests
+                await bad.send(codec.packb({"op": "meta", "id": 8}))
+                reply = codec.decode_broker(await asyncio.wait_for(bad.recv(), 20))
+                assert reply["op"] == "meta" and reply["id"] == 8
+            finally:
+                await bad.close()
