@@ -125,7 +125,9 @@ def _unpack_client(data: bytes | str, max_frame: int, max_elements: int, max_arr
     except FrameTooLarge:
         raise
     except ValueError as e:
-        if "exceeds max_" in str(e):  # msgpack's container and ext limits
+        if "exceeds max_ext_len" in str(e):
+            raise MalformedFrame("msgpack ext types are not accepted") from None
+        if "exceeds max_" in str(e):  # msgpack's container limits
             raise FrameTooLarge(f"frame refused: {e}") from None
         raise MalformedFrame(f"not a msgpack frame: {type(e).__name__}") from None
     except Exception as e:  # msgpack may raise others on hostile input; never let them escape
