@@ -53,8 +53,8 @@ class Outbound:
         One frame always goes on an empty buffer, however large (a ``fetched`` of ~4 MiB
         plus one record); the cap applies to what piles up behind it.
         """
-        if conn in self.closing:
-            return False
+        if conn in self.closing or conn.protocol.state is not State.OPEN:
+            return False  # closing or closed: nothing more is queued on it
         queued = conn.transport.get_write_buffer_size()
         if queued and queued + len(data) > self.cap:
             self._overflow(conn, queued + len(data))
