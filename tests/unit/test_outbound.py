@@ -83,3 +83,16 @@ async def test_one_frame_larger_than_the_cap_goes_on_an_empty_buffer() -> None:
         assert out.send(conn, CHUNK)
         assert await asyncio.wait_for(client.recv(), 10) == CHUNK
         assert out.accepting(conn)
+
+
+async def test_a_client_closing_on_its_own_is_still_heard() -> None:
+    """Its last frames (an ack, then its close frame) arrive while the connection is
+    already closing: they must still reach the core."""
+    tasks = Spawner()
+    out = Outbound(CAP, tasks.spawn)
+    async with _pair() as (conn, client):
+        await client.close()
+        await asyncio.wait_for(conn.wait_closed(), 10)
+        assert out.accepting(conn)
+        assert not out.send(conn, b"late")  # but nothing is sent to it
+    assert not tasks.tasks

@@ -44,8 +44,10 @@ class Outbound:
         self.closing: weakref.WeakSet[ServerConnection] = weakref.WeakSet()
 
     def accepting(self, conn: ServerConnection) -> bool:
-        """Whether frames from ``conn`` are still worth handling (it is not being closed)."""
-        return conn not in self.closing and conn.protocol.state is State.OPEN
+        """Whether frames from ``conn`` are still worth handling: not once it was closed for
+        not reading. (A client that closes on its own is still heard: its last frames, an
+        ``ack`` before its close frame, arrive while the connection is already closing.)"""
+        return conn not in self.closing
 
     def send(self, conn: ServerConnection, data: bytes) -> bool:
         """Queue ``data`` on ``conn`` without waiting; False if it was dropped.
