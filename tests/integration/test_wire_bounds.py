@@ -117,3 +117,40 @@ async def test_element_bombs_are_refused_and_others_are_served(cluster: DevClust
                 assert reply["op"] == "meta" and reply["id"] == 8
             finally:
                 await bad.close()
+
+
+@pytest.mark.parametrize("mode", ["broadcast", "shared"])
+async def test_a_subscriber_that_stops_reading_is_held_by_its_window_not_closed(
+    cluster: DevCluster, mode: str
+) -> None:
+    """25 MiB are published while a subscriber reads nothing: its window (4 MiB, for shared
+    members too) stops delivery long before the outbound cap, and once it reads it gets
+    every record on the same connection."""
+    url, _ = await asyncio.to_thread(_primary, cluster)
+    topic = f"slow-{mode}"
+    sub: dict[str, Any] = {"op": "sub", "sid": 1, "topic": topic, "from": "earliest"}
+    if mode == "shared":
+        sub |= {"subscription": "slow", "mode": "shared"}
+    reader = await _raw(url, max_queue=1)
+    try:
+        await reader.send(codec.packb(sub))
+        first = codec.decode_broker(await asyncio.wait_for(reader.recv(), 20))
+        assert first["op"] == "subok", first
+        expected: list[int] = []
+        async with Client(zk_url(cluster)) as producer:
+            for i in range(8):  # 8 batches of 50 x 64 KiB, each under max_frame_bytes
+                values = [bytes([i, j]) * (32 * 1024) for j in range(50)]
+                expected += [a.ts for a in await producer.publish_many(topic, values)]
+        got: list[int] = []
+        while len(got) < len(expected):
+            frame = codec.decode_broker(await asyncio.wait_for(reader.recv(), 20))
+            assert frame["op"] == "deliver", frame
+            ts = [r[0] for r in frame["records"]]
+            got += ts
+            ack = ts[-1] if mode == "broadcast" else ts
+            await reader.send(codec.packb({"op": "ack", "sid": 1, "ts": ack}))
+        assert sorted(got) == expected
+        await reader.send(codec.packb({"op": "meta", "id": 1}))  # still open and served
+        assert codec.decode_broker(await asyncio.wait_for(reader.recv(), 20))["op"] == "meta"
+    finally:
+        await reader.close()
