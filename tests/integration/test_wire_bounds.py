@@ -15,6 +15,7 @@ from tests.integration.conftest import group_info, zk_url
 from tritonmq import Client
 from tritonmq.broker.outbound import CLOSE_OUTBOUND_FULL
 from tritonmq.devtools.cluster import DevCluster
+from tritonmq.devtools.zkserver import ZooKeeperServer, four_letter_word
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
 
@@ -154,3 +155,37 @@ async def test_a_subscriber_that_stops_reading_is_held_by_its_window_not_closed(
         assert codec.decode_broker(await asyncio.wait_for(reader.recv(), 20))["op"] == "meta"
     finally:
         await reader.close()
+
+
+def _zk_packets(zk: ZooKeeperServer) -> int:
+    """Requests the ZooKeeper server has received so far (its ``mntr`` counter)."""
+    for line in four_letter_word(int(zk.hostport.rsplit(":", 1)[1]), "mntr").splitlines():
+        if line.startswith("zk_packets_received"):
+            return int(line.split()[1])
+    raise AssertionError("no zk_packets_received in mntr")
+
+
+async def test_a_flood_of_meta_requests_shares_zookeeper_reads(
+    cluster: DevCluster, zk_server: ZooKeeperServer
+) -> None:
+    """Each `meta` with the cluster view used to cost its own ZooKeeper reads (about six round
+    trips on the broker's thread pool): 2000 of them (30 KB) queued up past the 3 s deadline,
+    so `meta`s were answered without `groups`. Now `meta`s waiting at the same time share
+    one read (16 ZooKeeper requests for the 2000 here)."""
+    url, _ = await asyncio.to_thread(_primary, cluster)
+    n = 2000
+    flood = await _raw(url)
+    try:
+        before = await asyncio.to_thread(_zk_packets, zk_server)
+        for i in range(n):
+            await flood.send(codec.packb({"op": "meta", "id": i + 1}))
+        answered = set()
+        while len(answered) < n:
+            reply = codec.decode_broker(await asyncio.wait_for(flood.recv(), 20))
+            assert reply["op"] == "meta" and "groups" in reply, reply
+            answered.add(reply["id"])
+        spent = await asyncio.to_thread(_zk_packets, zk_server) - before
+    finally:
+        await flood.close()
+    assert answered == set(range(1, n + 1))
+    assert spent < n, f"{spent} ZooKeeper requests for {n} meta requests"

@@ -88,6 +88,7 @@ class Broker:
         self.follows: dict[int, asyncio.Task[None]] = {}
         self.follow_links: dict[int, Any] = {}
         self._session = None
+        self._groups_read: asyncio.Task[dict[str, Any] | None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
 
@@ -282,6 +283,17 @@ class Broker:
 
     # --- ZooKeeper work the core asked for ----------------------------------------------
 
+    @staticmethod
+    async def _read_groups(coord: GroupCoordinator) -> dict[str, Any] | None:
+        """The cluster view for ``meta``. One read is in flight at a time and every ``meta``
+        that arrives meanwhile shares it: a flood of ``meta`` frames (15 bytes each) costs
+        ZooKeeper one read per round trip, not several round trips each."""
+        try:
+            return await coord.read_groups()
+        except Exception as e:  # ZooKeeper unreachable: answer with what we know
+            log.debug("meta without cluster view: %s", e)
+            return None
+
     async def _cas(self, request: int, state: GroupState, reason: str) -> None:
         coord = self.coord
         assert coord is not None
@@ -341,10 +353,14 @@ class Broker:
         """``meta`` plus the slot map and every group's brokers, so a ws:// client can route."""
         coord = self.coord
         if coord is not None:
-            try:
-                frame["groups"] = await asyncio.wait_for(coord.read_groups(), META_DEADLINE)
-            except Exception as e:  # ZooKeeper unreachable: answer with what we know
-                log.debug("meta without cluster view: %s", e)
+            if self._groups_read is None or self._groups_read.done():
+                self._groups_read = self.tasks.spawn(self._read_groups(coord), "read-groups")
+            try:  # shielded: one waiter's deadline does not cancel the others' read
+                groups = await asyncio.wait_for(asyncio.shield(self._groups_read), META_DEADLINE)
+            except TimeoutError:
+                groups = None
+            if groups is not None:
+                frame["groups"] = groups
             if coord.slot_map is not None:
                 frame["slots"] = coord.slot_map.as_dict()
         self.outbound.send(conn, codec.packb(frame))
