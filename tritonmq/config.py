@@ -112,5 +112,10 @@ def check_wire_bounds(cfg: BrokerConfig) -> None:
             f"max_outbound_bytes ({cfg.max_outbound_bytes}) must be at least window_bytes + "
             f"max_value_bytes ({cfg.window_bytes + cfg.max_value_bytes})"
         )
-    if cfg.max_queue < 1 or cfg.max_frame_elements < 1:
-        raise ConfigError("max_queue and max_frame_elements must be at least 1")
+    if cfg.max_queue < 1:
+        raise ConfigError("max_queue must be at least 1")
+    if cfg.max_frame_elements < 5 * cfg.max_batch_records:  # a record is an array of 4
+        raise ConfigError(
+            f"max_frame_elements ({cfg.max_frame_elements}) must be at least 5 x "
+            f"max_batch_records ({5 * cfg.max_batch_records}), or full batches are refused"
+        )
