@@ -10,6 +10,7 @@ import pytest
 import websockets
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from tritonmq.broker.outbound import CLOSE_OUTBOUND_FULL, Outbound
 from tritonmq.broker.spawner import Spawner
@@ -96,3 +97,19 @@ async def test_a_client_closing_on_its_own_is_still_heard() -> None:
         assert out.accepting(conn)
         assert not out.send(conn, b"late")  # but nothing is sent to it
     assert not tasks.tasks
+
+
+async def test_closing_a_connection_that_never_reads_takes_bounded_time() -> None:
+    """websockets' close() waits for the buffer to drain: forever for this client."""
+    tasks = Spawner()
+    out = Outbound(64 * CAP, tasks.spawn, abort_after=0.2)
+    async with _pair(max_queue=1) as (conn, client):
+        for _ in range(200):  # 12.5 MiB the client will not read
+            assert out.send(conn, CHUNK)
+        await asyncio.wait_for(out.close(conn, 4000, "going away"), 10)
+        await asyncio.wait_for(conn.wait_closed(), 10)
+        assert conn.protocol.state is State.CLOSED
+        with pytest.raises(ConnectionClosed):  # the client finds it gone (aborted) as it reads
+            while True:
+                await asyncio.wait_for(client.recv(), 10)
+    await tasks.cancel_all(1.0)

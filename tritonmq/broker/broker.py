@@ -227,7 +227,7 @@ class Broker:
                     else:
                         self.outbound.send(conn, codec.packb(dict(info)))
                 case CloseConn(conn=conn, code=code, reason=reason):
-                    self.tasks.spawn(conn.close(code, reason), "close-conn")
+                    self.tasks.spawn(self.outbound.close(conn, code, reason), "close-conn")
                 case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
                     entries, published = core.entries_for(start, end)
                     data = codec.enc_append(epoch, commit, start, entries, published)

@@ -38,9 +38,10 @@ Spawn = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 class Outbound:
     """Sends to client connections, each bounded to ``cap`` unsent bytes."""
 
-    def __init__(self, cap: int, spawn: Spawn) -> None:
+    def __init__(self, cap: int, spawn: Spawn, abort_after: float = ABORT_AFTER_S) -> None:
         self.cap = cap
         self.spawn = spawn
+        self.abort_after = abort_after
         self.closing: weakref.WeakSet[ServerConnection] = weakref.WeakSet()
 
     def accepting(self, conn: ServerConnection) -> bool:
@@ -73,11 +74,12 @@ class Outbound:
             wanted,
             self.cap,
         )
-        self.spawn(self._close(conn), "close-outbound-full")
+        self.spawn(self.close(conn, CLOSE_OUTBOUND_FULL, CLOSE_REASON), "close-outbound-full")
 
-    @staticmethod
-    async def _close(conn: ServerConnection) -> None:
+    async def close(self, conn: ServerConnection, code: int, reason: str) -> None:
+        """Close ``conn`` with ``code``, in bounded time: websockets' close waits for the
+        write buffer to drain first, forever for a client that does not read."""
         try:
-            await asyncio.wait_for(conn.close(CLOSE_OUTBOUND_FULL, CLOSE_REASON), ABORT_AFTER_S)
+            await asyncio.wait_for(conn.close(code, reason), self.abort_after)
         except TimeoutError:
             conn.transport.abort()
