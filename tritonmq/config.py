@@ -60,6 +60,9 @@ class BrokerConfig:
     allowed_origins: list[str] = dataclasses.field(default_factory=list)  # []: same origin
 
     # --- bounds: wire and per-connection ---
+    max_outbound_bytes: int = 16 * 1024 * 1024  # unsent bytes per client connection; close 4008
+    max_queue: int = 4  # received frames waiting per connection (each <= max_frame_bytes)
+    max_frame_elements: int = 1_000_000  # msgpack values in one client frame; TOO_LARGE
 
     # --- bounds: caps, names, memory accounting ---
 
@@ -113,6 +116,7 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
     if cfg.session_timeout < 0.4:
         raise ConfigError("session_timeout must be at least 0.4 s")
     _check_client_security(cfg)
+    check_wire_bounds(cfg)
     return cfg
 
 
@@ -137,3 +141,20 @@ def _check_client_security(cfg: BrokerConfig) -> None:
         raise ConfigError(f"auth_key_file {cfg.auth_key_file} is not a readable file")
     if cfg.auth_required and not (cfg.auth_key_file or os.environ.get("TRITONMQ_AUTH_KEY")):
         raise ConfigError("auth_required needs a key: set auth_key_file or $TRITONMQ_AUTH_KEY")
+
+
+def check_wire_bounds(cfg: BrokerConfig) -> None:
+    """A subscriber's window must fit under the outbound cap, or a consumer reading at its
+    pace would be closed for it; the other bounds must allow a frame at all."""
+    if cfg.max_outbound_bytes < cfg.window_bytes + cfg.max_value_bytes:
+        raise ConfigError(
+            f"max_outbound_bytes ({cfg.max_outbound_bytes}) must be at least window_bytes + "
+            f"max_value_bytes ({cfg.window_bytes + cfg.max_value_bytes})"
+        )
+    if cfg.max_queue < 1:
+        raise ConfigError("max_queue must be at least 1")
+    if cfg.max_frame_elements < 5 * cfg.max_batch_records:  # a record is an array of 4
+        raise ConfigError(
+            f"max_frame_elements ({cfg.max_frame_elements}) must be at least 5 x "
+            f"max_batch_records ({5 * cfg.max_batch_records}), or full batches are refused"
+        )

@@ -40,6 +40,11 @@ def test_flags_override_the_file_and_none_means_not_given(tmp_path: Path) -> Non
         ("tls_cert = 'b.pem'", "tls_key"),
         ("tls_key = 'b-key.pem'", "tls_cert"),
         ("tls_cert = 'b.pem'\ntls_key = 'k.pem'\nadvertise_repl = 'ws://h:1'", "wss://"),
+        ("max_outbound_bytes = 4194304", "max_outbound_bytes"),
+        ("window_bytes = 33554432", "max_outbound_bytes"),
+        ("max_queue = 0", "max_queue"),
+        ("max_frame_elements = 0", "max_frame_elements"),
+        ("max_batch_records = 300000", "max_frame_elements"),
     ],
 )
 def test_bad_settings_raise_config_error_naming_them(tmp_path: Path, text: str, words: str) -> None:

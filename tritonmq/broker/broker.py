@@ -21,6 +21,7 @@ from websockets.asyncio.server import Server, ServerConnection
 from tritonmq import tlsconfig
 from tritonmq.broker import clients, replica
 from tritonmq.broker.origin import origin_check
+from tritonmq.broker.outbound import Outbound
 from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
 from tritonmq.coord.group import GroupCoordinator
@@ -89,10 +90,12 @@ class Broker:
         self.server: Server | None = None
         self.url = ""
         self.tasks = Spawner()
+        self.outbound = Outbound(cfg.max_outbound_bytes, self.tasks.spawn)
         self.follows: dict[int, asyncio.Task[None]] = {}
         self.follow_links: dict[int, Any] = {}
         self.repl_tls = tlsconfig.replication_context(cfg) if cfg.tls_ca else None
         self._session = None
+        self._groups_read: asyncio.Task[dict[str, Any] | None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
         self.tokens = TokenVerifier.from_config(cfg)
@@ -112,7 +115,7 @@ class Broker:
             ping_interval=5,
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
             close_timeout=1,
-            max_queue=64,
+            max_queue=self.cfg.max_queue,
             ssl=tls,
             process_request=origin_check(self.cfg.allowed_origins),
         )
@@ -199,7 +202,9 @@ class Broker:
         if ws.subprotocol == REPL_SUBPROTOCOL:
             await replica.serve_follower(ws, self.feed)
         else:
-            await clients.serve(ws, self.cfg, self.feed, self.tokens.verify)
+            await clients.serve(
+                ws, self.cfg, self.feed, self.outbound.accepting, self.tokens.verify
+            )
 
     # --- actions out -----------------------------------------------------------------
 
@@ -210,9 +215,9 @@ class Broker:
         for a in actions:
             match a:
                 case SendPubAck(conn=conn, id=pub_id, ts=ts):
-                    self.send(conn, codec.enc_puback(pub_id, ts, group))
+                    self.outbound.send(conn, codec.enc_puback(pub_id, ts, group))
                 case Deliver(conn=conn, sid=sid, topic=topic, records=records):
-                    self.send(conn, codec.enc_deliver(sid, topic, records))
+                    self.outbound.send(conn, codec.enc_deliver(sid, topic, records))
                 case SendError():
                     hint = a.primary
                     if hint is None and a.code is ErrorCode.NOT_PRIMARY:
@@ -227,23 +232,23 @@ class Broker:
                         first=a.first,
                         last=a.last,
                     )
-                    self.send(a.conn, frame)
+                    self.outbound.send(a.conn, frame)
                 case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
-                    self.send(conn, codec.enc_subok(sid, next_ts))
+                    self.outbound.send(conn, codec.enc_subok(sid, next_ts))
                 case SendFetched(conn=conn, id=fid, records=records, next_ts=next_ts):
                     data = codec.enc_fetched(fid, records, next_ts, a.published, a.purged)
-                    self.send(conn, data)
+                    self.outbound.send(conn, data)
                 case SendCommitted(conn=conn, id=cid, ts=ts, head=head):
-                    self.send(conn, codec.enc_committed(cid, ts, head))
+                    self.outbound.send(conn, codec.enc_committed(cid, ts, head))
                 case SendSubInfo(conn=conn, info=info):
-                    self.send(conn, codec.enc_subinfo(info))
+                    self.outbound.send(conn, codec.enc_subinfo(info))
                 case SendMeta(conn=conn, info=info, cluster=cluster):
                     if cluster:
                         self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")
                     else:
-                        self.send(conn, codec.packb(dict(info)))
+                        self.outbound.send(conn, codec.packb(dict(info)))
                 case CloseConn(conn=conn, code=code, reason=reason):
-                    self.tasks.spawn(conn.close(code, reason), "close-conn")
+                    self.tasks.spawn(self.outbound.close(conn, code, reason), "close-conn")
                 case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
                     entries, published = core.entries_for(start, end)
                     data = codec.enc_append(epoch, commit, start, entries, published)
@@ -305,10 +310,22 @@ class Broker:
 
     @staticmethod
     def send(conn: Any, data: bytes) -> None:
-        """Queue ``data`` on ``conn`` without waiting (a closed connection drops it)."""
+        """Queue ``data`` on a replication link without waiting (a closed link drops it).
+        Client connections go through :class:`Outbound`, which bounds what they hold."""
         websockets.broadcast((conn,), data)
 
     # --- ZooKeeper work the core asked for ----------------------------------------------
+
+    @staticmethod
+    async def _read_groups(coord: GroupCoordinator) -> dict[str, Any] | None:
+        """The cluster view for ``meta``. One read is in flight at a time and every ``meta``
+        that arrives meanwhile shares it: a flood of ``meta`` frames (15 bytes each) costs
+        ZooKeeper one read per round trip, not several round trips each."""
+        try:
+            return await coord.read_groups()
+        except Exception as e:  # ZooKeeper unreachable: answer with what we know
+            log.debug("meta without cluster view: %s", e)
+            return None
 
     async def _cas(self, request: int, state: GroupState, reason: str) -> None:
         coord = self.coord
@@ -377,10 +394,14 @@ class Broker:
         """``meta`` plus the slot map and every group's brokers, so a ws:// client can route."""
         coord = self.coord
         if coord is not None:
-            try:
-                frame["groups"] = await asyncio.wait_for(coord.read_groups(), META_DEADLINE)
-            except Exception as e:  # ZooKeeper unreachable: answer with what we know
-                log.debug("meta without cluster view: %s", e)
+            if self._groups_read is None or self._groups_read.done():
+                self._groups_read = self.tasks.spawn(self._read_groups(coord), "read-groups")
+            try:  # shielded: one waiter's deadline does not cancel the others' read
+                groups = await asyncio.wait_for(asyncio.shield(self._groups_read), META_DEADLINE)
+            except TimeoutError:
+                groups = None
+            if groups is not None:
+                frame["groups"] = groups
             if coord.slot_map is not None:
                 frame["slots"] = coord.slot_map.as_dict()
-        self.send(conn, codec.packb(frame))
+        self.outbound.send(conn, codec.packb(frame))

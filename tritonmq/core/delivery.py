@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
-from tritonmq.core.log import GroupLog, TopicLog
+from tritonmq.core.log import GroupLog, TopicLog, record_size
 from tritonmq.core.shared import SharedMirror, expand, range_minus, ranges_of
 from tritonmq.errors import Purged, RequestRejected
 from tritonmq.wire.frames import From, Record, SharedState, SharedSub
@@ -85,6 +85,7 @@ class Consumer:
         "window",
         "window_bytes",
         "inflight",
+        "inflight_bytes",
         "member",
     )
 
@@ -101,6 +102,7 @@ class Consumer:
         self.window = 0
         self.window_bytes = 0
         self.inflight = 0  # shared mode: records handed to this consumer, not yet acked
+        self.inflight_bytes = 0  # shared mode: their sizes, bounded by window_bytes
         self.member = ""  # shared mode: the client-chosen id that survives reconnects
 
 
@@ -252,9 +254,9 @@ class Delivery:
                 d.resume_at = now + self.shared_hold  # members without an id: the old rule
         d.cursor = max(end + 1, old_cursor)
         d.gap = (old_cursor, end)
-        self._release(d, now)
+        self._let_go(d, now)
 
-    def _release(self, d: Durable, now: float, member: str = "") -> None:
+    def _let_go(self, d: Durable, now: float, member: str = "") -> None:
         """Hand back to the pool what was reserved for a member that is back (and did not
         claim it) or away for too long, and what is uncertain once every member the old
         primary knew is back or ``release_at`` passed."""
@@ -415,7 +417,7 @@ class Delivery:
                 cursor = d.cursor
                 self._ack_shared(d, acked)
                 self._claim(d, c, held, now)
-                self._release(d, now, member)
+                self._let_go(d, now, member)
                 out.extend(self._dispatch(d, commit_ts, now))
                 return cursor, out
         out.extend(self._pump(c, commit_ts))
@@ -462,6 +464,7 @@ class Delivery:
                 if same:  # it is back already, on another connection
                     d.inflight[ts] = (same[0], d.inflight[ts][1])
                     same[0].inflight += 1
+                    same[0].inflight_bytes += self._size(d.topic, ts)
                     continue
                 del d.inflight[ts]
                 if keep:
@@ -521,7 +524,7 @@ class Delivery:
         for one in many:
             held = d.inflight.pop(one, None)
             if held is not None:
-                held[0].inflight -= 1
+                self._release(d, held[0], one)
             elif one in d.redeliver:  # acked by its first holder after being requeued
                 d.redeliver.remove(one)
                 requeued = True
@@ -547,9 +550,10 @@ class Delivery:
         for ts in held:
             who = d.inflight.get(ts)
             if who is not None and who[0] is not c and c.member and who[0].member == c.member:
-                who[0].inflight -= 1  # ours, on a connection that is not closed yet
+                self._release(d, who[0], ts)  # ours, on a connection that is not closed yet
                 d.inflight[ts] = (c, deadline)
                 c.inflight += 1
+                c.inflight_bytes += self._size(d.topic, ts)
                 continue
             if who is not None or ts in d.ahead:
                 continue  # someone has it already, or it was acknowledged
@@ -570,6 +574,7 @@ class Delivery:
                 continue  # acknowledged already
             d.inflight[ts] = (c, deadline)
             c.inflight += 1
+            c.inflight_bytes += self._size(d.topic, ts)
         if requeued:
             heapq.heapify(d.redeliver)
 
@@ -582,7 +587,7 @@ class Delivery:
         if d is not None and d.mode is Mode.SHARED:
             held = d.inflight.pop(ts, None)
             if held is not None:
-                held[0].inflight -= 1
+                self._release(d, held[0], ts)
                 heapq.heappush(d.redeliver, ts)
             return self._dispatch(d, commit_ts, now)
         c.next_ts = max(c.acked_ts + 1, min(ts, c.next_ts))
@@ -619,13 +624,13 @@ class Delivery:
             if not d.gap_open or d.reserved or d.away:  # members away: waiting for them
                 open_before = d.gap_open
                 n = len(d.redeliver)
-                self._release(d, now)
+                self._let_go(d, now)
                 if d.gap_open != open_before or len(d.redeliver) != n:
                     out.extend(self._dispatch(d, commit_ts, now))
             late = [ts for ts, (_, deadline) in d.inflight.items() if deadline <= now]
             for ts in late:
                 who, _ = d.inflight.pop(ts)
-                who.inflight -= 1
+                self._release(d, who, ts)
                 heapq.heappush(d.redeliver, ts)
             if d.redeliver:  # late ones, and those a leaving member held
                 out.extend(self._dispatch(d, commit_ts, now))
@@ -664,19 +669,22 @@ class Delivery:
             c = members[d.turn % len(members)]
             d.turn += 1
             room = min(c.window - c.inflight, MAX_RECORDS_PER_FRAME)
+            limit = min(self.frame_bytes, c.window_bytes - c.inflight_bytes)
+            if limit <= 0:  # its byte window is full (a larger record goes alone)
+                room = 0
             recs: list[Record] = []
             used = 0
-            while d.redeliver and len(recs) < room and (not recs or used < self.frame_bytes):
+            while d.redeliver and len(recs) < room and (not recs or used < limit):
                 ts = heapq.heappop(d.redeliver)
                 i = t.index_of(ts)
                 if i < len(t.records) and t.records[i][0] == ts:
                     recs.append(t.records[i])
                     used += t.bytes_in(i, i + 1)
             skipped = False
-            if d.gap_open and len(recs) < room and used < self.frame_bytes:
-                recs, used, skipped = self._walk_gap(d, t, recs, room, used, commit_ts)
-            if len(recs) < room and d.cursor <= commit_ts and used < self.frame_bytes:
-                budget = self.frame_bytes - used
+            if d.gap_open and len(recs) < room and used < limit:
+                recs, used, skipped = self._walk_gap(d, t, recs, room, used, limit, commit_ts)
+            if len(recs) < room and d.cursor <= commit_ts and used < limit:
+                budget = limit - used
                 fresh = t.between(d.cursor, commit_ts, room - len(recs), budget)
                 if fresh:
                     d.cursor = fresh[-1][0] + 1
@@ -697,12 +705,20 @@ class Delivery:
             for r in recs:
                 d.inflight[r[0]] = (c, deadline)
             c.inflight += len(recs)
+            c.inflight_bytes += sum(map(record_size, recs))
             out.append(Deliver(c.conn, c.sid, c.topic, recs))
         d.offset = max(d.offset, d.low_watermark())
         return out
 
     def _walk_gap(
-        self, d: Durable, t: TopicLog, recs: list[Record], room: int, used: int, commit_ts: int
+        self,
+        d: Durable,
+        t: TopicLog,
+        recs: list[Record],
+        room: int,
+        used: int,
+        limit: int,
+        commit_ts: int,
     ) -> tuple[list[Record], int, bool]:
         """Hand out the gap's records nobody claimed, once every member is back."""
         lo, hi = d.gap
@@ -711,7 +727,7 @@ class Delivery:
             if lo > hi:
                 d.gap_skip.clear()
             return recs, used, False
-        budget = self.frame_bytes - used
+        budget = limit - used
         some = t.between(lo, end, room - len(recs), budget)
         if not some:
             d.gap = (end + 1, hi)
@@ -722,6 +738,19 @@ class Delivery:
         n = len(some)
         some = [r for r in some if r[0] not in d.gap_skip and r[0] not in d.reserved]
         return [*recs, *some], used, len(some) < n
+
+    def _size(self, topic: str, ts: int) -> int:
+        """The size of record ``ts`` of ``topic`` (0 if the log does not hold it)."""
+        t = self.log.topics.get(topic)
+        if t is None:
+            return 0
+        i = t.index_of(ts)
+        return record_size(t.records[i]) if i < len(t.records) and t.records[i][0] == ts else 0
+
+    def _release(self, d: Durable, who: Consumer, ts: int) -> None:
+        """Record ``ts`` is no longer in flight with shared member ``who``."""
+        who.inflight -= 1
+        who.inflight_bytes = max(0, who.inflight_bytes - self._size(d.topic, ts))
 
     # --- what purge must keep ----------------------------------------------------------
 
