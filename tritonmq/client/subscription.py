@@ -23,7 +23,10 @@ class Subscription:
     In ``shared`` mode the members of a subscription split its records, each is
     acknowledged on its own, and one that is not acknowledged in time is given to
     another member: records may then arrive out of ``ts`` order, and a record can
-    reach the application again (at least once).
+    reach the application again (at least once). Across reconnects and failovers the
+    member's id (chosen once per subscription) keeps what it holds and acknowledged
+    with it, so a record reaches two members only if one stayed away longer than the
+    broker's ``ephemeral_grace`` or was slower than its ``ack_timeout``.
     """
 
     def __init__(
