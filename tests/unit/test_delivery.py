@@ -406,3 +406,31 @@ def test_commit_never_lowers_and_never_passes_the_commit_point() -> None:
     d.commit("t", "spark", 6, commit_ts=10)
     assert d.commit("t", "spark", 3, commit_ts=10) == (6, [])
     assert d.commit("t", "spark", 50, commit_ts=8) == (8, [])
+
+
+# --- issue 8: a topic lives while it holds records or has subscribers -------------------------
+
+
+def test_a_subscribed_topic_outlives_its_records_and_is_freed_when_the_last_one_leaves() -> None:
+    log = make_log(["t", "x"])
+    d = delivery(log)
+    d.subscribe("c1", 1, "t", None, From.LATEST, None, commit_ts=2)
+    d.subscribe("c2", 1, "t", None, From.LATEST, None, commit_ts=2)
+    d.subscribe("c1", 2, "new", None, From.LATEST, None, commit_ts=2)
+    assert "new" in log.topics, "a subscription on a topic without records holds it"
+    log.purge("t", 10)
+    assert "t" in log.topics and log.last_purged("t") == 1
+    d.unsubscribe("c1", 1)
+    assert "t" in log.topics
+    d.drop_conn("c2")
+    assert "t" not in log.topics and "new" in log.topics
+    assert d.subscriptions_of("c1") == 1 and d.subscriptions_of("c2") == 0
+    d.drop_all()
+    assert set(log.topics) == {"x"}, "stepping down forgets subscribers: only records remain"
+
+
+def test_resubscribing_the_same_sid_counts_once() -> None:
+    d = delivery(make_log(["t"]))
+    for _ in range(3):
+        d.subscribe("c1", 1, "t", None, From.LATEST, None, commit_ts=1)
+    assert d.subscriptions_of("c1") == 1 and d.log.topics["t"].subscribers == 1

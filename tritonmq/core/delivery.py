@@ -48,12 +48,12 @@ FRAME_BYTES = 1024 * 1024
 def check_retained(log: GroupLog, topic: str, start: int) -> None:
     """Raise :class:`Purged` when records of ``topic`` at or after ``start`` were purged:
     a reader starting there would skip them without knowing."""
-    t = log.topics.get(topic)
-    if t is not None and t.last_purged >= start:
+    last = log.last_purged(topic)
+    if last >= start:
         raise Purged(
-            f"records of topic {topic!r} from ts {start} to {t.last_purged} were purged",
+            f"records of topic {topic!r} from ts {start} to {last} were purged",
             first=start,
-            last=t.last_purged,
+            last=last,
         )
 
 
@@ -155,6 +155,7 @@ class Delivery:
         self.shared_hold = shared_hold
         self.consumers: dict[tuple[int, int], Consumer] = {}
         self.by_topic: dict[str, list[Consumer]] = {}
+        self.by_conn: dict[int, set[int]] = {}  # id(conn) -> its sids: caps, drop_conn
         self.durables: dict[tuple[str, str], Durable] = {}
         self.ghosts: list[
             tuple[str, int, float]
@@ -266,6 +267,8 @@ class Delivery:
         c.window_bytes = self.window_bytes
         self.consumers[(id(conn), sid)] = c
         self.by_topic.setdefault(topic, []).append(c)
+        self.by_conn.setdefault(id(conn), set()).add(sid)
+        self.log.topic(topic).subscribers += 1  # a subscribed topic is not freed
         if d is not None:
             d.consumers.append(c)
             if d.mode is Mode.BROADCAST:
@@ -303,6 +306,14 @@ class Delivery:
         peers.remove(c)
         if not peers:
             del self.by_topic[c.topic]
+        sids = self.by_conn[id(conn)]
+        sids.discard(sid)
+        if not sids:
+            del self.by_conn[id(conn)]
+        t = self.log.topics.get(c.topic)
+        if t is not None:
+            t.subscribers -= 1
+            self.log.free_if_unused(c.topic)
         d = c.durable
         if d is None:
             if self.grace > 0:
@@ -317,14 +328,21 @@ class Delivery:
             self._broadcast_offset(d)
         return []
 
+    def subscriptions_of(self, conn: Any) -> int:
+        return len(self.by_conn.get(id(conn), ()))
+
     def drop_conn(self, conn: Any, now: float = 0.0) -> None:
-        for c in [c for c in self.consumers.values() if c.conn is conn]:
-            self.unsubscribe(conn, c.sid, now)
+        for sid in list(self.by_conn.get(id(conn), ())):
+            self.unsubscribe(conn, sid, now)
 
     def drop_all(self) -> None:
         """We stopped being primary: consumers will resubscribe at the new one."""
         self.consumers.clear()
         self.by_topic.clear()
+        self.by_conn.clear()
+        for name, t in list(self.log.topics.items()):
+            t.subscribers = 0
+            self.log.free_if_unused(name)
         self.durables.clear()
         self.ghosts.clear()
         self.loaded = False
