@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
-from tritonmq.core import requests
+from tritonmq.core import limits, requests
 from tritonmq.core.actions import (
     Action,
     CloseLink,
@@ -119,6 +119,7 @@ class BrokerCore:
     def __init__(self, cfg: BrokerConfig, me: Member) -> None:
         self.cfg = cfg
         self.me = me
+        self.caps = limits.Caps.of(cfg)
         self.log = GroupLog()
         self.delivery = Delivery(
             self.log,
@@ -253,6 +254,8 @@ class BrokerCore:
     def _client(self, ev: ClientFrameIn) -> list[Action]:
         conn, frame, now = ev.conn, ev.frame, ev.now
         p = self.primary
+        if (bad_name := limits.check_names(conn, frame, self.caps)) is not None:
+            return [bad_name]
         if isinstance(frame, Pub | Sub | Fetch | Commit) and (
             owner := self._other_owner(frame.topic)
         ):
@@ -264,6 +267,8 @@ class BrokerCore:
             case Pub(id=pub_id, topic=topic, records=records):
                 if p is None:
                     return [self._not_primary(conn, id=pub_id)]
+                if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
+                    return [cap]
                 return self._primary_out(
                     p, p.publish(conn, pub_id, topic, records, ev.wall_ms), now
                 )
@@ -310,6 +315,8 @@ class BrokerCore:
                 assert_never(frame)
 
     def _subscribe(self, conn: Any, frame: Sub, p: PrimaryCore, now: float) -> list[Action]:
+        if cap := limits.check_sub(self.delivery, self.cfg.group, conn, frame, self.caps):
+            return [cap]
         try:
             next_ts, first = self.delivery.subscribe(
                 conn,
