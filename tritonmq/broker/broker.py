@@ -83,6 +83,7 @@ class Broker:
         self.server: Server | None = None
         self.url = ""
         self.tasks = Spawner()
+        self.admission = clients.Admission(cfg.max_connections)
         self.follows: dict[int, asyncio.Task[None]] = {}
         self.follow_links: dict[int, Any] = {}
         self._session = None
@@ -104,6 +105,7 @@ class Broker:
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
             close_timeout=1,
             max_queue=64,
+            process_request=self.admission.process_request,
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
@@ -182,7 +184,7 @@ class Broker:
         if ws.subprotocol == REPL_SUBPROTOCOL:
             await replica.serve_follower(ws, self.feed)
         else:
-            await clients.serve(ws, self.cfg, self.feed)
+            await clients.serve(ws, self.cfg, self.feed, self.admission)
 
     # --- actions out -----------------------------------------------------------------
 
