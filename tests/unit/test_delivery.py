@@ -434,3 +434,31 @@ def test_resubscribing_the_same_sid_counts_once() -> None:
     for _ in range(3):
         d.subscribe("c1", 1, "t", None, From.LATEST, None, commit_ts=1)
     assert d.subscriptions_of("c1") == 1 and d.log.topics["t"].subscribers == 1
+
+
+def test_a_commit_visits_only_the_consumers_of_topics_it_committed_records_of() -> None:
+    """Issue 8: 100,000 subscriptions made every commit scan them all (publish p50 1.7 ms
+    -> 190 ms). A commit now pumps the consumers of the topics it carries records of."""
+    log = GroupLog()
+    d = delivery(log)
+    for i in range(1000):
+        d.subscribe("idle", i, f"t{i}", None, From.LATEST, None, commit_ts=0)
+    d.subscribe("c1", 1, "t", None, From.LATEST, None, commit_ts=0)
+    d.on_commit(0)
+    pumped: list[str] = []
+    pump = d._pump
+
+    def counting(c, commit_ts):  # type: ignore[no-untyped-def]
+        pumped.append(c.topic)
+        return pump(c, commit_ts)
+
+    d._pump = counting  # type: ignore[method-assign]
+    log.append_new("t", b"u1", None, b"v", None)
+    log.append_new("t7", b"u2", None, b"v", None)
+    frames = d.on_commit(2)
+    assert pumped == ["t7", "t"], "in the order the topics were subscribed, as before"
+    assert [(f.conn, f.sid, [r[0] for r in f.records]) for f in frames] == [
+        ("idle", 7, [2]),
+        ("c1", 1, [1]),
+    ]
+    assert d.on_commit(2) == [] and pumped == ["t7", "t"], "nothing new: nobody visited"

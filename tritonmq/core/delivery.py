@@ -156,6 +156,10 @@ class Delivery:
         self.consumers: dict[tuple[int, int], Consumer] = {}
         self.by_topic: dict[str, list[Consumer]] = {}
         self.by_conn: dict[int, set[int]] = {}  # id(conn) -> its sids: caps, drop_conn
+        self.pushed = 0  # the commit point on_commit last pushed up to
+        self.topic_order: dict[str, int] = {}  # topic of by_topic -> when it entered it
+        self._topic_seq = 0
+        self.shared_topics: dict[str, int] = {}  # topic -> its consumers in shared mode
         self.durables: dict[tuple[str, str], Durable] = {}
         self.ghosts: list[
             tuple[str, int, float]
@@ -266,9 +270,15 @@ class Delivery:
         c.window = min(window or self.window, self.window)
         c.window_bytes = self.window_bytes
         self.consumers[(id(conn), sid)] = c
-        self.by_topic.setdefault(topic, []).append(c)
+        if topic not in self.by_topic:
+            self.by_topic[topic] = []
+            self._topic_seq += 1
+            self.topic_order[topic] = self._topic_seq
+        self.by_topic[topic].append(c)
         self.by_conn.setdefault(id(conn), set()).add(sid)
         self.log.topic(topic).subscribers += 1  # a subscribed topic is not freed
+        if d is not None and d.mode is Mode.SHARED:
+            self.shared_topics[topic] = self.shared_topics.get(topic, 0) + 1
         if d is not None:
             d.consumers.append(c)
             if d.mode is Mode.BROADCAST:
@@ -306,6 +316,7 @@ class Delivery:
         peers.remove(c)
         if not peers:
             del self.by_topic[c.topic]
+            del self.topic_order[c.topic]
         sids = self.by_conn[id(conn)]
         sids.discard(sid)
         if not sids:
@@ -321,6 +332,9 @@ class Delivery:
             return []
         d.consumers.remove(c)
         if d.mode is Mode.SHARED:
+            self.shared_topics[c.topic] -= 1
+            if not self.shared_topics[c.topic]:
+                del self.shared_topics[c.topic]
             for ts in [ts for ts, (who, _) in d.inflight.items() if who is c]:
                 del d.inflight[ts]
                 heapq.heappush(d.redeliver, ts)
@@ -339,6 +353,8 @@ class Delivery:
         """We stopped being primary: consumers will resubscribe at the new one."""
         self.consumers.clear()
         self.by_topic.clear()
+        self.topic_order.clear()
+        self.shared_topics.clear()
         self.by_conn.clear()
         for name, t in list(self.log.topics.items()):
             t.subscribers = 0
@@ -439,9 +455,22 @@ class Delivery:
     # --- pushing -----------------------------------------------------------------
 
     def on_commit(self, commit_ts: int, now: float = 0.0) -> list[Deliver]:
+        """Push what newly committed. Only consumers of topics with records in the newly
+        committed range are visited (a consumer of another topic has nothing new: its
+        window opens on acks, which pump it); all of them when that range is the longer."""
+        prev, self.pushed = self.pushed, max(self.pushed, commit_ts)
+        if commit_ts - prev > len(self.consumers):
+            visit: Iterable[list[Consumer]] = self.by_topic.values()
+        else:
+            fresh = self.log.entries_between(prev + 1, commit_ts)
+            order = self.topic_order
+            topics = {e[0] for e in fresh if e is not None and e[0] in order}
+            topics.update(self.shared_topics)  # shared ones also redeliver on every commit
+            # in by_topic's order, as a full scan would
+            visit = [self.by_topic[t] for t in sorted(topics, key=order.__getitem__)]
         out: list[Deliver] = []
         shared: set[int] = set()
-        for consumers in self.by_topic.values():
+        for consumers in visit:
             for c in consumers:
                 d = c.durable
                 if d is not None and d.mode is Mode.SHARED:
