@@ -19,6 +19,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from websockets.asyncio.server import Server, ServerConnection
 
 from tritonmq.broker import clients, replica
+from tritonmq.broker.admission import Admission
 from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
 from tritonmq.coord.group import GroupCoordinator
@@ -83,10 +84,10 @@ class Broker:
         self.server: Server | None = None
         self.url = ""
         self.tasks = Spawner()
-        self.admission = clients.Admission(cfg.max_connections)
         self.follows: dict[int, asyncio.Task[None]] = {}
         self.follow_links: dict[int, Any] = {}
         self._session = None
+        self.admission = Admission(cfg.max_connections)
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
 
@@ -95,17 +96,17 @@ class Broker:
     async def start(self) -> None:
         host, _, port = self.cfg.listen.rpartition(":")
         self.server = await websockets.serve(
-            self._handle,
+            self._admitted,
             host or "127.0.0.1",
             int(port),
             subprotocols=[SUBPROTOCOL, REPL_SUBPROTOCOL],  # type: ignore[list-item]
+            process_request=self.admission.process_request,
             max_size=self.cfg.max_frame_bytes,
             compression=None,
             ping_interval=5,
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
             close_timeout=1,
             max_queue=64,
-            process_request=self.admission.process_request,
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
@@ -180,11 +181,14 @@ class Broker:
             await asyncio.sleep(TICK)
             self.feed(Tick(time.monotonic()))
 
+    async def _admitted(self, ws: ServerConnection) -> None:
+        await self.admission.serve(ws, self._handle)
+
     async def _handle(self, ws: ServerConnection) -> None:
         if ws.subprotocol == REPL_SUBPROTOCOL:
             await replica.serve_follower(ws, self.feed)
         else:
-            await clients.serve(ws, self.cfg, self.feed, self.admission)
+            await clients.serve(ws, self.cfg, self.feed)
 
     # --- actions out -----------------------------------------------------------------
 

@@ -1,0 +1,64 @@
+"""Connections per broker: count open client connections, refuse the handshake past the cap.
+
+The count is of sockets, so it lives in the shell. Idle connections are not special: each
+holds a file descriptor and buffers whether it sends anything or not. At
+``max_connections`` a new client's handshake gets HTTP 503 (before any frame), so the
+broker stays below its open-file limit and keeps serving the connections it has.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+
+from websockets.asyncio.server import ServerConnection
+from websockets.http11 import Request, Response
+
+from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL
+
+log = logging.getLogger("tritonmq.broker")
+
+
+class Admission:
+    """Client connections open, counted while :meth:`serve` runs them.
+
+    Handshakes in flight are not counted (each is bounded by the server's open timeout),
+    so a burst of simultaneous handshakes may pass the cap by that many. A handshake
+    offering only the replication subprotocol is neither counted nor refused: those
+    connections are bounded by the group's members.
+    """
+
+    def __init__(self, max_connections: int) -> None:
+        self.max = max_connections
+        self.open = 0
+        self.refused = 0
+
+    def process_request(self, conn: ServerConnection, request: Request) -> Response | None:
+        """websockets' handshake hook: None admits, a response refuses."""
+        offered = ",".join(request.headers.get_all("Sec-WebSocket-Protocol"))
+        protocols = {p.strip() for p in offered.split(",")}
+        if REPL_SUBPROTOCOL in protocols and SUBPROTOCOL not in protocols:
+            return None
+        if self.open < self.max:
+            return None
+        self.refused += 1
+        if self.refused == 1 or self.refused % 1000 == 0:
+            log.warning("refused %d connection(s): max_connections=%d", self.refused, self.max)
+        return conn.respond(
+            HTTPStatus.SERVICE_UNAVAILABLE,
+            f"this broker has max_connections={self.max} client connections; retry later\n",
+        )
+
+    async def serve(
+        self, ws: ServerConnection, handler: Callable[[ServerConnection], Awaitable[None]]
+    ) -> None:
+        """Run ``handler`` for ``ws``, counting it unless it is a replication link."""
+        if ws.subprotocol == REPL_SUBPROTOCOL:
+            await handler(ws)
+            return
+        self.open += 1
+        try:
+            await handler(ws)
+        finally:
+            self.open -= 1
