@@ -176,6 +176,8 @@ class GroupLog:
         "epochs",
         "bytes",
         "published",
+        "_head",
+        "_deleted",
     )
 
     def __init__(self, base_ts: int = 1) -> None:
@@ -193,6 +195,8 @@ class GroupLog:
         # (first ts of a batch, wall-clock ms at which the primary accepted it), ascending:
         # recorded once per batch by the primary and replicated, so every replica agrees.
         self.published: list[tuple[int, int]] = []
+        self._head = 0  # entries before it are purged placeholders (see _compact)
+        self._deleted = 0  # keys deleted from uuids, topics, freed since they were rebuilt
 
     @property
     def last_ts(self) -> int:
@@ -218,6 +222,7 @@ class GroupLog:
         if t is None or t.records or t.subscribers > 0:
             return
         del self.topics[topic]
+        self._deleted += 1
         if t.last_purged:
             self.freed[topic] = t.last_purged
             heapq.heappush(self.freed_order, (t.last_purged, topic))
@@ -339,6 +344,7 @@ class GroupLog:
             return 0
         dropped = self.entries[keep:]
         del self.entries[keep:]
+        self._head = min(self._head, keep)
         del self.cum[keep:]
         for e in reversed(dropped):
             if e is None:
@@ -359,6 +365,7 @@ class GroupLog:
         """Forget everything: the primary has purged what precedes ``base_ts``."""
         self.base_ts = base_ts
         self.entries = []
+        self._head = 0
         self.cum = []
         self.cum0 = 0
         pinned = {t: tl.subscribers for t, tl in self.topics.items() if tl.subscribers}
@@ -396,16 +403,20 @@ class GroupLog:
         return len(gone)
 
     def _compact(self) -> None:
+        # entries[:head] are known placeholders: each purge scans on from there, not from 0
+        # (200,000 one-record topics purged in one cycle scanned ~4096 entries each).
         entries = self.entries
-        k = 0
         n = len(entries)
+        k = min(self._head, n)
         while k < n and entries[k] is None:
             k += 1
+        self._head = k
         if k and (k >= COMPACT_AT or k == n):
             self.cum0 = self.cum[k - 1]
             del entries[:k]
             del self.cum[:k]
             self.base_ts += k
+            self._head = 0
             self._trim_published()
 
     def forget_uuids_upto(self, ts: int) -> None:
@@ -415,11 +426,18 @@ class GroupLog:
             old_ts, uuid = purged.popleft()
             if uuids.get(uuid) == old_ts:
                 del uuids[uuid]
+                self._deleted += 1
         order, freed = self.freed_order, self.freed
         while order and order[0][0] <= ts:
             old_ts, topic = heapq.heappop(order)
             if freed.get(topic) == old_ts:
                 del freed[topic]
+                self._deleted += 1
+        if self._deleted > max(1024, len(uuids) + len(self.topics) + len(freed)):
+            # A dict keeps its peak size after deletions: rebuilt, a past flood of topics or
+            # records stops costing memory (the cost is paid for by the deletions).
+            self.uuids, self.topics, self.freed = dict(uuids), dict(self.topics), dict(freed)
+            self._deleted = 0
 
     def dedup_after(self, ts: int) -> tuple[tuple[int, bytes], ...]:
         """(ts, uuid) of purged records after ``ts`` that still deduplicate."""
