@@ -47,6 +47,9 @@ class BrokerConfig:
     # --- security: cluster (replication authentication, ZooKeeper ACLs) ---
 
     # --- security: TLS ---
+    tls_cert: str = ""  # PEM certificate (chain) file: serve wss:// (clients and replication)
+    tls_key: str = ""  # PEM private key file of tls_cert
+    tls_ca: str = ""  # PEM CA file a follower verifies its primary with; empty: system store
 
     # --- security: client tokens, authorization, Origin ---
 
@@ -97,6 +100,12 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("advertise_repl must be a ws:// or wss:// URL")
     if not all(isinstance(v, int | float) and v >= 0 for v in cfg.topic_retention.values()):
         raise ConfigError("topic_retention maps topic names to seconds >= 0")
+    if bool(cfg.tls_cert) != bool(cfg.tls_key):
+        raise ConfigError("tls_cert and tls_key go together: name both files or neither")
+    if cfg.tls_cert and cfg.advertise_repl.startswith("ws://"):
+        raise ConfigError(
+            "a broker with tls_cert serves wss:// only: advertise_repl must be wss://"
+        )
     if cfg.shared_resume_hold_s < 0:
         raise ConfigError("shared_resume_hold_s must be >= 0")
     if cfg.session_timeout < 0.4:

@@ -27,7 +27,8 @@ flag; the wire never carries tracebacks.
     ├── CoordinationError           ZooKeeper failures seen by the coord layer
     └── ClientError                 raised by the Python client
         ├── PublishTimeout          no acknowledgement within the client's deadline
-        └── ClientClosed            the client was closed while a call was pending
+        ├── ClientClosed            the client was closed while a call was pending
+        └── TlsError                code TLS: a broker's certificate did not verify (or no TLS)
 """
 
 from __future__ import annotations
@@ -159,6 +160,14 @@ class PublishTimeout(ClientError):
 
 class ClientClosed(ClientError):
     code = "CLOSED"
+
+
+class TlsError(ClientError):
+    """The TLS handshake with every broker tried failed in a way no retry fixes: a certificate
+    that does not chain to the CA the client trusts (``ca_file``), names another host or has
+    expired, or a ``wss://`` URL of a broker that does not serve TLS. Not retriable."""
+
+    code = "TLS"
 
 
 _RETRIABLE: dict[str, type[RetriableError]] = {

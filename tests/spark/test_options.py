@@ -45,11 +45,19 @@ def test_source_defaults_and_kafka_names() -> None:
         ({"zk": "h:1", "topics": "a", "maxRecordsPerTrigger": "0"}, "positive integer"),
         ({"zk": "h:1", "topics": "a", "failOnDataLoss": "maybe"}, "true or false"),
         ({"zk": "h:1", "topics": "a", "subscription": ""}, "1..249"),
+        ({"zk": "h:1", "topics": "a", "caFile": " "}, "caFile"),
     ],
 )
 def test_bad_source_options_say_what_is_wrong(opts: dict[str, str], says: str) -> None:
     with pytest.raises(ConfigError, match=says.replace("(", "\\(")):
         source_options(opts)
+
+
+def test_ca_file_for_wss_brokers() -> None:
+    o = source_options({"url": "wss://h:1", "topics": "a", "caFile": "/etc/tm/ca.pem"})
+    assert (o.url, o.ca_file) == ("wss://h:1", "/etc/tm/ca.pem")
+    assert source_options({"zk": "h:1", "topics": "a"}).ca_file is None
+    assert sink_options({"zk": "h:1", "caFile": "ca.pem"}).ca_file == "ca.pem"
 
 
 def test_sink_options() -> None:

@@ -47,7 +47,14 @@ from tritonmq.client.events import (
 )
 from tritonmq.client.pending import RECENT_ACKS_S
 from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
-from tritonmq.errors import ClientClosed, PublishTimeout, Purged, Unavailable, WrongGroup
+from tritonmq.errors import (
+    ClientClosed,
+    PublishTimeout,
+    Purged,
+    TlsError,
+    Unavailable,
+    WrongGroup,
+)
 from tritonmq.wire.frames import (
     Ack,
     BrokerFrame,
@@ -181,6 +188,45 @@ def test_backoff_delay_bounds(failures: int, r: float) -> None:
     p = ClientProtocol(Settings(backoff_base=0.02, backoff_max=0.5), lambda: r)
     cap = min(0.5, 0.02 * 2**failures)
     assert cap / 2 <= p.backoff_delay(failures) <= cap
+
+
+def test_a_round_with_a_refused_tls_handshake_fails_what_is_pending_at_once() -> None:
+    h = Harness(timeout=30.0)
+    h(Tick())
+    h(Publish(1, "t", recs(1)))
+    h(Request(2, Meta(0)))
+    h(Subscribe(3, "t", None, From("latest")))
+    h(Resolved((A, B)))
+    assert h(TransportFailed(h.p.conn, "refused")) == [Connect(2, B)]  # a plain failure: next
+    out = h(TransportFailed(h.p.conn, "SSLCertVerificationError(...)", tls=True))
+    failed = {type(a): a for a in out if isinstance(a, PublishFailed | RequestFailed)}
+    failed |= {type(a): a for a in out if isinstance(a, SubscriptionFailed)}
+    assert set(failed) == {PublishFailed, RequestFailed, SubscriptionFailed}
+    for a in failed.values():
+        assert isinstance(a.error, TlsError) and "SSLCertVerificationError" in str(a.error)
+        assert not a.error.retriable
+    assert h.p.state is ConnState.DISCONNECTED  # the link itself keeps trying for new calls
+    h.now += 1
+    h(Tick())
+    h(Publish(4, "t", recs(1)))
+    h(Tick())
+    h(Resolved((A,)))
+    h(TransportOpened(h.p.conn))
+    out = h.frame(MetaReply(0, "g1", "a", "primary", 1))
+    assert [p.records for p in h.pubs(out)] == [recs(1)]  # only the new one: the old one failed
+
+
+def test_a_tls_refusal_by_one_broker_does_not_fail_calls_another_broker_takes() -> None:
+    h = Harness(timeout=30.0)
+    h(Tick())
+    h(Publish(1, "t", recs(1)))
+    h(Tick())
+    h(Resolved((A, B)))
+    assert h(TransportFailed(h.p.conn, "bad certificate", tls=True)) == [Connect(2, B)]
+    h(TransportOpened(h.p.conn))
+    out = h.frame(MetaReply(0, "g1", "b", "primary", 1))
+    assert not [a for a in out if isinstance(a, PublishFailed)]
+    assert h.frame(PubAck(1, (5,), "g1")) == [PublishDone(1, (5,), "g1")]
 
 
 def test_a_failed_cluster_read_is_retried_not_the_end() -> None:

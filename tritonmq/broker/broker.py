@@ -18,6 +18,7 @@ import websockets
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from websockets.asyncio.server import Server, ServerConnection
 
+from tritonmq import tlsconfig
 from tritonmq.broker import clients, replica
 from tritonmq.broker.admission import Admission
 from tritonmq.broker.spawner import Spawner
@@ -86,6 +87,7 @@ class Broker:
         self.tasks = Spawner()
         self.follows: dict[int, asyncio.Task[None]] = {}
         self.follow_links: dict[int, Any] = {}
+        self.repl_tls = tlsconfig.replication_context(cfg) if cfg.tls_ca else None
         self._session = None
         self.admission = Admission(cfg.max_connections)
         self._stopping = asyncio.Event()
@@ -95,6 +97,7 @@ class Broker:
 
     async def start(self) -> None:
         host, _, port = self.cfg.listen.rpartition(":")
+        tls = tlsconfig.server_context(self.cfg)
         self.server = await websockets.serve(
             self._admitted,
             host or "127.0.0.1",
@@ -107,10 +110,12 @@ class Broker:
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
             close_timeout=1,
             max_queue=64,
+            ssl=tls,
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
-        self.url = f"ws://{self.cfg.advertise_host or bound_host}:{bound_port}"
+        scheme = "wss" if tls is not None else "ws"
+        self.url = f"{scheme}://{self.cfg.advertise_host or bound_host}:{bound_port}"
         me = Member(self.cfg.id, self.url, self.boot, self.cfg.advertise_repl)
         self.core = BrokerCore(self.cfg, me)
         self.coord = GroupCoordinator(
@@ -245,7 +250,14 @@ class Broker:
                     self.tasks.spawn(link.close(1000 if code else 1012, reason[:100]), "close")
                 case StartFollowing(follow_id=fid, primary=primary):
                     self.follows[fid] = self.tasks.spawn(
-                        replica.follow(fid, primary, self.cfg.listen, self.follow_links, self.feed),
+                        replica.follow(
+                            fid,
+                            primary,
+                            self.cfg.listen,
+                            self.follow_links,
+                            self.feed,
+                            tls=self.repl_tls,
+                        ),
                         f"follow-{primary.id}",
                     )
                 case StopFollowing(follow_id=fid):

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import ssl
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -13,11 +14,12 @@ from urllib.parse import urlparse
 import websockets
 from websockets.exceptions import WebSocketException
 
+from tritonmq import tlsconfig
 from tritonmq.client.link import Link
 from tritonmq.client.routing import ClusterView
 from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack, Fetched, FetchedRecord
-from tritonmq.errors import ClientClosed, ConfigError, ProtocolError, WrongGroup
+from tritonmq.errors import ClientClosed, ConfigError, ProtocolError, TlsError, WrongGroup
 from tritonmq.wire import frames
 from tritonmq.wire.codec import MSGPACK
 from tritonmq.wire.frames import SUBPROTOCOL, BrokerFrame, Commit, Fetch, Hello, Meta, MetaReply
@@ -34,9 +36,13 @@ class Client:
     """Connect with ``Client("zk://host:port")`` or ``Client("ws://host:port")``.
 
     ``zk://`` reads the cluster (slot map, groups, primaries) from ZooKeeper;
-    ``ws://`` asks any broker for it. Each topic is routed to the group that owns
-    its slot, over one connection per group that follows that group's primary
+    ``ws://`` (or ``wss://``) asks any broker for it. Each topic is routed to the group
+    that owns its slot, over one connection per group that follows that group's primary
     across failovers.
+
+    ``wss://`` brokers (a TLS cluster advertises them, whichever URL bootstrapped) are
+    always verified: against ``ca_file`` (PEM) if given, else the system's trust store.
+    A certificate that does not verify raises :class:`~tritonmq.errors.TlsError`.
     """
 
     def __init__(
@@ -49,12 +55,14 @@ class Client:
         timeout: float = 30.0,
         retries: int = 1000,
         connect_timeout: float = 30.0,
+        ca_file: str | None = None,
     ) -> None:
         parsed = urlparse(url)
         if parsed.scheme not in ("zk", "ws", "wss") or not parsed.netloc:
             raise ConfigError(
-                f"unsupported broker URL {url!r}: use zk://host:port or ws://host:port"
+                f"unsupported broker URL {url!r}: use zk://host:port, ws:// or wss://host:port"
             )
+        self._tls = tlsconfig.client_context(ca_file) if ca_file else None
         self.url = url
         self._scheme = parsed.scheme
         self._zk_hosts = parsed.netloc
@@ -67,6 +75,7 @@ class Client:
             "linger": linger,
             "timeout": timeout,
             "retries": retries,
+            "tls": self._tls,
         }
         self._view = ClusterView()
         self._links: dict[str, Link] = {}
@@ -155,7 +164,9 @@ class Client:
     async def _probe(self, group: str, exclude: str) -> tuple[int | None, str | None]:
         """Bug 8 without ZooKeeper: ask the group's other brokers for its epoch and primary."""
         urls = [u for u in {*self._view.candidates(group), *self._known} if u != exclude]
-        answers = await asyncio.gather(*(_hello(u) for u in urls), return_exceptions=True)
+        answers = await asyncio.gather(
+            *(_hello(u, self._tls) for u in urls), return_exceptions=True
+        )
         best: tuple[int | None, str | None] = (None, None)
         for a in answers:
             if isinstance(a, MetaReply) and a.group == group and a.primary_url:
@@ -170,10 +181,12 @@ class Client:
 
     async def _ask_a_broker(self) -> dict[str, Any]:
         last: BaseException | None = None
+        refused_tls: BaseException | None = None
         for url in list(self._known):
             try:
                 async with websockets.connect(
                     url,
+                    ssl=tlsconfig.for_url(url, self._tls),
                     subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
                     open_timeout=3,
                     compression=None,
@@ -182,6 +195,8 @@ class Client:
                     meta = MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 5))
             except (OSError, TimeoutError, ProtocolError, WebSocketException) as e:
                 last = e
+                if tlsconfig.is_tls_failure(e):
+                    refused_tls = e
                 continue
             if not isinstance(meta, MetaReply):
                 last = ProtocolError(f"{url} answered meta with {type(meta).__name__}")
@@ -192,6 +207,8 @@ class Client:
             for g in groups.values():
                 self._known.extend(u for u in g.get("members", {}).values() if u not in self._known)
             return {"groups": groups, "slots": meta.slots}
+        if refused_tls is not None:
+            raise TlsError(f"TLS handshake refused by {self._known}: {refused_tls}")
         raise ClientClosed(f"no broker reachable among {self._known}: {last}")
 
     def group_of(self, topic: str) -> str:
@@ -393,10 +410,11 @@ class Client:
         return link.new_subscription(topic, subscription, from_, window, mode)
 
 
-async def _hello(url: str) -> BrokerFrame:
+async def _hello(url: str, tls: ssl.SSLContext | None) -> BrokerFrame:
     """One broker's own view of its group (``hello``: no cluster read on its side)."""
     async with websockets.connect(
         url,
+        ssl=tlsconfig.for_url(url, tls),
         subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
         open_timeout=1,
         close_timeout=1,

@@ -84,8 +84,11 @@ class TransportOpened:
 
 @dataclass(frozen=True, slots=True)
 class TransportFailed:
+    """``tls``: the TLS handshake failed (a certificate that does not verify), not the network."""
+
     conn: int
     error: str
+    tls: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import random
+import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, assert_never
 
@@ -22,6 +23,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from tritonmq import tlsconfig
 from tritonmq.client.events import (
     AckRecord,
     Action,
@@ -84,8 +86,10 @@ class Link:
         probe_after: float = 1.0,
         codec: wire.Codec = wire.MSGPACK,
         rand: Callable[[], float] = random.random,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._resolve = resolve
+        self._tls = tls  # how wss:// brokers are verified (None: the system's trust store)
         self._probe = probe
         self._codec = codec
         self.max_frame = max_frame
@@ -278,6 +282,7 @@ class Link:
         try:
             ws = await websockets.connect(
                 url,
+                ssl=tlsconfig.for_url(url, self._tls),
                 subprotocols=[self._codec.subprotocol],  # type: ignore[list-item]
                 max_size=self.max_frame,
                 compression=None,
@@ -289,7 +294,7 @@ class Link:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            self._handle(TransportFailed(conn, repr(e)))
+            self._handle(TransportFailed(conn, repr(e), tls=tlsconfig.is_tls_failure(e)))
             return
         self._ws, self._ws_conn = ws, conn
         reason = ""

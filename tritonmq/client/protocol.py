@@ -16,7 +16,11 @@ Rules
    and try its ``primary_url`` hint next, then the other candidates. A handshake
    has ``handshake_timeout``. When every candidate failed, wait a backoff with
    jitter, ``min(backoff_max, backoff_base * 2**failures) * (0.5 + rand() / 2)``,
-   then resolve again. ``CONNECTED`` resets the failure count.
+   then resolve again. ``CONNECTED`` resets the failure count. A round in which
+   every candidate failed and at least one refused the TLS handshake (a
+   certificate that does not verify) fails every pending publish, request and
+   subscription with :class:`~tritonmq.errors.TlsError` at once: waiting cannot
+   fix a certificate, and a caller must not hang on one.
 2. **Batching.** Records are gathered per topic; a batch is sent at
    ``batch_size`` records or ``linger`` seconds after the first (0: the next turn
    of the event loop). Batch ids count 1, 2, 3, ... for the protocol's lifetime.
@@ -112,6 +116,7 @@ from tritonmq.client.pending import Ticket as _Ticket
 from tritonmq.errors import (
     ClientClosed,
     PublishTimeout,
+    TlsError,
     TritonError,
     Unavailable,
     WrongGroup,
@@ -177,6 +182,7 @@ class ClientProtocol:
     url: str | None = None  # of the connection being made or held
     conn: int = 0
     last_error: str = ""
+    _tls_error: str = ""  # a TLS handshake refused in this round of candidates
     _candidates: deque[str] = field(default_factory=deque)
     _tried: set[str] = field(default_factory=set)
     _failures: int = 0
@@ -234,9 +240,11 @@ class ClientProtocol:
             case TransportOpened(conn=conn):
                 if conn == self.conn and self.state is ConnState.CONNECTING:
                     out.append(Send(Hello(CLIENT_NAME)))
-            case TransportFailed(conn=conn, error=error):
+            case TransportFailed(conn=conn, error=error, tls=tls):
                 if conn == self.conn and self.state is ConnState.CONNECTING:
                     self.last_error = f"{self.url}: {error}"
+                    if tls:
+                        self._tls_error = self.last_error
                     self._try_next(now)
             case TransportClosed(conn=conn, reason=reason):
                 if conn == self.conn and self.state is ConnState.CONNECTING:
@@ -545,6 +553,7 @@ class ClientProtocol:
             self._disconnected_since = None
             self._probing = False
             self._next_probe = 0.0
+            self._tls_error = ""
             for sub in self._subs.values():
                 self._out.append(Send(sub.frame(now)))
             self._flush_acks()
@@ -583,6 +592,9 @@ class ClientProtocol:
         self._handshake_deadline = _NEVER
         self._reconnect_at = now + self.backoff_delay(self._failures)
         self._failures += 1
+        if self._tls_error:
+            self._fail_pending(TlsError(f"TLS handshake refused: {self._tls_error}"))
+            self._tls_error = ""
 
     def backoff_delay(self, failures: int) -> float:
         """``min(max, base * 2**failures)`` scaled by a random factor in [0.5, 1)."""
@@ -591,6 +603,7 @@ class ClientProtocol:
 
     def _start(self, now: float) -> None:
         self._tried = set()
+        self._tls_error = ""
         self._candidates = deque()
         if self._hint:
             self._candidates.append(self._hint)
@@ -738,7 +751,10 @@ class ClientProtocol:
         if self.state in (ConnState.CONNECTING, ConnState.CONNECTED):
             self._out.append(Disconnect(self.conn))
         self.state = ConnState.CLOSED
-        err = ClientClosed("client closed")
+        self._fail_pending(ClientClosed("client closed"))
+
+    def _fail_pending(self, err: TritonError) -> None:
+        """End every pending publish, subscription and request with ``err``."""
         for ticket in self._tickets:
             self._out.append(PublishFailed(ticket, err))
         for sid in self._subs:
@@ -752,6 +768,10 @@ class ClientProtocol:
         self._buffer.clear()
         self._buffered.clear()
         self._unsent.clear()
+        self._in_flight = 0
+        self._flush_at = _NEVER
+        self._acks.clear()
+        self._shared_acks.clear()
 
     def _when_closed(self, event: Event) -> None:
         err = ClientClosed("client closed")

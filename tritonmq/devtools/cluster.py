@@ -17,6 +17,11 @@ its ``advertise_repl`` URL), and it reaches ZooKeeper through proxies of its
 own. Cutting a proxy for one source address is a network partition between
 two brokers, or between a broker and ZooKeeper, while clients keep using the
 brokers' real URLs.
+
+A *tls* cluster makes a local CA and a broker certificate in its work directory
+(:mod:`tritonmq.devtools.certs`), for every address its brokers and proxies use;
+its brokers serve ``wss://`` and verify each other with that CA, and clients need
+:attr:`DevCluster.ca_file` (``Client(url, ca_file=...)``, ``--ca-file``).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from kazoo.exceptions import NoNodeError
 from tritonmq.coord import paths
 from tritonmq.coord.inspect import fetch_cluster
 from tritonmq.coord.slots import init_cluster
+from tritonmq.devtools.certs import DEFAULT_HOSTS, DevCerts, make_dev_certs
 from tritonmq.devtools.netproxy import Proxy
 from tritonmq.devtools.zkserver import ZooKeeperServer
 from tritonmq.errors import CoordinationError
@@ -97,10 +103,12 @@ class DevCluster:
         broker_args: list[str] | None = None,
         chroot: str = "/tritonmq",
         isolated: bool = False,
+        tls: bool = False,
     ) -> None:
         """``zk``: a connect string (one server or an ensemble) instead of starting a
         ZooKeeper; ``isolated``: put proxies in the way so the network can be partitioned
-        (see the module docstring and :meth:`cut_replication`, :meth:`cut_zk`)."""
+        (see the module docstring and :meth:`cut_replication`, :meth:`cut_zk`);
+        ``tls``: brokers serve ``wss://`` with certificates of a local CA (:attr:`ca_file`)."""
         self.n_groups = groups
         self.replicas = replicas
         self.zk_hosts = zk
@@ -116,6 +124,8 @@ class DevCluster:
         self.repl_proxies: dict[str, Proxy] = {}  # broker id -> proxy in front of it
         self.zk_proxies: dict[str, list[Proxy]] = {}  # broker id -> its way to each ZK server
         self.spawned: list[int] = []  # every process it started, so a harness can check they end
+        self.tls = tls
+        self.certs: DevCerts | None = None
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -129,6 +139,9 @@ class DevCluster:
             for r in range(1, self.replicas + 1):
                 group, bid = f"g{g}", f"g{g}b{r}"
                 self.brokers[bid] = self._new_broker(group, bid)
+        if self.tls:
+            hosts = [*DEFAULT_HOSTS, *(b.host for b in self.brokers.values())]
+            self.certs = make_dev_certs(self.workdir / "tls", hosts)
         init_cluster(
             str(self.zk_hosts), self.chroot, [f"g{g}" for g in range(1, self.n_groups + 1)], 64
         )
@@ -180,7 +193,7 @@ class DevCluster:
         b = BrokerProc(group, bid, 0, log_path, host=host)
         repl = self.repl_proxies[bid] = Proxy(host, 0)  # aimed at the port once it is bound
         repl.start()
-        b.repl_url = f"ws://{repl.address}"
+        b.repl_url = f"{'wss' if self.tls else 'ws'}://{repl.address}"
         servers, slash, chroot = str(self.zk_hosts).partition("/")
         zks = self.zk_proxies[bid] = []
         for server in servers.split(","):
@@ -201,6 +214,9 @@ class DevCluster:
             cmd += ["--advertise-repl", b.repl_url]
         if self.config:
             cmd += ["--config", self.config]
+        if self.certs is not None:
+            c = self.certs
+            cmd += ["--tls-cert", str(c.cert), "--tls-key", str(c.key), "--tls-ca", str(c.ca)]
         cmd += self.broker_args + b.extra
         logf = open(b.log_path, "ab")  # noqa: SIM115 - handed to the child
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -376,9 +392,15 @@ class DevCluster:
     def wait_healthy(self, timeout: float = 60.0) -> None:
         wait_for(self.healthy, timeout, "every group to have a primary and a full ISR", 0.1)
 
+    @property
+    def ca_file(self) -> str | None:
+        """The CA file clients verify a tls cluster's brokers with (None: not a tls cluster)."""
+        return str(self.certs.ca) if self.certs is not None else None
+
     def state(self) -> dict[str, Any]:
         return {
             "zk": self.zk_hosts,
+            "ca_file": self.ca_file,
             "brokers": [
                 {"group": b.group, "id": b.id, "url": b.url, "pid": b.pid}
                 for b in self.brokers.values()
