@@ -6,6 +6,7 @@ import asyncio
 from http import HTTPStatus
 from typing import Any
 
+import pytest
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
@@ -66,3 +67,26 @@ def test_a_handler_that_fails_still_releases_its_slot() -> None:
         assert a.open == 0
 
     asyncio.run(run())
+
+
+def test_the_open_file_limit_is_raised_for_the_cap_or_a_warning_says_it_cannot_be(
+    caplog: Any,
+) -> None:
+    import resource
+
+    from tritonmq.broker.admission import FD_HEADROOM, fit_fd_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 600 + FD_HEADROOM:
+        pytest.skip(f"hard open-file limit {hard} is too low to raise anything")
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512), hard))
+        with caplog.at_level("WARNING", logger="tritonmq.broker"):
+            assert fit_fd_limit(600) == 600 + FD_HEADROOM  # raised within the hard limit
+            assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 600 + FD_HEADROOM
+            assert not caplog.records
+            if hard != resource.RLIM_INFINITY:
+                assert fit_fd_limit(hard) == hard
+                assert f"max_connections={hard}" in caplog.text and "ulimit" in caplog.text
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

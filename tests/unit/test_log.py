@@ -440,3 +440,24 @@ def test_the_purged_head_is_rescanned_after_a_truncation_below_it() -> None:
     log.purge("b", 4)
     assert log.base_ts == 1, "records at ts 5 and 6 are not placeholders to compact away"
     assert [e[1][0] for e in log.entries_between(5, 6) if e is not None] == [5, 6]
+
+
+def test_the_record_count_follows_appends_purges_truncation_and_reset() -> None:
+    """meta's ``records`` is one read, not a walk over every topic (a `hello` flood on a
+    group of 100,000 topics walked them all for each)."""
+    log = GroupLog()
+
+    def walked() -> int:
+        return sum(len(t.records) for t in log.topics.values())
+
+    for i in range(20):
+        log.append_new("abc"[i % 3], b"u%d" % i, None, b"v", None)
+    log.purge("a", 10)
+    assert log.records == walked() == 16
+    log.truncate_after(15)
+    assert log.records == walked() == 11
+    other = GroupLog()
+    other.append_replicated(1, log.entries_between(1, 15))
+    assert other.records == 11
+    log.reset_to(100)
+    assert log.records == walked() == 0

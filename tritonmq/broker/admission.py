@@ -9,6 +9,7 @@ broker stays below its open-file limit and keeps serving the connections it has.
 from __future__ import annotations
 
 import logging
+import resource
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
@@ -18,6 +19,34 @@ from websockets.http11 import Request, Response
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL
 
 log = logging.getLogger("tritonmq.broker")
+
+
+FD_HEADROOM = 256  # descriptors besides client connections: ZooKeeper, replication, files
+
+
+def fit_fd_limit(max_connections: int) -> int:
+    """Raise this process's open-file limit (up to its hard limit) so that
+    ``max_connections`` is what refuses clients, not the limit; log a warning when it
+    cannot be. Returns the soft limit in force."""
+    want = max_connections + FD_HEADROOM
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return soft
+    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        soft = new
+    except (ValueError, OSError) as e:
+        log.debug("could not raise the open-file limit to %d: %s", new, e)
+    if soft < want:
+        log.warning(
+            "max_connections=%d needs %d open files, this process may have %d:"
+            " raise the limit (ulimit -n) or lower max_connections",
+            max_connections,
+            want,
+            soft,
+        )
+    return soft
 
 
 class Admission:
@@ -30,6 +59,7 @@ class Admission:
     """
 
     def __init__(self, max_connections: int) -> None:
+        fit_fd_limit(max_connections)
         self.max = max_connections
         self.open = 0
         self.refused = 0

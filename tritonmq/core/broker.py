@@ -236,7 +236,7 @@ class BrokerCore:
             "members": {m.id: m.url for m in self.members.values()},
             "commit": self.commit_ts,
             "bytes": self.log.bytes,
-            "records": sum(len(t.records) for t in self.log.topics.values()),
+            "records": self.log.records,
         }
 
     # --- clients --------------------------------------------------------------------

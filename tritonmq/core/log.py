@@ -178,6 +178,7 @@ class GroupLog:
         "published",
         "_head",
         "_deleted",
+        "records",
     )
 
     def __init__(self, base_ts: int = 1) -> None:
@@ -192,6 +193,7 @@ class GroupLog:
         self.purged: deque[tuple[int, bytes]] = deque()  # (ts, uuid) still in the dedup table
         self.epochs: list[tuple[int, int]] = []
         self.bytes = 0  # what the retained records cost in memory
+        self.records = 0  # retained records (meta answers it without walking every topic)
         # (first ts of a batch, wall-clock ms at which the primary accepted it), ascending:
         # recorded once per batch by the primary and replicated, so every replica agrees.
         self.published: list[tuple[int, int]] = []
@@ -259,6 +261,7 @@ class GroupLog:
         t.add(rec, size)
         self.cum.append((self.cum[-1] if self.cum else self.cum0) + size)
         self.bytes += memory_size(rec, size)
+        self.records += 1
         self.uuids[uuid] = ts
         return ts
 
@@ -286,6 +289,7 @@ class GroupLog:
                 t.add(rec, size)
                 total += size
                 self.bytes += memory_size(rec, size)
+                self.records += 1
                 uuids[rec[1]] = rec[0]
             cum.append(total)
         self.entries.extend(entries)
@@ -352,6 +356,7 @@ class GroupLog:
             topic, rec = e
             t = self.topics[topic]
             self.bytes -= memory_size(rec, t.bytes_in(len(t.records) - 1, len(t.records)))
+            self.records -= 1
             t.pop()
             if not t.records:
                 self.free_if_unused(topic)
@@ -378,6 +383,7 @@ class GroupLog:
         self.uuids = {}
         self.purged = deque()
         self.bytes = 0
+        self.records = 0
         self.epochs = [e for e in self.epochs if e[1] < base_ts]
         self.published = []  # the primary's next append carries the pair covering base_ts
 
@@ -397,6 +403,7 @@ class GroupLog:
             purged.append((rec[0], rec[1]))
             freed += memory_size(rec, record_size(rec))
         self.bytes -= freed
+        self.records -= len(gone)
         if not t.records:
             self.free_if_unused(topic)
         self._compact()
