@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from tritonmq.cli_admin import add_commands, read_token, token_option
 from tritonmq.errors import TritonError
 
 
@@ -276,13 +277,14 @@ def subscriptions(zk_hosts: str, chroot: str, as_json: bool, ca_file: str | None
     from rich.table import Table
 
     table = Table(title="TritonMQ durable subscriptions")
-    for col in ("topic", "subscription", "mode", "group", "offset", "head", "lag"):
+    for col in ("topic", "subscription", "mode", "owner", "group", "offset", "head", "lag"):
         table.add_column(col)
     for s in subs:
         table.add_row(
             s["topic"],
             s["name"],
             s["mode"],
+            s["owner"] or "anonymous",
             s["group"],
             str(s["offset"]),
             str(s["head"]),
@@ -311,6 +313,7 @@ _zk_option = click.option(
 @_url_option
 @_zk_option
 @_ca_file_option
+@token_option
 @click.option("--key", default=None, help="Record key (UTF-8).")
 def pub(
     topic: str,
@@ -318,6 +321,7 @@ def pub(
     url: str | None,
     zk_hosts: str | None,
     ca_file: str | None,
+    token_file: str | None,
     key: str | None,
 ) -> None:
     """Publish VALUE to TOPIC; with VALUE '-' (or none), publish each line of standard input."""
@@ -325,7 +329,7 @@ def pub(
 
     from tritonmq.client import Client
 
-    target = _client_url(url, zk_hosts)
+    target, token = _client_url(url, zk_hosts), read_token(token_file)
     lines = (
         [value.encode()]
         if value not in (None, "-")
@@ -333,7 +337,7 @@ def pub(
     )
 
     async def run() -> None:
-        async with Client(target, ca_file=ca_file) as c:
+        async with Client(target, ca_file=ca_file, token=token) as c:
             k = key.encode() if key is not None else None
             acks = await asyncio.gather(*(c.publish(topic, v, key=k) for v in lines))
             for a in acks:
@@ -351,6 +355,7 @@ def pub(
 @_url_option
 @_zk_option
 @_ca_file_option
+@token_option
 @click.option("--subscription", default=None, help="Subscription name (makes it durable).")
 @click.option(
     "--mode",
@@ -371,6 +376,7 @@ def sub(
     url: str | None,
     zk_hosts: str | None,
     ca_file: str | None,
+    token_file: str | None,
     subscription: str | None,
     mode: str,
     from_: str,
@@ -382,7 +388,7 @@ def sub(
 
     from tritonmq.client import Client
 
-    target = _client_url(url, zk_hosts)
+    target, token = _client_url(url, zk_hosts), read_token(token_file)
     if mode == "shared" and not subscription:
         _fail("--mode shared needs --subscription")
     start: str | int = from_
@@ -393,7 +399,7 @@ def sub(
 
     async def run() -> None:
         seen = 0
-        client = Client(target, ca_file=ca_file)
+        client = Client(target, ca_file=ca_file, token=token)
         async with client as c, c.subscribe(topic, subscription, start, mode=mode) as s:
             async for msg in s:
                 text = msg.value.decode("utf-8", "replace")
@@ -654,3 +660,6 @@ def sim(
     if summary.failed:
         click.echo(f"replay one with: tritonmq sim --seed {summary.failed[0].seed}")
     sys.exit(1 if summary.failed else 0)
+
+
+add_commands(main)  # subscription delete|reset, token (tritonmq/cli_admin.py)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,10 @@ class BrokerConfig:
     tls_ca: str = ""  # PEM CA file a follower verifies its primary with; empty: system store
 
     # --- security: client tokens, authorization, Origin ---
+    auth_required: bool = False  # False: anonymous clients may do everything (dev)
+    auth_key_file: str = ""  # HS*: the shared secret; RS*/ES*: a PEM public key
+    auth_algorithms: list[str] = dataclasses.field(default_factory=lambda: ["HS256"])
+    allowed_origins: list[str] = dataclasses.field(default_factory=list)  # []: same origin
 
     # --- bounds: wire and per-connection ---
 
@@ -114,4 +119,28 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("max_connections, max_subscriptions_per_conn, max_topics must be >= 1")
     if not 1 <= cfg.max_name_len <= 249:
         raise ConfigError("max_name_len must be 1..249 (the wire's own bound)")
+    _check_client_security(cfg)
     return cfg
+
+
+TOKEN_ALGORITHMS = frozenset(
+    {"HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512"}
+)
+
+
+def _check_client_security(cfg: BrokerConfig) -> None:
+    algs = cfg.auth_algorithms
+    if not algs or not all(isinstance(a, str) and a in TOKEN_ALGORITHMS for a in algs):
+        raise ConfigError(
+            f"auth_algorithms must name some of {', '.join(sorted(TOKEN_ALGORITHMS))}"
+        )
+    if len({a[:2] for a in algs}) > 1:
+        raise ConfigError(
+            "auth_algorithms must not mix HS*, RS* and ES*: one key verifies them all"
+        )
+    if not all(isinstance(o, str) and o for o in cfg.allowed_origins):
+        raise ConfigError("allowed_origins must be a list of origins, or ['*']")
+    if cfg.auth_key_file and not Path(cfg.auth_key_file).is_file():
+        raise ConfigError(f"auth_key_file {cfg.auth_key_file} is not a readable file")
+    if cfg.auth_required and not (cfg.auth_key_file or os.environ.get("TRITONMQ_AUTH_KEY")):
+        raise ConfigError("auth_required needs a key: set auth_key_file or $TRITONMQ_AUTH_KEY")

@@ -133,6 +133,29 @@ class Purged(RequestRejected):
         self.last = last
 
 
+class Unauthenticated(RequestRejected):
+    """The broker requires a token and got none, or one it could not verify."""
+
+    code = "UNAUTHENTICATED"
+
+
+class TokenExpired(RequestRejected):
+    """The connection's token expired: ``Client.refresh_token`` with a fresh one."""
+
+    code = "TOKEN_EXPIRED"
+
+
+class Forbidden(RequestRejected):
+    """The principal may not do this (its claims, or another principal's subscription)."""
+
+    code = "FORBIDDEN"
+
+
+_REFUSED: dict[str, type[RequestRejected]] = {
+    c.code: c for c in (Unauthenticated, TokenExpired, Forbidden)
+}
+
+
 class ReplicationError(TritonError):
     code = "REPLICATION"
 
@@ -202,6 +225,9 @@ def error_from_wire(
     cls = _RETRIABLE.get(code)
     if cls is not None:
         return cls(message)
+    refused = _REFUSED.get(code)
+    if refused is not None:
+        return refused(message)
     if retriable:
         return RetriableError(message, code=code)
     return RequestRejected(message, code=code)

@@ -46,6 +46,7 @@ def test_source_defaults_and_kafka_names() -> None:
         ({"zk": "h:1", "topics": "a", "failOnDataLoss": "maybe"}, "true or false"),
         ({"zk": "h:1", "topics": "a", "subscription": ""}, "1..249"),
         ({"zk": "h:1", "topics": "a", "caFile": " "}, "caFile"),
+        ({"zk": "h:1", "topics": "a", "tokenFile": ""}, "tokenFile"),
     ],
 )
 def test_bad_source_options_say_what_is_wrong(opts: dict[str, str], says: str) -> None:
@@ -66,3 +67,10 @@ def test_sink_options() -> None:
     assert sink_options({"url": "ws://h:1"}).topic is None
     with pytest.raises(ConfigError, match="sinkId"):
         sink_options({"zk": "h:1", "sinkId": ""})
+
+
+def test_token_file_for_brokers_that_require_tokens() -> None:
+    o = source_options({"zk": "h:1", "topics": "a", "tokenFile": "/etc/tm/spark.token"})
+    assert o.token_file == "/etc/tm/spark.token"
+    assert source_options({"zk": "h:1", "topics": "a"}).token_file is None
+    assert sink_options({"zk": "h:1", "tokenFile": "t"}).token_file == "t"

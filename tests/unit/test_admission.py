@@ -90,3 +90,19 @@ def test_the_open_file_limit_is_raised_for_the_cap_or_a_warning_says_it_cannot_b
                 assert f"max_connections={hard}" in caplog.text and "ulimit" in caplog.text
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_origin_check_runs_first_and_the_cap_after_it() -> None:
+    a = Admission(0)
+    conn: Any = Conn()
+
+    def forbid(c: Any, _: Request) -> Response:
+        return c.respond(HTTPStatus.FORBIDDEN, "Origin not allowed\n")
+
+    def allow(c: Any, _: Request) -> None:
+        return None
+
+    refused = a.after(forbid)(conn, request(SUBPROTOCOL))
+    assert refused is not None and refused.status_code == 403
+    full = a.after(allow)(conn, request(SUBPROTOCOL))
+    assert full is not None and full.status_code == 503

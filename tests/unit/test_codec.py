@@ -34,7 +34,10 @@ from tritonmq.wire.frames import (
     PubAck,
     ReplAck,
     Sub,
+    SubDelete,
+    SubInfo,
     SubOk,
+    SubReset,
     Unsub,
 )
 
@@ -104,6 +107,43 @@ def test_a_shared_sub_carries_what_its_member_acked_and_holds(
 @settings(max_examples=300)
 def test_every_client_frame_round_trips(frame: ClientFrame) -> None:
     assert codec.decode_client(codec.enc_client(frame)) == frame
+
+
+security_frames: st.SearchStrategy[ClientFrame] = st.one_of(
+    st.builds(Hello, st.text(max_size=40), st.none() | st.text(min_size=1, max_size=2000)),
+    st.builds(SubDelete, ids, names, short_names, st.booleans()),
+    st.builds(SubReset, ids, names, short_names, starts, st.booleans()),
+)
+
+
+@given(security_frames)
+def test_hello_with_a_token_and_the_admin_ops_round_trip(frame: ClientFrame) -> None:
+    assert codec.decode_client(codec.enc_client(frame)) == frame
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"op": "hello", "token": 5},
+        {"op": "hello", "token": "x" * (codec.MAX_TOKEN_LEN + 1)},
+        {"op": "subdel", "id": 1, "topic": "t"},
+        {"op": "subdel", "id": 1, "topic": "t", "subscription": "s", "execute": 1},
+        {"op": "subreset", "id": 1, "topic": "t", "subscription": "s"},
+        {"op": "subreset", "id": 1, "topic": "t", "subscription": "s", "to": "now"},
+        {"op": "subreset", "id": 1, "topic": "t", "subscription": "s", "to": -1},
+    ],
+)
+def test_bad_tokens_and_admin_ops_are_malformed(fields: dict[str, Any]) -> None:
+    with pytest.raises(MalformedFrame):
+        codec.decode_client(codec.packb(fields))
+
+
+def test_subinfo_round_trips() -> None:
+    for info in (
+        SubInfo(3, "t", "s", "shared", "alice", 7, 0, "reset", 9, True),
+        SubInfo(4, "t", "s", "broadcast", "", 7, 2, "delete"),
+    ):
+        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(info)) == info
 
 
 @given(ids, ids, entries)

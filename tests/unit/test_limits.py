@@ -10,7 +10,7 @@ from tritonmq.core.actions import SendError, SendPubAck, SendSubOk
 from tritonmq.core.events import ClientFrameIn, ClientGone, Tick
 from tritonmq.core.limits import Caps, check_names, name_problem
 from tritonmq.errors import ConfigError
-from tritonmq.wire.frames import Commit, ErrorCode, Fetch, From, Pub, Sub, Unsub
+from tritonmq.wire.frames import Commit, ErrorCode, Fetch, From, Pub, Sub, SubDelete, Unsub
 
 
 @pytest.mark.parametrize(
@@ -54,6 +54,8 @@ def test_every_frame_naming_a_topic_or_subscription_is_checked_and_answered_by_r
     fetch = check_names("c", Fetch(5, "\x01", 1, 2, 3), caps)
     assert fetch is not None and fetch.id == 5
     assert check_names("c", Sub(3, "t", "name", From.LATEST), caps) is None
+    delete = check_names("c", SubDelete(6, "t", "a/b"), caps)
+    assert delete is not None and (delete.code, delete.id) == (ErrorCode.BAD_REQUEST, 6)
 
 
 def test_a_bad_name_is_refused_by_the_core_and_nothing_is_created() -> None:

@@ -19,6 +19,7 @@ from websockets.http11 import Request, Response
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL
 
 log = logging.getLogger("tritonmq.broker")
+Hook = Callable[[ServerConnection, Request], Response | None]
 
 
 FD_HEADROOM = 256  # descriptors besides client connections: ZooKeeper, replication, files
@@ -79,6 +80,14 @@ class Admission:
             HTTPStatus.SERVICE_UNAVAILABLE,
             f"this broker has max_connections={self.max} client connections; retry later\n",
         )
+
+    def after(self, first: Hook) -> Hook:
+        """One ``process_request`` hook: ``first`` (e.g. the Origin check), then the cap."""
+
+        def hook(conn: ServerConnection, request: Request) -> Response | None:
+            return first(conn, request) or self.process_request(conn, request)
+
+        return hook
 
     async def serve(
         self, ws: ServerConnection, handler: Callable[[ServerConnection], Awaitable[None]]

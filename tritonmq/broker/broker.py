@@ -21,6 +21,7 @@ from websockets.asyncio.server import Server, ServerConnection
 from tritonmq import tlsconfig
 from tritonmq.broker import clients, replica
 from tritonmq.broker.admission import Admission
+from tritonmq.broker.origin import origin_check
 from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
 from tritonmq.coord.group import GroupCoordinator
@@ -29,6 +30,7 @@ from tritonmq.core.actions import (
     Action,
     CloseConn,
     CloseLink,
+    DeleteSubscription,
     Deliver,
     LoadSubscriptions,
     LogLine,
@@ -45,6 +47,7 @@ from tritonmq.core.actions import (
     SendMeta,
     SendPubAck,
     SendPurge,
+    SendSubInfo,
     SendSubOk,
     SendToPrimary,
     StartFollowing,
@@ -66,6 +69,7 @@ from tritonmq.core.events import (
     ZkView,
 )
 from tritonmq.core.group import GroupState, Member
+from tritonmq.tokens import TokenVerifier
 from tritonmq.wire import codec
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode, Follow
 
@@ -92,6 +96,7 @@ class Broker:
         self.admission = Admission(cfg.max_connections)
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
+        self.tokens = TokenVerifier.from_config(cfg)
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -103,7 +108,6 @@ class Broker:
             host or "127.0.0.1",
             int(port),
             subprotocols=[SUBPROTOCOL, REPL_SUBPROTOCOL],  # type: ignore[list-item]
-            process_request=self.admission.process_request,
             max_size=self.cfg.max_frame_bytes,
             compression=None,
             ping_interval=5,
@@ -111,6 +115,7 @@ class Broker:
             close_timeout=1,
             max_queue=64,
             ssl=tls,
+            process_request=self.admission.after(origin_check(self.cfg.allowed_origins)),
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
@@ -136,6 +141,11 @@ class Broker:
             self.url,
             self.boot,
         )
+        if not self.cfg.auth_required:
+            log.warning(
+                "ANONYMOUS ACCESS: clients need no token and may publish, read, and delete or "
+                "reset any subscription (set auth_required for production; docs/security.md)"
+            )
         self._zk_changed()
         self.tasks.spawn(self._ticker(), "ticker")
 
@@ -193,7 +203,7 @@ class Broker:
         if ws.subprotocol == REPL_SUBPROTOCOL:
             await replica.serve_follower(ws, self.feed)
         else:
-            await clients.serve(ws, self.cfg, self.feed)
+            await clients.serve(ws, self.cfg, self.feed, self.tokens.verify)
 
     # --- actions out -----------------------------------------------------------------
 
@@ -229,6 +239,8 @@ class Broker:
                     self.send(conn, data)
                 case SendCommitted(conn=conn, id=cid, ts=ts, head=head):
                     self.send(conn, codec.enc_committed(cid, ts, head))
+                case SendSubInfo(conn=conn, info=info):
+                    self.send(conn, codec.enc_subinfo(info))
                 case SendMeta(conn=conn, info=info, cluster=cluster):
                     if cluster:
                         self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")
@@ -280,7 +292,10 @@ class Broker:
                 case StoreOffsets(offsets=offsets):
                     self.tasks.spawn(self._store(offsets), "store-offsets")
                 case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
-                    self.tasks.spawn(self._register(topic, name, mode, offset), "register")
+                    owner = a.owner
+                    self.tasks.spawn(self._register(topic, name, mode, offset, owner), "register")
+                case DeleteSubscription(topic=topic, name=name):
+                    self.tasks.spawn(self._delete(topic, name), "delete-subscription")
                 case LogLine(level=level, message=message):
                     log.log(level, "%s", message)
                 case Stopped():
@@ -323,14 +338,15 @@ class Broker:
         assert self.offsets is not None and self.core is not None
         core = self.core
         found: list[tuple[str, str, str, int]] | None
+        owners: dict[tuple[str, str], str] = {}
         try:
             found = await self.offsets.load(
-                lambda t: core.slots is None or core.slots.group_of(t) == self.cfg.group
+                lambda t: core.slots is None or core.slots.group_of(t) == self.cfg.group, owners
             )
         except Exception as e:  # ZooKeeper unreachable: the core retries
             log.warning("loading subscriptions failed: %s", e)
             found = None
-        self.feed(SubscriptionsLoaded(request, found, time.monotonic()))
+        self.feed(SubscriptionsLoaded(request, found, time.monotonic(), owners))
 
     async def _store(self, offsets: tuple[tuple[str, str, int], ...]) -> None:
         assert self.offsets is not None
@@ -342,11 +358,18 @@ class Broker:
             ok = False
         self.feed(OffsetsStored(offsets, ok, time.monotonic()))
 
-    async def _register(self, topic: str, name: str, mode: str, offset: int) -> None:
+    async def _delete(self, topic: str, name: str) -> None:
+        assert self.offsets is not None
+        try:
+            await self.offsets.delete(topic, name)
+        except Exception as e:  # it comes back on the next load: say so
+            log.error("deleting subscription %s/%s from ZooKeeper failed: %s", topic, name, e)
+
+    async def _register(self, topic: str, name: str, mode: str, offset: int, owner: str) -> None:
         assert self.offsets is not None
         held: int | None
         try:
-            held = await self.offsets.register(topic, name, mode, offset)
+            held = await self.offsets.register(topic, name, mode, offset, owner)
         except Exception as e:
             log.warning("registering subscription %s/%s failed: %s", topic, name, e)
             held = None

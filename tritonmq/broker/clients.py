@@ -14,14 +14,21 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from tritonmq.config import BrokerConfig
+from tritonmq.core.auth import Principal, TokenRejected
 from tritonmq.core.events import ClientFrameIn, ClientGone, Event
 from tritonmq.errors import ProtocolError
 from tritonmq.wire import codec
-from tritonmq.wire.frames import ErrorCode
+from tritonmq.wire.frames import ErrorCode, Hello
 
 
-async def serve(ws: ServerConnection, cfg: BrokerConfig, feed: Callable[[Event], None]) -> None:
-    """Read ``ws`` until it closes, feeding each decoded frame to the core."""
+async def serve(
+    ws: ServerConnection,
+    cfg: BrokerConfig,
+    feed: Callable[[Event], None],
+    verify: Callable[[str], Principal | TokenRejected] | None = None,
+) -> None:
+    """Read ``ws`` until it closes, feeding each decoded frame to the core; the token of a
+    ``hello`` is verified (``verify``: signature and claims) before the core judges it."""
     try:
         async for data in ws:
             try:
@@ -34,7 +41,11 @@ async def serve(ws: ServerConnection, cfg: BrokerConfig, feed: Callable[[Event],
             except ProtocolError as e:
                 await ws.send(codec.enc_error(ErrorCode(e.code), e.message, id=e.id, sid=e.sid))
                 continue
-            feed(ClientFrameIn(ws, frame, time.monotonic(), time.time_ns() // 1_000_000))
+            verified = None
+            if isinstance(frame, Hello) and frame.token and verify is not None:
+                verified = verify(frame.token)
+            wall_ms = time.time_ns() // 1_000_000
+            feed(ClientFrameIn(ws, frame, time.monotonic(), wall_ms, verified))
     except ConnectionClosed:
         pass
     finally:

@@ -23,6 +23,9 @@ from tritonmq.wire.frames import (
     MetaReply,
     PubRecord,
     Record,
+    SubDelete,
+    SubInfo,
+    SubReset,
 )
 
 # --- events (inputs) ---------------------------------------------------------------
@@ -43,7 +46,14 @@ class Request:
     wire ``id`` (the frame's own is ignored). ``ticket`` names the answer."""
 
     ticket: int
-    frame: Fetch | Commit | Meta
+    frame: Fetch | Commit | Meta | SubDelete | SubReset
+
+
+@dataclass(frozen=True, slots=True)
+class SetToken:
+    """The token to present in ``hello`` from now on (rule 10); None: none."""
+
+    token: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +144,7 @@ Event: TypeAlias = (
     | TransportClosed
     | FrameReceived
     | EpochSeen
+    | SetToken
     | Tick
     | Close
 )
@@ -186,7 +197,7 @@ class PublishFailed:
 @dataclass(frozen=True, slots=True)
 class Answered:
     ticket: int
-    frame: Fetched | Committed | MetaReply
+    frame: Fetched | Committed | MetaReply | SubInfo
 
 
 @dataclass(frozen=True, slots=True)

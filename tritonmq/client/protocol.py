@@ -68,6 +68,11 @@ Rules
    its ``subscribe``, or every subscription when no connection could be made for
    ``timeout``, fails with :class:`~tritonmq.errors.Unavailable`; a failed resolve is
    retried with backoff and remembered as the last error.
+10. **Tokens.** ``hello`` carries the token (``SetToken`` replaces it; on a live connection a
+   new ``hello`` with it is sent at once, refreshing the broker's copy). A ``hello`` answered
+   with a non-retriable ``error`` (``UNAUTHENTICATED``, ``TOKEN_EXPIRED``) fails every
+   waiting batch, request and subscription with it, and the connection is tried again after
+   ``backoff_max``, with whatever token is set by then.
 """
 
 from __future__ import annotations
@@ -99,6 +104,7 @@ from tritonmq.client.events import (
     Resolved,
     ResolveFailed,
     Send,
+    SetToken,
     Subscribe,
     Subscribed,
     SubscriptionFailed,
@@ -135,6 +141,7 @@ from tritonmq.wire.frames import (
     PubAck,
     PubRecord,
     Record,
+    SubInfo,
     SubOk,
     Unsub,
 )
@@ -178,6 +185,7 @@ class ClientProtocol:
     rand: Callable[[], float]
     state: ConnState = ConnState.DISCONNECTED
     group: str = ""
+    token: str | None = None  # sent in every ``hello`` (docs/security.md)
     epoch: int = 0
     url: str | None = None  # of the connection being made or held
     conn: int = 0
@@ -239,7 +247,11 @@ class ClientProtocol:
                     self._backoff(now)
             case TransportOpened(conn=conn):
                 if conn == self.conn and self.state is ConnState.CONNECTING:
-                    out.append(Send(Hello(CLIENT_NAME)))
+                    out.append(Send(Hello(CLIENT_NAME, self.token)))
+            case SetToken(token=token):
+                self.token = token
+                if self.state is ConnState.CONNECTED:
+                    out.append(Send(Hello(CLIENT_NAME, token)))
             case TransportFailed(conn=conn, error=error, tls=tls):
                 if conn == self.conn and self.state is ConnState.CONNECTING:
                     self.last_error = f"{self.url}: {error}"
@@ -395,7 +407,7 @@ class ClientProtocol:
         r.attempts += 1
         self._out.append(Send(r.frame))
 
-    def _answered(self, frame: Fetched | Committed | MetaReply) -> bool:
+    def _answered(self, frame: Fetched | Committed | MetaReply | SubInfo) -> bool:
         r = self._requests.pop(frame.id, None)
         if r is None:
             return False
@@ -500,6 +512,8 @@ class ClientProtocol:
         if self.state is ConnState.CONNECTING:
             if isinstance(frame, MetaReply):
                 self._handshake(frame, now)
+            elif isinstance(frame, Error) and frame.id is None and frame.sid is None:
+                self._hello_refused(frame, now)
             return
         if self.state is not ConnState.CONNECTED:
             return
@@ -521,7 +535,7 @@ class ClientProtocol:
                     self.epoch = frame.epoch
                 if frame.id:
                     self._answered(frame)
-            case Fetched() | Committed():
+            case Fetched() | Committed() | SubInfo():
                 self._answered(frame)
 
     def _error(self, f: Error, now: float) -> None:
@@ -568,6 +582,17 @@ class ClientProtocol:
         if hint and not wrong and hint not in self._tried:
             self._candidates.appendleft(hint)
         self._try_next(now)
+
+    def _hello_refused(self, f: Error, now: float) -> None:
+        """Rule 10: the broker refused our ``hello`` (its token)."""
+        err = error_from_wire(str(f.code), f.message, f.retriable, f.primary, f.group)
+        self.last_error = f"{self.url}: {err.code}: {err.message}"
+        self._out.append(Disconnect(self.conn))
+        if err.retriable:
+            self._try_next(now)
+            return
+        self._fail_pending(err)
+        self._lost(now, self.settings.backoff_max)
 
     # --- connecting -----------------------------------------------------------------
 

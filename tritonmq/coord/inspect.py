@@ -52,7 +52,8 @@ def read_cluster(
 
 
 def read_subscriptions(zk: KazooClient, chroot: str = "/tritonmq") -> list[dict[str, Any]]:
-    """Every durable subscription: ``{"topic", "name", "mode", "offset"}`` (offset as stored)."""
+    """Every durable subscription: ``{"topic", "name", "mode", "owner", "offset"}`` (offset as
+    stored; owner None: the anonymous principal)."""
     from urllib.parse import unquote
 
     out: list[dict[str, Any]] = []
@@ -73,9 +74,11 @@ def read_subscriptions(zk: KazooClient, chroot: str = "/tritonmq") -> list[dict[
                 off, _ = zk.get(paths.offset(chroot, topic, name))
             except NoNodeError:
                 continue
-            mode = json.loads(raw).get("mode", "broadcast")
+            sub = json.loads(raw)
+            mode, owner = sub.get("mode", "broadcast"), sub.get("owner")
+            offset = json.loads(off)["ts"]
             out.append(
-                {"topic": topic, "name": name, "mode": mode, "offset": json.loads(off)["ts"]}
+                {"topic": topic, "name": name, "mode": mode, "owner": owner, "offset": offset}
             )
     return out
 

@@ -24,7 +24,16 @@ from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import SendError
 from tritonmq.core.delivery import Delivery
 from tritonmq.core.log import GroupLog
-from tritonmq.wire.frames import ClientFrame, Commit, ErrorCode, Fetch, Pub, Sub
+from tritonmq.wire.frames import (
+    ClientFrame,
+    Commit,
+    ErrorCode,
+    Fetch,
+    Pub,
+    Sub,
+    SubDelete,
+    SubReset,
+)
 
 MAX_NAME_LEN = 249  # the wire's own bound on a name (wire/codec.py): max_name_len cannot exceed it
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -58,12 +67,13 @@ def name_problem(kind: str, name: str, max_len: int) -> str | None:
 
 
 def check_names(conn: Any, frame: ClientFrame, caps: Caps) -> SendError | None:
-    """A ``BAD_REQUEST`` for a frame naming a topic or subscription that is not valid."""
+    """A ``BAD_REQUEST`` for a frame naming a topic or subscription that is not valid
+    (admin ops included: a name that cannot be stored names nothing to delete or reset)."""
     match frame:
         case Pub() | Fetch():
             problem = name_problem("topic", frame.topic, caps.max_name_len)
             return _bad(conn, problem, id=frame.id)
-        case Commit():
+        case Commit() | SubDelete() | SubReset():
             problem = name_problem("topic", frame.topic, caps.max_name_len) or name_problem(
                 "subscription", frame.subscription, caps.max_name_len
             )

@@ -44,7 +44,10 @@ from tritonmq.wire.frames import (
     ReplAck,
     ReplFrame,
     Sub,
+    SubDelete,
+    SubInfo,
     SubOk,
+    SubReset,
     Unsub,
 )
 
@@ -52,6 +55,7 @@ DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 MAX_TOPIC_LEN = 249
 MAX_NAME_LEN = 249
 MAX_UUID_LEN = 64
+MAX_TOKEN_LEN = 16 * 1024  # a JWT in `hello`; RS256 with a few claims is ~1 KiB
 MAX_ACK_TS = 100_000  # ts in one `ack`, or in the `acked` (or `held`) of one `sub`
 
 _packb = msgpack.Packer(use_bin_type=True).pack
@@ -204,7 +208,10 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         return Unsub(_int(obj, "sid"))
     if op == "hello":
         client = obj.get("client", "")
-        return Hello(client if isinstance(client, str) else "")
+        token = obj.get("token")
+        if token is not None and (not isinstance(token, str) or len(token) > MAX_TOKEN_LEN):
+            raise MalformedFrame(f"'token' must be a string of at most {MAX_TOKEN_LEN} characters")
+        return Hello(client if isinstance(client, str) else "", token or None)
     if op == "meta":
         return Meta(_int(obj, "id", default=0))
     if op == "fetch":
@@ -226,7 +233,30 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
             _str(obj, "subscription", max_len=MAX_NAME_LEN),
             _int(obj, "ts"),
         )
+    if op in ("subdel", "subreset"):
+        return _sub_admin(obj, op)
     raise UnknownOp(f"unknown op {op[:40]!r}")
+
+
+def _sub_admin(obj: dict[str, Any], op: str) -> SubDelete | SubReset:
+    """``subdel`` / ``subreset``: admin ops on a durable subscription."""
+    rid = _int(obj, "id")
+    topic = _str(obj, "topic", max_len=MAX_TOPIC_LEN)
+    name = _str(obj, "subscription", max_len=MAX_NAME_LEN)
+    execute = obj.get("execute", False)
+    if type(execute) is not bool:
+        raise MalformedFrame("'execute' must be a boolean")
+    if op == "subdel":
+        return SubDelete(rid, topic, name, execute)
+    to_raw = obj.get("to")
+    to: From | int
+    if type(to_raw) is int and to_raw >= 0:
+        to = to_raw
+    elif to_raw in ("latest", "earliest"):
+        to = From(to_raw)
+    else:
+        raise MalformedFrame("'to' must be 'earliest', 'latest' or a ts >= 0")
+    return SubReset(rid, topic, name, to, execute)
 
 
 def _ts_list(obj: dict[str, Any], field: str, mode: str) -> tuple[int, ...]:
@@ -423,6 +453,22 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
             _opt_int(obj, "first"),
             _opt_int(obj, "last"),
         )
+    if op == "subinfo":
+        action = obj.get("action")
+        if action not in ("delete", "reset"):
+            raise MalformedFrame("'action' must be 'delete' or 'reset'")
+        return SubInfo(
+            _int(obj, "id"),
+            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
+            _str(obj, "subscription", max_len=MAX_NAME_LEN),
+            _opt_str(obj, "mode") or "broadcast",
+            _opt_str(obj, "owner") or "",
+            _int(obj, "offset"),
+            _int(obj, "consumers", default=0),
+            action,
+            _opt_int(obj, "to"),
+            obj.get("executed") is True,
+        )
     if op == "meta":
         role = obj.get("role")
         if role not in ("primary", "backup"):
@@ -558,6 +604,24 @@ def enc_fetched(
     return _packb(frame)
 
 
+def enc_subinfo(info: SubInfo) -> bytes:
+    return _packb(
+        {
+            "op": "subinfo",
+            "id": info.id,
+            "topic": info.topic,
+            "subscription": info.subscription,
+            "mode": info.mode,
+            "owner": info.owner or None,
+            "offset": info.offset,
+            "consumers": info.consumers,
+            "action": info.action,
+            "to": info.to,
+            "executed": info.executed,
+        }
+    )
+
+
 def enc_committed(id: int, ts: int, head: int) -> bytes:
     return _packb({"op": "committed", "id": id, "ts": ts, "head": head})
 
@@ -650,7 +714,10 @@ def enc_client(frame: ClientFrame) -> bytes:
     if isinstance(frame, Unsub):
         return _packb({"op": "unsub", "sid": frame.sid})
     if isinstance(frame, Hello):
-        return _packb({"op": "hello", "client": frame.client})
+        hello: dict[str, Any] = {"op": "hello", "client": frame.client}
+        if frame.token:
+            hello["token"] = frame.token
+        return _packb(hello)
     if isinstance(frame, Meta):
         return _packb({"op": "meta", "id": frame.id})
     if isinstance(frame, Fetch):
@@ -675,6 +742,17 @@ def enc_client(frame: ClientFrame) -> bytes:
                 "ts": frame.ts,
             }
         )
+    if isinstance(frame, SubDelete | SubReset):
+        a: dict[str, Any] = {
+            "op": "subdel" if isinstance(frame, SubDelete) else "subreset",
+            "id": frame.id,
+            "topic": frame.topic,
+            "subscription": frame.subscription,
+            "execute": frame.execute,
+        }
+        if isinstance(frame, SubReset):
+            a["to"] = str(frame.to) if isinstance(frame.to, From) else frame.to
+        return _packb(a)
     raise TypeError(f"not a client frame: {frame!r}")
 
 
@@ -695,6 +773,8 @@ def enc_broker(frame: BrokerFrame) -> bytes:
             return enc_meta(frame)
         case Error():
             return _packb(_error_map(frame))
+        case SubInfo():
+            return enc_subinfo(frame)
     raise TypeError(f"not a broker frame: {frame!r}")
 
 
@@ -734,7 +814,9 @@ class MsgpackCodec:
         self.max_value = max_value
 
     def encode(self, frame: ClientFrame | BrokerFrame) -> bytes:
-        if isinstance(frame, PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error):
+        if isinstance(
+            frame, PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error | SubInfo
+        ):
             return enc_broker(frame)
         return enc_client(frame)
 
