@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
-from tritonmq.core import requests
+from tritonmq.core import limits, requests
 from tritonmq.core.actions import (
     Action,
     CloseLink,
@@ -123,6 +123,7 @@ class BrokerCore:
     def __init__(self, cfg: BrokerConfig, me: Member) -> None:
         self.cfg = cfg
         self.me = me
+        self.caps = limits.Caps.of(cfg)
         self.log = GroupLog()
         self.delivery = Delivery(
             self.log,
@@ -241,7 +242,7 @@ class BrokerCore:
             "members": {m.id: m.url for m in self.members.values()},
             "commit": self.commit_ts,
             "bytes": self.log.bytes,
-            "records": sum(len(t.records) for t in self.log.topics.values()),
+            "records": self.log.records,
         }
 
     # --- clients --------------------------------------------------------------------
@@ -261,6 +262,8 @@ class BrokerCore:
         p = self.primary
         if refused := self.auth.check(conn, frame, ev.verified, ev.wall_ms):
             return [refused]
+        if (bad_name := limits.check_names(conn, frame, self.caps)) is not None:
+            return [bad_name]
         if isinstance(frame, Pub | Sub | Fetch | Commit | SubDelete | SubReset) and (
             owner := self._other_owner(frame.topic)
         ):
@@ -272,6 +275,8 @@ class BrokerCore:
             case Pub(id=pub_id, topic=topic, records=records):
                 if p is None:
                     return [self._not_primary(conn, id=pub_id)]
+                if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
+                    return [cap]
                 return self._primary_out(
                     p, p.publish(conn, pub_id, topic, records, ev.wall_ms), now
                 )
@@ -327,6 +332,8 @@ class BrokerCore:
     def _subscribe(self, conn: Any, frame: Sub, p: PrimaryCore, now: float) -> list[Action]:
         if refused := self.auth.may_use(conn, frame, self.delivery.durables, p.commit_ts):
             return [refused]
+        if cap := limits.check_sub(self.delivery, self.cfg.group, conn, frame, self.caps):
+            return [cap]
         try:
             next_ts, first = self.delivery.subscribe(
                 conn,

@@ -26,7 +26,7 @@ from typing import Any
 
 from tritonmq.core.actions import Action, ProposeIsr, Replicate, SendError, SendPubAck
 from tritonmq.core.group import GroupState
-from tritonmq.core.log import RECORD_OVERHEAD, GroupLog, divergence
+from tritonmq.core.log import GroupLog, divergence, pub_memory
 from tritonmq.errors import LogGap, StaleEpoch
 from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord, Purge
 
@@ -144,8 +144,7 @@ class PrimaryCore:
         if len(self.isr) < self.min_insync:
             msg = f"{len(self.isr)} in-sync replica(s), {self.min_insync} required"
             return [self._refuse(conn, pub_id, ErrorCode.NOT_ENOUGH_REPLICAS, msg)]
-        incoming = sum(len(r[2]) + len(r[1] or b"") for r in records)
-        incoming += RECORD_OVERHEAD * len(records)
+        incoming = pub_memory(records)  # what they will cost retained, as log.bytes counts
         if incoming > self.max_bytes:
             msg = f"a batch of {incoming} bytes can never fit in max_bytes={self.max_bytes}"
             return [SendError(conn, ErrorCode.TOO_LARGE, msg, pub_id)]
