@@ -141,3 +141,11 @@ def test_refusals_from_a_live_primary_leave_no_stale_suspicion() -> None:
     for seed in (34, 559):
         r = World(seed, params).run()
         assert r.violation is None, r.trace
+
+
+def test_a_member_that_registered_during_an_isr_cas_re_joins_the_isr() -> None:
+    """Seed 80 with refusals broke ``group-whole``: g0b0 followed from ts 0 and acknowledged
+    every append but was never proposed into the ISR (its registration was seen only in a
+    view that came while the primary's ISR CAS was in flight). Fixed in BrokerCore."""
+    r = World(80, SimParams(refusals=True, check_whole=True)).run()
+    assert r.violation is None, r.trace

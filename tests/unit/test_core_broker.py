@@ -167,6 +167,24 @@ def test_an_isr_cas_of_unknown_outcome_that_happened_is_applied() -> None:
     assert c.cas is None and c.primary is not None and c.primary.isr == {"a", "b"}
 
 
+def test_a_member_that_registers_while_an_isr_cas_is_in_flight_is_admitted_after_it() -> None:
+    """Simulator, seed 80 with refusals: c registered while the CAS admitting b was in
+    flight; the view that showed c came during the CAS and was not acted on, no later view
+    came (nothing changed), so the primary never knew c as a member and never admitted it,
+    though c followed and acknowledged everything."""
+    c = leading(isr="a", live="ab")
+    attach(c, "b", "link-b", 0.1)
+    [prop] = only(c.handle(FollowerFrame("link-b", ReplAck(1, 0), 0.2)), ProposeState)
+    assert prop.state.isr == ("a", "b")
+    c.handle(ZkView(state(1, "a", "a", version=1), members("abc"), None, 0.3))  # c registered
+    attach(c, "c", "link-c", 0.31)
+    c.handle(FollowerFrame("link-c", ReplAck(1, 0), 0.32))
+    ok = dataclasses.replace(prop.state, version=2)
+    out = c.handle(CasDone(prop.request, CasOutcome.OK, ok, 0.4))
+    out += c.handle(Tick(0.5)) + c.handle(FollowerFrame("link-c", ReplAck(1, 0), 0.6))
+    assert [p.state.isr for p in only(out, ProposeState)] == [("a", "b", "c")]
+
+
 # --- bug 6: a lost claim and the refusal counter ---------------------------------------------
 
 

@@ -634,6 +634,9 @@ class BrokerCore:
             return [
                 LogLine(L.INFO, f"isr at epoch {ev.state.epoch} is now {list(ev.state.isr)}"),
                 *self._primary_out(p, p.isr_changed(ev.state), now),
+                # A view that came while the CAS was in flight was not acted on (a member
+                # that registered meanwhile would never be admitted: simulator, seed 80).
+                *self._reconcile(now),
             ]
         p.proposal_failed()
         return [ReadState()]
