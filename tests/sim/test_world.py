@@ -149,3 +149,14 @@ def test_a_member_that_registered_during_an_isr_cas_re_joins_the_isr() -> None:
     view that came while the primary's ISR CAS was in flight). Fixed in BrokerCore."""
     r = World(80, SimParams(refusals=True, check_whole=True)).run()
     assert r.violation is None, r.trace
+
+
+def test_a_primary_elected_on_a_suspicion_follows_the_suspect_elected_after_it() -> None:
+    """Seeds 157, 695, 915, 1020, 1511, 1603, 1844 and 1854 with refusals broke
+    ``group-whole``: a backup that suspected its primary won the next epoch and kept the
+    suspicion; when the suspect was elected after it, it stepped down and waited for good
+    (``an in-sync replica will take over``) instead of following. Fixed in BrokerCore."""
+    params = SimParams(refusals=True, check_whole=True)
+    for seed in (157, 695, 1854):
+        r = World(seed, params).run()
+        assert r.violation is None, r.trace

@@ -221,6 +221,19 @@ def test_refusals_count_only_in_a_row_a_connection_that_succeeded_resets_them() 
     assert only(refuse(c, 1, 1.6), ProposeState), "three in a row now"
 
 
+def test_a_primary_elected_on_a_suspicion_follows_the_suspect_when_it_is_elected_later() -> None:
+    """Simulator, seed 157 with refusals: b suspected a (refused), won epoch 2, and kept the
+    suspicion; a was elected at epoch 3 and b, stepping down, counted it as gone and
+    waited for good instead of following it."""
+    c = following(isr="ab", live="ab")
+    [prop] = only(refuse(c, 3, 1.0), ProposeState)
+    c.handle(CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=1), 1.2))
+    assert c.role is Role.LEADING
+    out = c.handle(ZkView(state(3, "a", "a", start_ts=1, version=2), members("ab"), None, 2.0))
+    [start] = only(out, StartFollowing)
+    assert start.primary == member("a") and c.role is Role.FOLLOWING
+
+
 # --- bug 5: readers whose records were purged -----------------------------------------------
 
 

@@ -376,6 +376,9 @@ class BrokerCore:
         self.primary = p
         self.role = Role.LEADING
         self.state = state
+        # Our suspicion has done its work; kept, it would make us ignore the suspect if it
+        # is elected after us (simulator, seed 157 with refusals).
+        self.suspect = None
         self.commit_ts = p.commit_ts
         self.durables_ready = False
         # The old primary's unnamed subscribers are unknown here: purge nothing until
