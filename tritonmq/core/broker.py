@@ -85,7 +85,7 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.log import GroupLog
-from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
+from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore, Rejected
 from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
@@ -116,9 +116,12 @@ STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be 
 
 
 class BrokerCore:
-    def __init__(self, cfg: BrokerConfig, me: Member) -> None:
+    def __init__(
+        self, cfg: BrokerConfig, me: Member, *, catchup_chunk: int = CATCHUP_CHUNK
+    ) -> None:
         self.cfg = cfg
         self.me = me
+        self.catchup_chunk = catchup_chunk  # entries per catch-up append (the sim scales it)
         self.log = GroupLog()
         self.delivery = Delivery(
             self.log,
@@ -372,6 +375,7 @@ class BrokerCore:
             now=now,
             max_bytes=self.cfg.max_bytes,
             dedup_max=self.cfg.dedup_max,
+            catchup_chunk=self.catchup_chunk,
         )
         self.primary = p
         self.role = Role.LEADING
