@@ -82,8 +82,8 @@ class SimParams:
     # "@primary:g0" / "@backup:g0" names whoever holds that role when the fault fires.
     scenario: tuple[Fault, ...] = ()
     # Also draw REFUSE faults (a live process that refuses connections), and check after
-    # healing that every replica re-joined its group's ISR (docs/testing.md: both find
-    # core holes on integ that are not fixed yet, so the CI seeds run without them).
+    # healing that every replica re-joined its group's ISR (the CI seeds run with both;
+    # off by default so that a seed's draws stay those of the runs docs/testing.md cites).
     refusals: bool = False
     check_whole: bool = False
 
