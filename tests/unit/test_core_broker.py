@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import (
     Action,
+    CloseLink,
     Deliver,
     LoadSubscriptions,
     ProposeState,
@@ -328,6 +329,28 @@ def test_a_follower_is_answered_with_leader_then_entries_and_its_acks_commit() -
     assert only(c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.3)), SendPubAck) == [
         SendPubAck("prod", 1, (1,))
     ]
+
+
+def test_a_follower_whose_catch_up_the_purge_overtook_follows_again_by_reset_and_joins() -> None:
+    """Simulator (stale-commit scenario, then both in-sync replicas killed): a new primary
+    alone in the ISR committed and purged while its followers caught up one chunk at a
+    time; the entries they still needed were gone, they were sent empty appends, acked the
+    same ts for good and never joined the ISR (writes refused NOT_ENOUGH_REPLICAS forever)."""
+    c = leading(isr="a", live="ab", min_insync=1, ephemeral_grace=0.0, offset_interval=0.1)
+    assert c.primary is not None
+    c.primary.catchup_chunk = 1
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3", "u4")), 0.1))
+    attach(c, "b", "link-b", 0.2)  # sent ts 1
+    c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.3))  # sent ts 2
+    c.handle(Tick(1.0))
+    assert c.log.base_ts == 5, "everything committed and let go of is purged"
+    out = c.handle(FollowerFrame("link-b", ReplAck(1, 2), 1.1))  # b needs ts 3: purged
+    assert [a.link for a in only(out, CloseLink)] == ["link-b"] and not only(out, SendEntries)
+    hello = Follow(c.cfg.group, "b", "boot-b", 1, 2, [(1, 1)])
+    [leader] = only(c.handle(FollowerFrame("link-b2", hello, 1.2)), SendLeader)
+    assert leader.leader.reset and leader.leader.truncate_to == 4
+    [prop] = only(c.handle(FollowerFrame("link-b2", ReplAck(1, 4), 1.3)), ProposeState)
+    assert prop.state.isr == ("a", "b")
 
 
 def test_a_newer_epoch_in_zookeeper_makes_the_primary_step_down_and_redirect() -> None:

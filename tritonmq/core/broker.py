@@ -338,7 +338,9 @@ class BrokerCore:
         """Turn PrimaryCore's requests into shell actions; deliver what newly committed."""
         out: list[Action] = []
         for a in actions:
-            if type(a) is Replicate:
+            if type(a) is Replicate and a.start < self.log.base_ts:
+                out.extend(self._resync(p, a.followers, now))
+            elif type(a) is Replicate:
                 links = tuple(self.links[f] for f in a.followers if f in self.links)
                 if links:
                     out.append(SendEntries(links, p.epoch, p.commit_ts, a.start, a.end))
@@ -349,6 +351,18 @@ class BrokerCore:
         if p.commit_ts > self.commit_ts:
             self.commit_ts = p.commit_ts
             out.extend(self.delivery.on_commit(p.commit_ts, now))
+        return out
+
+    def _resync(self, p: PrimaryCore, followers: Sequence[str], now: float) -> list[Action]:
+        """A purge overtook these followers' catch-up: close their links, so that they follow
+        again and start by reset at our base (else they would be sent nothing for good)."""
+        out: list[Action] = []
+        for fid in followers:
+            link = self.links.pop(fid, None)
+            if link is not None:
+                self.link_ids.pop(id(link), None)
+                p.detach(fid, now)
+                out.append(CloseLink(link, "the entries you need next were purged; follow again"))
         return out
 
     def _propose_isr(self, p: PrimaryCore, prop: ProposeIsr) -> list[Action]:
