@@ -41,10 +41,13 @@ SCENARIOS: dict[str, tuple[Fault, ...]] = {
     # {X, Z} has a member that does not re-attach and its inherited commit point (one
     # append behind) cannot move. P restarts empty and catches up, one entry per append:
     # its acks pass that stale commit point before it holds the acknowledged batch, and
-    # it must not be admitted to the ISR there. Then the others die.
+    # it must not be admitted to the ISR there. Then the others die (P, admitted once it
+    # holds the epoch's start, is in sync by then and takes over).
     "stale-commit": (
         Fault(K.PARTITION, "@backup:g0=X", 2.0, 3.0, "@backup:g0=Z"),
         Fault(K.CRASH, "@primary:g0=P", 2.0, 0.3),
+        Fault(K.CRASH, "@=X", 4.5, 0.4, "force"),
+        Fault(K.CRASH, "@=Z", 4.5, 0.4, "force"),
     ),
 }
 
