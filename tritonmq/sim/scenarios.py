@@ -7,9 +7,12 @@ whoever holds a role when each fault fires ("@primary:g0", "@backup:g0", "@outsi
 
 from __future__ import annotations
 
+import dataclasses
+
 from tritonmq.sim.broker import BrokerParams
 from tritonmq.sim.faults import Fault
 from tritonmq.sim.faults import FaultKind as K
+from tritonmq.sim.world import SimParams
 
 PRIMARY, BACKUP, OUTSIDE = "@primary:g0", "@backup:g0", "@outside:g0"
 
@@ -58,3 +61,9 @@ SCENARIO_PARAMS: dict[str, dict[str, object]] = {
     # 2 s after the crash) and caught up; a catch-up append carries one entry.
     "stale-commit": {"broker": BrokerParams(lag_timeout=4.0, catchup_chunk=1)},
 }
+
+
+def with_scenario(base: SimParams, name: str) -> SimParams:
+    """``base`` running the scenario ``name``: its fault list and the settings it needs
+    (``tritonmq sim --scenario``). Raises KeyError for an unknown name."""
+    return dataclasses.replace(base, scenario=SCENARIOS[name], **SCENARIO_PARAMS.get(name, {}))  # type: ignore[arg-type]
