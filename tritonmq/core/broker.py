@@ -363,6 +363,7 @@ class BrokerCore:
                 self.link_ids.pop(id(link), None)
                 p.detach(fid, now)
                 out.append(CloseLink(link, "the entries you need next were purged; follow again"))
+                out.append(LogLine(L.INFO, f"{fid} needs purged entries: it follows again"))
         return out
 
     def _propose_isr(self, p: PrimaryCore, prop: ProposeIsr) -> list[Action]:
