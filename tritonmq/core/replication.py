@@ -31,7 +31,7 @@ from tritonmq.errors import LogGap, StaleEpoch
 from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord, Purge
 
 MAX_INFLIGHT_ENTRIES = 20_000
-CATCHUP_CHUNK = 5_000
+CATCHUP_CHUNK = 5_000  # the default of PrimaryCore's ``catchup_chunk``
 CATCHUP_BYTES = 8 * 1024 * 1024
 
 
@@ -78,6 +78,7 @@ class PrimaryCore:
         now: float,
         max_bytes: int = 1 << 62,
         dedup_max: int = 2_000_000,
+        catchup_chunk: int = CATCHUP_CHUNK,
     ) -> None:
         if state.start_ts != log.last_ts + 1:
             raise ValueError("the epoch must start right after the primary's log end")
@@ -93,6 +94,9 @@ class PrimaryCore:
         # with FULL, because forgetting a uuid younger than the dedup window is not allowed.
         self.dedup_max = dedup_max
         self.lag_timeout = lag_timeout
+        # Entries per catch-up append; a parameter so that the simulator, whose logs are a
+        # few dozen entries, can make a catch-up take several appends (issue 6, bug 1).
+        self.catchup_chunk = catchup_chunk
         # The new epoch's start: a follower joins the ISR only once it holds everything
         # before it (the Kafka leader-epoch rule), whatever commit point we inherited.
         self.start_ts = state.start_ts
@@ -303,7 +307,7 @@ class PrimaryCore:
         if f is None or f.sent >= last or f.sent - f.acked >= MAX_INFLIGHT_ENTRIES:
             return []
         start = f.sent + 1
-        end = self.log.end_within(start, min(last, f.sent + CATCHUP_CHUNK), CATCHUP_BYTES)
+        end = self.log.end_within(start, min(last, f.sent + self.catchup_chunk), CATCHUP_BYTES)
         f.sent = end
         return [Replicate((fid,), start, end)]
 
