@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import (
     Action,
+    CloseLink,
     Deliver,
     LoadSubscriptions,
     ProposeState,
@@ -170,6 +171,24 @@ def test_an_isr_cas_of_unknown_outcome_that_happened_is_applied() -> None:
     assert c.cas is None and c.primary is not None and c.primary.isr == {"a", "b"}
 
 
+def test_a_member_that_registers_while_an_isr_cas_is_in_flight_is_admitted_after_it() -> None:
+    """Simulator, seed 80 with refusals: c registered while the CAS admitting b was in
+    flight; the view that showed c came during the CAS and was not acted on, no later view
+    came (nothing changed), so the primary never knew c as a member and never admitted it,
+    though c followed and acknowledged everything."""
+    c = leading(isr="a", live="ab")
+    attach(c, "b", "link-b", 0.1)
+    [prop] = only(c.handle(FollowerFrame("link-b", ReplAck(1, 0), 0.2)), ProposeState)
+    assert prop.state.isr == ("a", "b")
+    c.handle(ZkView(state(1, "a", "a", version=1), members("abc"), None, 0.3))  # c registered
+    attach(c, "c", "link-c", 0.31)
+    c.handle(FollowerFrame("link-c", ReplAck(1, 0), 0.32))
+    ok = dataclasses.replace(prop.state, version=2)
+    out = c.handle(CasDone(prop.request, CasOutcome.OK, ok, 0.4))
+    out += c.handle(Tick(0.5)) + c.handle(FollowerFrame("link-c", ReplAck(1, 0), 0.6))
+    assert [p.state.isr for p in only(out, ProposeState)] == [("a", "b", "c")]
+
+
 # --- bug 6: a lost claim and the refusal counter ---------------------------------------------
 
 
@@ -206,6 +225,19 @@ def test_refusals_count_only_in_a_row_a_connection_that_succeeded_resets_them() 
     assert only(refuse(c, 1, 1.6), ProposeState), "three in a row now"
 
 
+def test_a_primary_elected_on_a_suspicion_follows_the_suspect_when_it_is_elected_later() -> None:
+    """Simulator, seed 157 with refusals: b suspected a (refused), won epoch 2, and kept the
+    suspicion; a was elected at epoch 3 and b, stepping down, counted it as gone and
+    waited for good instead of following it."""
+    c = following(isr="ab", live="ab")
+    [prop] = only(refuse(c, 3, 1.0), ProposeState)
+    c.handle(CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=1), 1.2))
+    assert c.role is Role.LEADING
+    out = c.handle(ZkView(state(3, "a", "a", start_ts=1, version=2), members("ab"), None, 2.0))
+    [start] = only(out, StartFollowing)
+    assert start.primary == member("a") and c.role is Role.FOLLOWING
+
+
 # --- bug 5: readers whose records were purged -----------------------------------------------
 
 
@@ -214,7 +246,7 @@ def purged_leader() -> BrokerCore:
     c = leading(isr="a", live="a", replicas=1, ephemeral_grace=0.0, offset_interval=0.1)
     c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.1))
     c.handle(Tick(1.0))
-    assert c.log.topics["t"].records == []
+    assert "t" not in c.log.topics and c.log.last_purged("t") == 3  # freed, purge remembered
     return c
 
 
@@ -319,9 +351,9 @@ def delivered(out: Sequence[Action]) -> dict[str, list[int]]:
 
 
 def test_a_new_primary_keeps_what_a_late_member_held_or_acked_for_it() -> None:
-    """m1 holds 2 and acknowledged 1, m2 acknowledged 3 and 4 and holds 5 and 6 when primary a
-    dies; only offset 0 reached ZooKeeper. m2 is back at once, m1 only after 4 s (longer
-    than the old 1 s hold). Backup b, elected, hands out none of 1..6 again: it knew from
+    """x holds 2 and acknowledged 1, y acknowledged 3 and 4 and holds 5 and 6 when primary a
+    dies (x and y: members m1 and m2 in the order a served them); only offset 0 reached
+    ZooKeeper. y is back at once, x only after 4 s (longer than the old 1 s hold). Backup b, elected, hands out none of 1..6 again: it knew from
     a's replication stream which member held or had acknowledged what."""
     a = leading(isr="ab", live="ab", window_records=2)
     b = following(me="b", primary="a", isr="ab", live="ab")
@@ -333,9 +365,11 @@ def test_a_new_primary_keeps_what_a_late_member_held_or_acked_for_it() -> None:
         sub = Sub(1, "t", "work", From.EARLIEST, None, "shared", member=conn)
         replicate(a, b, a.handle(ClientFrameIn(conn, sub, 0.2)), 0.2)
     out = a.handle(ClientFrameIn("prod", Pub(1, "t", recs(*[f"u{i}" for i in range(1, 7)])), 0.3))
-    assert delivered(replicate(a, b, out, 0.3)) == {"m1": [1, 2], "m2": [3, 4]}
-    assert delivered(a.handle(ClientFrameIn("m2", Ack(1, 3, (4,)), 0.4))) == {"m2": [5, 6]}
-    assert delivered(a.handle(ClientFrameIn("m1", Ack(1, 1), 0.4))) == {}
+    first = delivered(replicate(a, b, out, 0.3))
+    assert sorted(first.values()) == [[1, 2], [3, 4]]
+    x, y = sorted(first, key=lambda m: first[m])
+    assert delivered(a.handle(ClientFrameIn(y, Ack(1, 3, (4,)), 0.4))) == {y: [5, 6]}
+    assert delivered(a.handle(ClientFrameIn(x, Ack(1, 1), 0.4))) == {}
     replicate(a, b, a.handle(Tick(0.5)), 0.5)  # a tells b; then a dies
 
     out = b.handle(ZkView(state(1, "a", "ab"), members("b"), None, 1.0))
@@ -349,16 +383,20 @@ def test_a_new_primary_keeps_what_a_late_member_held_or_acked_for_it() -> None:
         for conn, ts in delivered(b.handle(ev)).items():  # type: ignore[arg-type]
             got.setdefault(conn, []).extend(ts)
 
-    m2 = Sub(2, "t", "work", From.LATEST, None, "shared", True, (3, 4), (5, 6), "m2")
-    feed(ClientFrameIn("m2", m2, 1.3))
+    feed(
+        ClientFrameIn(
+            y, Sub(2, "t", "work", From.LATEST, None, "shared", True, (3, 4), (5, 6), y), 1.3
+        )
+    )
     for now in (1.5, 2.5, 3.5, 4.5):
         feed(Tick(now))
-    m1 = Sub(2, "t", "work", From.LATEST, None, "shared", True, (1,), (2,), "m1")
-    feed(ClientFrameIn("m1", m1, 5.2))
+    feed(
+        ClientFrameIn(x, Sub(2, "t", "work", From.LATEST, None, "shared", True, (1,), (2,), x), 5.2)
+    )
     feed(Tick(5.3))
     assert got == {}, "records a member held or had acknowledged were handed out again"
-    feed(ClientFrameIn("m1", Ack(2, 2), 5.4))
-    feed(ClientFrameIn("m2", Ack(2, 5, (6,)), 5.4))
+    feed(ClientFrameIn(x, Ack(2, 2), 5.4))
+    feed(ClientFrameIn(y, Ack(2, 5, (6,)), 5.4))
     assert b.delivery.durables[("t", "work")].offset == 6
 
 
@@ -376,6 +414,28 @@ def test_a_follower_is_answered_with_leader_then_entries_and_its_acks_commit() -
     assert only(c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.3)), SendPubAck) == [
         SendPubAck("prod", 1, (1,))
     ]
+
+
+def test_a_follower_whose_catch_up_the_purge_overtook_follows_again_by_reset_and_joins() -> None:
+    """Simulator (stale-commit scenario, then both in-sync replicas killed): a new primary
+    alone in the ISR committed and purged while its followers caught up one chunk at a
+    time; the entries they still needed were gone, they were sent empty appends, acked the
+    same ts for good and never joined the ISR (writes refused NOT_ENOUGH_REPLICAS forever)."""
+    c = leading(isr="a", live="ab", min_insync=1, ephemeral_grace=0.0, offset_interval=0.1)
+    assert c.primary is not None
+    c.primary.catchup_chunk = 1
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3", "u4")), 0.1))
+    attach(c, "b", "link-b", 0.2)  # sent ts 1
+    c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.3))  # sent ts 2
+    c.handle(Tick(1.0))
+    assert c.log.base_ts == 5, "everything committed and let go of is purged"
+    out = c.handle(FollowerFrame("link-b", ReplAck(1, 2), 1.1))  # b needs ts 3: purged
+    assert [a.link for a in only(out, CloseLink)] == ["link-b"] and not only(out, SendEntries)
+    hello = Follow(c.cfg.group, "b", "boot-b", 1, 2, [(1, 1)])
+    [leader] = only(c.handle(FollowerFrame("link-b2", hello, 1.2)), SendLeader)
+    assert leader.leader.reset and leader.leader.truncate_to == 4
+    [prop] = only(c.handle(FollowerFrame("link-b2", ReplAck(1, 4), 1.3)), ProposeState)
+    assert prop.state.isr == ("a", "b")
 
 
 def test_a_newer_epoch_in_zookeeper_makes_the_primary_step_down_and_redirect() -> None:

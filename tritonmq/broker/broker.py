@@ -20,6 +20,7 @@ from websockets.asyncio.server import Server, ServerConnection
 
 from tritonmq import tlsconfig
 from tritonmq.broker import clients, replica
+from tritonmq.broker.admission import Admission
 from tritonmq.broker.origin import origin_check
 from tritonmq.broker.outbound import Outbound
 from tritonmq.broker.spawner import Spawner
@@ -96,6 +97,7 @@ class Broker:
         self.repl_tls = tlsconfig.replication_context(cfg) if cfg.tls_ca else None
         self._session = None
         self._groups_read: asyncio.Task[dict[str, Any] | None] | None = None
+        self.admission = Admission(cfg.max_connections)
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
         self.tokens = TokenVerifier.from_config(cfg)
@@ -106,7 +108,7 @@ class Broker:
         host, _, port = self.cfg.listen.rpartition(":")
         tls = tlsconfig.server_context(self.cfg)
         self.server = await websockets.serve(
-            self._handle,
+            self._admitted,
             host or "127.0.0.1",
             int(port),
             subprotocols=[SUBPROTOCOL, REPL_SUBPROTOCOL],  # type: ignore[list-item]
@@ -117,7 +119,7 @@ class Broker:
             close_timeout=1,
             max_queue=self.cfg.max_queue,
             ssl=tls,
-            process_request=origin_check(self.cfg.allowed_origins),
+            process_request=self.admission.after(origin_check(self.cfg.allowed_origins)),
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
@@ -197,6 +199,9 @@ class Broker:
         while True:
             await asyncio.sleep(TICK)
             self.feed(Tick(time.monotonic()))
+
+    async def _admitted(self, ws: ServerConnection) -> None:
+        await self.admission.serve(ws, self._handle)
 
     async def _handle(self, ws: ServerConnection) -> None:
         if ws.subprotocol == REPL_SUBPROTOCOL:
