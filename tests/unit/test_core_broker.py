@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import (
     Action,
+    CloseLink,
     Deliver,
     LoadSubscriptions,
     ProposeState,
@@ -391,3 +392,51 @@ def test_meta_reports_the_commit_point_and_the_topics_held() -> None:
     c.handle(ClientFrameIn("prod", Pub(2, "a-topic", recs("u2")), 0.1))
     [meta] = only(c.handle(ClientFrameIn("spark", Meta(3), 0.2)), SendMeta)
     assert meta.info["commit"] == 2 and meta.info["topics"] == ["a-topic", "b-topic"]
+
+
+# --- follow admission (issue 8: attacks 1 and 2) ---------------------------------------
+
+SECRET = b"cluster-secret-of-32-bytes......"
+
+
+def secured(c: BrokerCore) -> BrokerCore:
+    c.cluster_secret = SECRET
+    return c
+
+
+def test_a_follow_as_an_unknown_id_gets_nothing_of_the_log() -> None:
+    c = leading(live="abc")
+    out = attach(c, "zz", "link-zz")
+    [close] = only(out, CloseLink)
+    assert close.code is ErrorCode.FORBIDDEN and not only(out, SendLeader)
+    c.handle(ClientFrameIn("p", Pub(1, "t", recs("u1")), 0.1))
+    sent = only(c.handle(Tick(0.2)), SendEntries)
+    assert all("link-zz" not in s.links for s in sent)
+
+
+def test_a_follow_with_another_boot_than_zookeeper_shows_is_refused() -> None:
+    c = leading(live="abc")
+    hello = Follow(c.cfg.group, "b", "boot-forged", 1, 0, [])
+    [close] = only(c.handle(FollowerFrame("link-b", hello, 0.0)), CloseLink)
+    assert close.code is ErrorCode.FORBIDDEN
+
+
+def test_with_a_secret_the_backup_signs_the_challenge_and_the_primary_admits_it() -> None:
+    p, b = secured(leading(live="ab")), secured(following())
+    [f] = [b.follow]
+    assert f is not None
+    [send] = only(b.handle(LinkEvent(f.id, LinkEnd.CONNECTED, 1.0, nonce=b"N" * 32)), SendToPrimary)
+    assert isinstance(send.frame, Follow) and send.frame.proof
+    assert only(p.handle(FollowerFrame("link-b", send.frame, 1.0, b"N" * 32)), SendLeader)
+    # the same proof on another link (another challenge) is a replay
+    [close] = only(p.handle(FollowerFrame("link-x", send.frame, 1.1, b"M" * 32)), CloseLink)
+    assert close.code is ErrorCode.UNAUTHENTICATED
+
+
+def test_with_a_secret_a_follow_with_the_right_id_and_boot_but_no_proof_is_refused() -> None:
+    c = secured(leading(live="abc"))
+    hello = Follow(c.cfg.group, "b", "boot-b", 1, 0, [])  # attack 2: id and boot read from ZK
+    out = c.handle(FollowerFrame("link-b", hello, 0.0, b"N" * 32))
+    [close] = only(out, CloseLink)
+    assert close.code is ErrorCode.UNAUTHENTICATED and not only(out, SendLeader)
+    assert "b" not in c.links

@@ -10,6 +10,7 @@ from kazoo.exceptions import NoNodeError
 
 from tritonmq.coord import paths
 from tritonmq.coord.slots import read_slot_map
+from tritonmq.coord.zkclient import FROM_ENV, FromEnv, ZkCredential, new_client
 from tritonmq.errors import CoordinationError
 
 
@@ -80,8 +81,13 @@ def read_subscriptions(zk: KazooClient, chroot: str = "/tritonmq") -> list[dict[
     return out
 
 
-def fetch_cluster(hosts: str, chroot: str = "/tritonmq", timeout: float = 10.0) -> dict[str, Any]:
-    zk = KazooClient(hosts=hosts, timeout=2.0)
+def fetch_cluster(
+    hosts: str,
+    chroot: str = "/tritonmq",
+    timeout: float = 10.0,
+    auth: ZkCredential | None | FromEnv = FROM_ENV,
+) -> dict[str, Any]:
+    zk = new_client(hosts, timeout=2.0, auth=auth)
     try:
         zk.start(timeout=timeout)
     except Exception as e:

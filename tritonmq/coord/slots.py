@@ -13,6 +13,14 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from tritonmq.coord import paths
+from tritonmq.coord.zkclient import (
+    FROM_ENV,
+    FromEnv,
+    ZkCredential,
+    credential_from,
+    new_client,
+    secure_tree,
+)
 from tritonmq.core.slots import SlotMap
 from tritonmq.errors import CoordinationError
 
@@ -59,14 +67,25 @@ def read_slot_map(zk: KazooClient, chroot: str) -> SlotMap | None:
     return SlotMap(tuple(owners), version)
 
 
-def init_cluster(hosts: str, chroot: str, groups: list[str], slots: int) -> SlotMap:
-    """Create the slot map over ``groups`` if the cluster has none (`tritonmq init`)."""
-    zk = KazooClient(hosts=hosts, timeout=5.0)
+def init_cluster(
+    hosts: str,
+    chroot: str,
+    groups: list[str],
+    slots: int,
+    auth: ZkCredential | None | FromEnv = FROM_ENV,
+) -> SlotMap:
+    """Close the chroot to anyone without the credential (every znode already there
+    included), then create the slot map over ``groups`` if the cluster has none
+    (`tritonmq init`)."""
+    cred = credential_from() if isinstance(auth, FromEnv) else auth
+    zk = new_client(hosts, timeout=5.0, auth=cred)
     try:
         zk.start(timeout=15)
     except Exception as e:
         raise CoordinationError(f"cannot reach ZooKeeper at {hosts}: {e}") from e
     try:
+        if cred is not None:
+            secure_tree(zk, chroot, cred)
         return create_slot_map(zk, chroot, SlotMap.spread(groups, slots))
     finally:
         zk.stop()

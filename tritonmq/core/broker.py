@@ -85,6 +85,7 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.log import GroupLog
+from tritonmq.core.peerauth import admit_follow, follow_proof
 from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
 from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
@@ -116,9 +117,10 @@ STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be 
 
 
 class BrokerCore:
-    def __init__(self, cfg: BrokerConfig, me: Member) -> None:
+    def __init__(self, cfg: BrokerConfig, me: Member, cluster_secret: bytes | None = None) -> None:
         self.cfg = cfg
         self.me = me
+        self.cluster_secret = cluster_secret  # None: insecure_cluster (no follow proofs)
         self.log = GroupLog()
         self.delivery = Delivery(
             self.log,
@@ -432,6 +434,13 @@ class BrokerCore:
             return self._primary_out(p, p.acked(fid, frame.epoch, frame.ts, now), now)
         if p is None or frame.group != self.cfg.group:
             return [CloseLink(link, "not the primary", ErrorCode.NOT_PRIMARY)]
+        refused = admit_follow(
+            frame, nonce=ev.nonce, secret=self.cluster_secret, me=self.me.id, members=self.members
+        )
+        if refused is not None:
+            level = L.WARNING if refused.code is ErrorCode.UNAUTHENTICATED else L.INFO
+            why = f"follow as {frame.id[:40]!r} refused: {refused.message}"
+            return [CloseLink(link, refused.message, refused.code), LogLine(level, why)]
         res = p.attach(frame.id, frame.boot, frame.epoch, frame.epochs, frame.last_ts, now)
         if isinstance(res, Rejected):
             return [CloseLink(link, res.message, res.code)]
@@ -498,6 +507,9 @@ class BrokerCore:
                 # (simulator, seed 559 with refusals).
                 self.suspect = None
             self.backup.synced = False
+            proof = follow_proof(
+                self.cluster_secret, ev.nonce, self.cfg.group, self.me.id, self.me.boot
+            )
             hello = Follow(
                 self.cfg.group,
                 self.me.id,
@@ -505,6 +517,7 @@ class BrokerCore:
                 f.epoch,
                 self.log.last_ts,
                 list(self.log.epochs),
+                proof,
             )
             return [SendToPrimary(f.id, hello)]
         if ev.what is LinkEnd.REFUSED:

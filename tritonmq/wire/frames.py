@@ -162,6 +162,16 @@ class Follow:
     epoch: int
     last_ts: int
     epochs: list[tuple[int, int]]
+    # HMAC-SHA256 of the primary's challenge nonce and who this is, keyed with the
+    # cluster secret (docs/protocol.md §10); empty from a broker without a secret
+    proof: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Challenge:
+    """The primary's first frame on a replication link: the nonce a ``follow`` must sign."""
+
+    nonce: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,4 +326,4 @@ class Leader:
     dedup: tuple[tuple[int, bytes], ...] = ()
 
 
-ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge
+ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge | Challenge
