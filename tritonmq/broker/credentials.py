@@ -63,7 +63,7 @@ def load_credentials(cfg: BrokerConfig, env: Mapping[str, str] | None = None) ->
         missing.append(f"a ZooKeeper credential (zk_auth_file, or env {ENV_AUTH_FILE}/{ENV_AUTH})")
     if missing and not cfg.insecure_cluster:
         raise ConfigError(
-            f"no {' and no '.join(missing)}; set insecure_cluster = true to run without"
+            f"missing {' and '.join(missing)}; set insecure_cluster = true to run without"
         )
     return creds
 

@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoAuthError, NoNodeError
 
 from tritonmq.coord import paths
 from tritonmq.coord.slots import read_slot_map
-from tritonmq.coord.zkclient import FROM_ENV, FromEnv, ZkCredential, new_client
+from tritonmq.coord.zkclient import FROM_ENV, FromEnv, ZkCredential, denied, new_client
 from tritonmq.errors import CoordinationError
 
 
@@ -18,7 +18,15 @@ def read_cluster(
     zk: KazooClient, chroot: str = "/tritonmq", *, with_slots: bool = True
 ) -> dict[str, Any]:
     """``{"groups": {G: {"epoch", "primary", "isr", "members": {id: url}, "primary_url"}},
-    "slots": SlotMap.as_dict() or None}`` (``slots`` only ``with_slots``)."""
+    "slots": SlotMap.as_dict() or None}`` (``slots`` only ``with_slots``); a
+    CoordinationError when ZooKeeper refuses our credential."""
+    try:
+        return _read_cluster(zk, chroot, with_slots)
+    except NoAuthError as e:
+        raise denied(f"the cluster under {chroot}") from e
+
+
+def _read_cluster(zk: KazooClient, chroot: str, with_slots: bool) -> dict[str, Any]:
     root = paths.groups(chroot)
     out: dict[str, Any] = {}
     try:

@@ -99,6 +99,14 @@ def new_client(
     )
 
 
+def denied(what: str) -> CoordinationError:
+    """The error for a NoAuth answer: ZooKeeper refused us, say which credential to give."""
+    return CoordinationError(
+        f"ZooKeeper refused to let us read {what}: no or wrong credential "
+        f"(set {ENV_AUTH_FILE} to the cluster's credential file, or {ENV_AUTH})"
+    )
+
+
 def _chain(chroot: str, group: str | None) -> list[str]:
     out = [paths.root(chroot)]
     if group is not None:
