@@ -203,3 +203,34 @@ def test_a_broker_without_a_secret_refuses_to_start(tmp_path: Any) -> None:
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "missing a cluster secret" in r.stderr and "insecure_cluster" in r.stderr
+
+
+def test_init_closes_a_tree_left_open_and_refuses_one_another_credential_owns(
+    zk_server: Any, zk_credential: str
+) -> None:
+    from tritonmq.coord.slots import init_cluster
+    from tritonmq.coord.zkclient import read_credential
+    from tritonmq.errors import CoordinationError
+
+    chroot = f"/open-{os.urandom(4).hex()}"
+    hosts = zk_server.hostport
+    zk = new_client(hosts, auth=None)  # a cluster from before ACLs: everything world-open
+    zk.start(timeout=10)
+    try:
+        zk.create(paths.offset(chroot, "t", "s"), b'{"ts": 5}', makepath=True)
+        init_cluster(hosts, chroot, ["g1"], 4, auth=read_credential(zk_credential))
+        for path in (chroot, paths.offsets(chroot), paths.offset(chroot, "t", "s")):
+            with pytest.raises(NoAuthError):
+                zk.get(path)
+        with pytest.raises(CoordinationError, match="another credential"):
+            init_cluster(hosts, chroot, ["g1"], 4, auth=ZkCredential("someone", "else"))
+    finally:
+        zk.stop()
+        zk.close()
+    owner = new_client(hosts, auth=read_credential(zk_credential))
+    owner.start(timeout=10)
+    try:
+        assert json.loads(owner.get(paths.offset(chroot, "t", "s"))[0]) == {"ts": 5}
+    finally:
+        owner.stop()
+        owner.close()

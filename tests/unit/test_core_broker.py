@@ -400,18 +400,26 @@ SECRET = b"cluster-secret-of-32-bytes......"
 
 
 def secured(c: BrokerCore) -> BrokerCore:
-    c.cluster_secret = SECRET
+    """``c`` as if built with the cluster secret (after the election the helpers drive)."""
+    c.cluster_secret = c.follow_gate.secret = SECRET
     return c
 
 
 def test_a_follow_as_an_unknown_id_gets_nothing_of_the_log() -> None:
     c = leading(live="abc")
-    out = attach(c, "zz", "link-zz")
+    out = attach(c, "zz", "link-zz")  # attack 1: a made-up id
+    assert not only(out, SendLeader) and not only(out, CloseLink), "held for the next view"
+    out = c.handle(ZkView(state(1, "a", "abc", version=1), members("abc"), None, 0.1))
     [close] = only(out, CloseLink)
-    assert close.code is ErrorCode.FORBIDDEN and not only(out, SendLeader)
-    c.handle(ClientFrameIn("p", Pub(1, "t", recs("u1")), 0.1))
-    sent = only(c.handle(Tick(0.2)), SendEntries)
-    assert all("link-zz" not in s.links for s in sent)
+    assert close.link == "link-zz" and close.code is ErrorCode.FORBIDDEN
+    assert not only(out, SendLeader) and "zz" not in c.links
+
+
+def test_a_backup_our_view_does_not_show_yet_follows_once_a_fresh_read_shows_it() -> None:
+    c = leading(live="ab")
+    assert attach(c, "c", "link-c") == []
+    out = c.handle(ZkView(state(1, "a", "ab", version=1), members("abc"), None, 0.1))
+    assert only(out, SendLeader) and c.links["c"] == "link-c"
 
 
 def test_a_follow_with_another_boot_than_zookeeper_shows_is_refused() -> None:

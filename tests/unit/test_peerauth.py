@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tritonmq.core.events import FollowerFrame
 from tritonmq.core.group import Member
-from tritonmq.core.peerauth import admit_follow, follow_proof
+from tritonmq.core.peerauth import MAX_HELD, FollowGate, admit_follow, follow_proof
+from tritonmq.core.replication import Rejected
 from tritonmq.wire.frames import ErrorCode, Follow
 
 SECRET = b"s" * 32
@@ -68,3 +70,26 @@ def test_proofs_differ_for_every_field_and_are_empty_without_a_secret() -> None:
     }
     assert len(proofs) == 4 and all(len(p) == 32 for p in proofs)
     assert follow_proof(None, NONCE, *base) == b""
+
+
+def test_the_gate_holds_a_few_unknown_ids_for_a_re_read_and_refuses_the_rest() -> None:
+    gate = FollowGate(SECRET)
+    evs = [FollowerFrame(f"link-{i}", follow(f"x{i}", "boot"), 0.0, NONCE) for i in range(10)]
+    verdicts = [gate.judge(ev, "a", MEMBERS, final=False) for ev in evs]
+    assert verdicts[:MAX_HELD] == [True] * MAX_HELD
+    assert all(isinstance(v, Rejected) for v in verdicts[MAX_HELD:])
+    gate.drop(evs[0].link)
+    held = gate.take_held()
+    assert [ev.link for ev in held] == [f"link-{i}" for i in range(1, MAX_HELD)]
+    refused = gate.judge(held[0], "a", MEMBERS, final=True)  # the re-read did not show it
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.FORBIDDEN
+    assert gate.judge(FollowerFrame("l", follow(), 0.0, NONCE), "a", MEMBERS, final=False) is None
+
+
+def test_the_gate_never_holds_a_follow_without_a_valid_proof() -> None:
+    gate = FollowGate(SECRET)
+    refused = gate.judge(
+        FollowerFrame("l", follow("x", proof=b""), 0.0, NONCE), "a", MEMBERS, final=False
+    )
+    assert isinstance(refused, Rejected) and refused.code is ErrorCode.UNAUTHENTICATED
+    assert gate.take_held() == []

@@ -85,7 +85,7 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.log import GroupLog
-from tritonmq.core.peerauth import admit_follow, follow_proof
+from tritonmq.core.peerauth import FollowGate, follow_proof
 from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
 from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
@@ -121,6 +121,7 @@ class BrokerCore:
         self.cfg = cfg
         self.me = me
         self.cluster_secret = cluster_secret  # None: insecure_cluster (no follow proofs)
+        self.follow_gate = FollowGate(cluster_secret)
         self.log = GroupLog()
         self.delivery = Delivery(
             self.log,
@@ -424,7 +425,7 @@ class BrokerCore:
 
     # --- followers of ours ----------------------------------------------------------------
 
-    def _follower_frame(self, ev: FollowerFrame) -> list[Action]:
+    def _follower_frame(self, ev: FollowerFrame, final: bool = False) -> list[Action]:
         link, frame, now = ev.link, ev.frame, ev.now
         p = self.primary
         if isinstance(frame, ReplAck):
@@ -434,10 +435,10 @@ class BrokerCore:
             return self._primary_out(p, p.acked(fid, frame.epoch, frame.ts, now), now)
         if p is None or frame.group != self.cfg.group:
             return [CloseLink(link, "not the primary", ErrorCode.NOT_PRIMARY)]
-        refused = admit_follow(
-            frame, nonce=ev.nonce, secret=self.cluster_secret, me=self.me.id, members=self.members
-        )
-        if refused is not None:
+        refused = self.follow_gate.judge(ev, self.me.id, self.members, final=final)
+        if refused is True:  # not in our view yet: its registration's watch brings a view
+            return []
+        if isinstance(refused, Rejected):
             level = L.WARNING if refused.code is ErrorCode.UNAUTHENTICATED else L.INFO
             why = f"follow as {frame.id[:40]!r} refused: {refused.message}"
             return [CloseLink(link, refused.message, refused.code), LogLine(level, why)]
@@ -457,6 +458,7 @@ class BrokerCore:
         return out
 
     def _follower_gone(self, link: Any, now: float) -> list[Action]:
+        self.follow_gate.drop(link)
         fid = self.link_ids.pop(id(link), None)
         if fid is None or self.links.get(fid) is not link:
             return []
@@ -588,7 +590,10 @@ class BrokerCore:
         cas = self.cas
         if cas is not None and cas.unknown:
             out.extend(self._judge_unknown(cas, ev.now))
-        return out + self._reconcile(ev.now)
+        out += self._reconcile(ev.now)
+        for held in self.follow_gate.take_held():
+            out += self._follower_frame(held, final=True)
+        return out
 
     def _judge_unknown(self, cas: PendingCas, now: float) -> list[Action]:
         """A re-read after a CAS of unknown outcome: did our write happen?"""

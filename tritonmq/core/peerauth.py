@@ -19,12 +19,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
+from typing import Any
 
+from tritonmq.core.events import FollowerFrame
 from tritonmq.core.group import Member
 from tritonmq.core.replication import Rejected
 from tritonmq.wire.frames import ErrorCode, Follow
 
 PROOF_CONTEXT = b"tritonmq.repl.v1 follow\n"
+MAX_HELD = 8  # follows held for a re-read at once; beyond, an unknown id is refused at once
 
 
 def _field(data: bytes) -> bytes:
@@ -67,3 +70,39 @@ def admit_follow(
     if member.boot != frame.boot:
         return Rejected(ErrorCode.FORBIDDEN, f"{frame.id} is registered with another boot id")
     return None
+
+
+class FollowGate:
+    """Admission, with a short hold for a member our view does not show yet.
+
+    A backup follows as soon as it sees itself registered, which can be a moment before
+    our own watch on the members shows it. Its follow (proof checked) then waits for that
+    view instead of being refused and retried: :meth:`judge` answers "held", and the core
+    hands :meth:`take_held` back to be judged for good on its next view. No read is asked
+    for: the registration's watch brings the view (an extra read would reorder the core's
+    views against its own writes). At most ``MAX_HELD`` wait at once; beyond, an unknown id
+    is refused at once (the backup retries on its back-off).
+    """
+
+    def __init__(self, secret: bytes | None) -> None:
+        self.secret = secret
+        self.held: dict[int, FollowerFrame] = {}  # id(link) -> its follow
+
+    def judge(
+        self, ev: FollowerFrame, me: str, members: Mapping[str, Member], *, final: bool
+    ) -> Rejected | None | bool:
+        """None: admit; Rejected: refuse; True: held until the next view."""
+        assert isinstance(ev.frame, Follow)
+        refused = admit_follow(ev.frame, nonce=ev.nonce, secret=self.secret, me=me, members=members)
+        unknown = refused is not None and refused.code is ErrorCode.FORBIDDEN
+        if unknown and ev.frame.id not in members and not final and len(self.held) < MAX_HELD:
+            self.held[id(ev.link)] = ev
+            return True
+        return refused
+
+    def take_held(self) -> list[FollowerFrame]:
+        held, self.held = list(self.held.values()), {}
+        return held
+
+    def drop(self, link: Any) -> None:
+        self.held.pop(id(link), None)
