@@ -143,6 +143,7 @@ def dev(
         cluster.start()
         click.echo(f"zookeeper {cluster.zk_hosts}")
         click.echo(f"export TRITONMQ_ZK_AUTH_FILE={cluster.zk_auth_file}")
+        click.echo(f"# read-only, for zk:// clients: {cluster.zk_reader_file}")
         for b in cluster.brokers.values():
             click.echo(f"broker {b.group}/{b.id} {b.url} pid {b.pid}")
         if state_file:

@@ -48,6 +48,7 @@ class BrokerConfig:
     repl_listen: str = ""  # HOST:PORT of the replication listener; empty: listen's host, port 0
     cluster_secret_file: str = ""  # else env TRITONMQ_CLUSTER_SECRET (never a flag)
     zk_auth_file: str = ""  # "user:password" for ZooKeeper; else env TRITONMQ_ZK_AUTH(_FILE)
+    zk_reader_file: str = ""  # zk:// clients' read-only identity; else TRITONMQ_ZK_READER_FILE
     insecure_cluster: bool = False  # no secret, no ZooKeeper ACLs: a local experiment only
 
     # --- security: TLS ---

@@ -234,3 +234,36 @@ def test_init_closes_a_tree_left_open_and_refuses_one_another_credential_owns(
     finally:
         owner.stop()
         owner.close()
+
+
+async def test_the_read_only_credential_routes_zk_clients_and_reads_no_offsets_nor_writes(
+    cluster: DevCluster, producer: Producer
+) -> None:
+    from tritonmq.coord.zkclient import read_credential
+
+    async with Client(zk_url(cluster)) as c:
+        async with c.subscribe("good", subscription="billing", from_="earliest") as sub:
+            await sub.get(timeout=10)
+    ch, info = cluster.chroot, await asyncio.to_thread(group_info, cluster)
+    zk = outsider_zk(cluster, read_credential(cluster.zk_reader_file))
+    try:
+        assert json.loads(zk.get(paths.state(ch, "g1"))[0])["primary"] == info["primary"]
+        assert sorted(zk.get_children(paths.members(ch, "g1"))) == sorted(cluster.brokers)
+        assert zk.get(paths.cluster(ch))[0]
+        for name, args in [
+            ("get_children", (paths.subscriptions(ch),)),
+            ("get", (paths.offset(ch, "good", "billing"),)),
+            ("set", (paths.state(ch, "g1"), b"{}")),
+            ("create", (paths.member(ch, "g1", "evil"), b"{}")),
+        ]:
+            with pytest.raises(NoAuthError):
+                getattr(zk, name)(*args)
+    finally:
+        zk.stop()
+        zk.close()
+    # A zk:// client given only the reader's file routes and publishes.
+    env = dict(os.environ, **{ENV_AUTH_FILE: str(cluster.zk_reader_file)})
+    cmd = [sys.executable, "-m", "tritonmq", "pub", "--url", zk_url(cluster), "good", "via-reader"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "ts=" in r.stdout, r.stderr
+    await producer.more_acks()

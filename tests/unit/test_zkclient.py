@@ -10,6 +10,7 @@ from kazoo.security import Permissions
 from tritonmq.coord.zkclient import (
     ENV_AUTH,
     ENV_AUTH_FILE,
+    ClusterAcls,
     ZkCredential,
     credential_from,
     new_client,
@@ -55,3 +56,16 @@ def test_clients_authenticate_and_create_znodes_only_the_credential_may_touch() 
     zk = new_client("127.0.0.1:1", auth=cred)
     assert ("digest", "ops:pw") in zk.auth_data and zk.default_acl == cred.acl
     assert not new_client("127.0.0.1:1", auth=None).auth_data
+
+
+def test_the_reader_may_read_routing_znodes_only_and_write_nothing() -> None:
+    acls = ClusterAcls(ZkCredential("ops", "pw"), ZkCredential("reader", "r"))
+    reader_perms = {a.perms for a in acls.public if a.id.id.startswith("reader:")}
+    assert reader_perms == {Permissions.READ}
+    assert not [a for a in acls.private if a.id.id.startswith("reader:")]
+    for path in ("/c", "/c/cluster", "/c/slots/3", "/c/groups/g1/state", "/c/groups/g1/members/b"):
+        assert acls.for_path("/c", path) == acls.public, path
+    for path in ("/c/subscriptions", "/c/subscriptions/t/s", "/c/offsets", "/c/offsets/t/s"):
+        assert acls.for_path("/c", path) == acls.private, path
+    assert acls.for_path("/c", "/c/offsetsx") == acls.public
+    assert ClusterAcls(ZkCredential("ops", "pw")).public == ZkCredential("ops", "pw").acl

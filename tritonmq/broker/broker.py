@@ -148,6 +148,7 @@ class Broker:
             on_change=self._zk_changed,
             spawn=self.tasks.spawn,
             auth=creds.zk,
+            reader=creds.zk_reader,
         )
         await self.coord.start()
         self.offsets = Offsets(self.coord)

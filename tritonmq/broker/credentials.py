@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Final
 
 from tritonmq.config import BrokerConfig
-from tritonmq.coord.zkclient import ENV_AUTH, ENV_AUTH_FILE, ZkCredential, credential_from
+from tritonmq.coord.zkclient import (
+    ENV_AUTH,
+    ENV_AUTH_FILE,
+    ZkCredential,
+    credential_from,
+    reader_from,
+)
 from tritonmq.errors import ConfigError
 
 log = logging.getLogger("tritonmq.broker")
@@ -30,6 +36,7 @@ MIN_SECRET_BYTES: Final = 16
 class BrokerCredentials:
     secret: bytes | None = field(repr=False)  # None: follows are not authenticated
     zk: ZkCredential | None  # None: ZooKeeper without ACLs
+    zk_reader: ZkCredential | None = None  # the zk:// clients' read-only identity
 
 
 def _secret(text: bytes, where: str) -> bytes:
@@ -55,7 +62,11 @@ def cluster_secret(cfg: BrokerConfig, env: Mapping[str, str] | None = None) -> b
 
 def load_credentials(cfg: BrokerConfig, env: Mapping[str, str] | None = None) -> BrokerCredentials:
     """Both credentials; ConfigError when one is missing and the cluster is not insecure."""
-    creds = BrokerCredentials(cluster_secret(cfg, env), credential_from(cfg.zk_auth_file, env))
+    creds = BrokerCredentials(
+        cluster_secret(cfg, env),
+        credential_from(cfg.zk_auth_file, env),
+        reader_from(cfg.zk_reader_file, env),
+    )
     missing = []
     if creds.secret is None:
         missing.append(f"a cluster secret (cluster_secret_file, or env {ENV_SECRET})")

@@ -35,15 +35,20 @@ class Offsets:
         """Create the subscription (idempotent); returns the offset ZooKeeper holds for it."""
         zk, call = self.coord.zk, self.coord.call
         sub_path, off_path = self._paths(topic, name)
+        acl = self.coord.acls.private if self.coord.acls is not None else None  # no reader
         try:
             await call(
-                zk.create_async(sub_path, json.dumps({"mode": mode}).encode(), makepath=True)
+                zk.create_async(
+                    sub_path, json.dumps({"mode": mode}).encode(), acl=acl, makepath=True
+                )
             )
         except NodeExistsError:
             pass
         try:
             await call(
-                zk.create_async(off_path, json.dumps({"ts": offset}).encode(), makepath=True)
+                zk.create_async(
+                    off_path, json.dumps({"ts": offset}).encode(), acl=acl, makepath=True
+                )
             )
         except NodeExistsError:
             raw, _ = await call(zk.get_async(off_path))

@@ -19,9 +19,10 @@ two brokers, or between a broker and ZooKeeper, while clients keep using the
 brokers' real URLs.
 
 Local use stays one command although the cluster is locked (issue 8): the cluster
-generates a ZooKeeper credential and a cluster secret into its work directory
-(files of mode 0600), hands both to its brokers through the environment
-(``TRITONMQ_ZK_AUTH_FILE``, ``TRITONMQ_CLUSTER_SECRET_FILE``), and when this process
+generates a ZooKeeper credential, a read-only one for zk:// clients and a cluster
+secret into its work directory (files of mode 0600), hands them to its brokers
+through the environment (``TRITONMQ_ZK_AUTH_FILE``, ``TRITONMQ_ZK_READER_FILE``,
+``TRITONMQ_CLUSTER_SECRET_FILE``), and when this process
 has no ZooKeeper credential of its own it points ``TRITONMQ_ZK_AUTH_FILE`` at the
 generated one, so that zk:// clients and the CLI it runs reach the cluster. When
 ``TRITONMQ_ZK_AUTH_FILE`` is already set, the cluster uses that credential instead
@@ -53,6 +54,7 @@ from tritonmq.coord.slots import init_cluster
 from tritonmq.coord.zkclient import (
     ENV_AUTH,
     ENV_AUTH_FILE,
+    ENV_READER_FILE,
     ZkCredential,
     new_client,
     read_credential,
@@ -143,6 +145,9 @@ class DevCluster:
         self.spawned: list[int] = []  # every process it started, so a harness can check they end
         self.zk_auth_file, self.secret_file = self._credentials()
         self.zk_auth: ZkCredential = read_credential(self.zk_auth_file)
+        self.zk_reader_file = self.workdir / "zk.reader"  # for zk:// clients: read-only
+        _write_private(self.zk_reader_file, f"reader:{secrets.token_urlsafe(24)}")
+        self.zk_reader: ZkCredential = read_credential(self.zk_reader_file)
 
     def _credentials(self) -> tuple[Path, Path]:
         """The ZooKeeper credential file (the environment's, else a new one) and a new
@@ -175,6 +180,7 @@ class DevCluster:
             [f"g{g}" for g in range(1, self.n_groups + 1)],
             64,
             auth=self.zk_auth,
+            reader=self.zk_reader,
         )
         for b in self.brokers.values():
             self._spawn(b)
@@ -250,7 +256,11 @@ class DevCluster:
         env = {k: v for k, v in os.environ.items() if k not in (ENV_AUTH, ENV_SECRET)}
         env.update(
             PYTHONUNBUFFERED="1",
-            **{ENV_AUTH_FILE: str(self.zk_auth_file), ENV_SECRET_FILE: str(self.secret_file)},
+            **{
+                ENV_AUTH_FILE: str(self.zk_auth_file),
+                ENV_READER_FILE: str(self.zk_reader_file),
+                ENV_SECRET_FILE: str(self.secret_file),
+            },
         )
         b.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=logf, env=env, start_new_session=True
@@ -430,6 +440,8 @@ class DevCluster:
             "chroot": self.chroot,
             # clients and the CLI: export TRITONMQ_ZK_AUTH_FILE=<this> (readable by you only)
             "zk_auth_file": str(self.zk_auth_file),
+            # zk:// clients that should only route: TRITONMQ_ZK_AUTH_FILE=<this> (read-only)
+            "zk_reader_file": str(self.zk_reader_file),
             "brokers": [
                 {"group": b.group, "id": b.id, "url": b.url, "pid": b.pid}
                 for b in self.brokers.values()
