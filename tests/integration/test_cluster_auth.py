@@ -267,3 +267,34 @@ async def test_the_read_only_credential_routes_zk_clients_and_reads_no_offsets_n
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "ts=" in r.stdout, r.stderr
     await producer.more_acks()
+
+
+def test_dev_generates_private_credentials_and_its_state_file_says_where(tmp_path: Any) -> None:
+    """Local use stays one command: `tritonmq dev` in an environment without credentials."""
+    bare = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TRITONMQ_CLUSTER", "TRITONMQ_ZK"))
+    }
+    state_file = tmp_path / "state.json"
+    tm = [sys.executable, "-m", "tritonmq"]
+    dev = subprocess.Popen(
+        [*tm, "dev", "--state-file", str(state_file)],
+        env=bare,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(state_file.exists, 60, "the dev cluster's state file")
+        state = json.loads(state_file.read_text())
+        for key in ("zk_auth_file", "zk_reader_file"):
+            assert stat.S_IMODE(os.stat(state[key]).st_mode) == 0o600
+        status = [*tm, "status", "--zk", state["zk"], "--json"]
+        denied = subprocess.run(status, env=bare, capture_output=True, text=True, timeout=60)
+        assert denied.returncode == 1 and "no or wrong credential" in denied.stderr
+        for key in ("zk_auth_file", "zk_reader_file"):
+            env = dict(bare, **{ENV_AUTH_FILE: state[key]})
+            ok = subprocess.run(status, env=env, capture_output=True, text=True, timeout=60)
+            assert ok.returncode == 0, ok.stderr
+            assert json.loads(ok.stdout)["groups"]["g1"]["primary"] is not None
+    finally:
+        dev.terminate()
+        assert dev.wait(timeout=60) == 0
