@@ -139,6 +139,24 @@ async def test_impersonating_every_backup_is_refused_and_acked_records_survive_t
     assert got == acked
 
 
+async def subscribed(c: DevCluster, topic: str, name: str) -> None:
+    """A durable subscription ``name`` on ``topic`` whose znodes exist (so that an outsider's
+    read of them can only fail for want of the credential, not for want of the znode)."""
+    async with Client(zk_url(c)) as client:
+        async with client.subscribe(topic, subscription=name, from_="earliest") as sub:
+            await sub.get(timeout=10)
+    zk = outsider_zk(c, c.zk_auth)
+    try:
+        for path in (
+            paths.subscription(c.chroot, topic, name),
+            paths.offset(c.chroot, topic, name),
+        ):
+            await asyncio.to_thread(wait_for, lambda p=path: zk.exists(p), 30, f"{path} to exist")
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def outsider_zk(c: DevCluster, cred: ZkCredential | None = None) -> Any:
     zk = new_client(str(c.zk_hosts), auth=cred)
     zk.start(timeout=10)
@@ -148,9 +166,7 @@ def outsider_zk(c: DevCluster, cred: ZkCredential | None = None) -> Any:
 async def test_zookeeper_without_the_credential_can_neither_read_nor_write_the_cluster(
     cluster: DevCluster, producer: Producer
 ) -> None:
-    async with Client(zk_url(cluster)) as c:
-        async with c.subscribe("good", subscription="billing", from_="earliest") as sub:
-            await sub.get(timeout=10)
+    await subscribed(cluster, "good", "billing")
     info = await asyncio.to_thread(group_info, cluster)
     ch = cluster.chroot
     forged = {"epoch": info["epoch"] + 1, "primary": "evil", "isr": ["evil"], "boots": {}}
@@ -241,9 +257,7 @@ async def test_the_read_only_credential_routes_zk_clients_and_reads_no_offsets_n
 ) -> None:
     from tritonmq.coord.zkclient import read_credential
 
-    async with Client(zk_url(cluster)) as c:
-        async with c.subscribe("good", subscription="billing", from_="earliest") as sub:
-            await sub.get(timeout=10)
+    await subscribed(cluster, "good", "billing")
     ch, info = cluster.chroot, await asyncio.to_thread(group_info, cluster)
     zk = outsider_zk(cluster, read_credential(cluster.zk_reader_file))
     try:

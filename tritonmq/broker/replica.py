@@ -46,7 +46,7 @@ log = logging.getLogger("tritonmq.replica")
 REPL_MAX_FRAME = 256 * 1024 * 1024
 FOLLOWER_MAX_FRAME = 1024 * 1024  # a follower sends only `follow` and `rack`: small frames
 NONCE_BYTES = 32
-CHALLENGE_TIMEOUT = 5.0  # a primary that sends no challenge this long after the handshake
+CHALLENGE_TIMEOUT = 5.0  # the challenge, and the answer to it, come within this (seconds)
 
 
 # --- primary side -------------------------------------------------------------------
@@ -54,26 +54,40 @@ CHALLENGE_TIMEOUT = 5.0  # a primary that sends no challenge this long after the
 
 async def serve_follower(ws: ServerConnection, feed: Callable[[Event], None], nonce: bytes) -> None:
     """Challenge the follower with ``nonce`` (its ``follow`` must sign it: the core
-    checks), then feed its frames to the core until the link closes."""
+    checks), then feed its frames to the core until the link closes. A link that does
+    not answer within ``CHALLENGE_TIMEOUT`` is closed: an idle outsider holds nothing."""
     try:
         await ws.send(codec.enc_challenge(Challenge(nonce)))
+        try:
+            first = await asyncio.wait_for(ws.recv(), CHALLENGE_TIMEOUT)
+        except TimeoutError:
+            await ws.close(1008, "no follow in time")
+            return
+        if not await _take(ws, first, feed, nonce):
+            return
         async for data in ws:
-            try:
-                frame = codec.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
-            except ProtocolError as e:
-                await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
-                return
-            if isinstance(frame, Follow | ReplAck):
-                feed(FollowerFrame(ws, frame, time.monotonic(), nonce))
-            else:
-                await ws.send(
-                    codec.enc_error(ErrorCode.BAD_REQUEST, "a follower sends follow/rack")
-                )
+            if not await _take(ws, data, feed, nonce):
                 return
     except ConnectionClosed as e:
         log.debug("replication link ended: %s", e)
     finally:
         feed(FollowerGone(ws, time.monotonic()))
+
+
+async def _take(
+    ws: ServerConnection, data: bytes | str, feed: Callable[[Event], None], nonce: bytes
+) -> bool:
+    """Feed one follower frame to the core; False (after an error frame) to end the link."""
+    try:
+        frame = codec.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
+    except ProtocolError as e:
+        await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
+        return False
+    if not isinstance(frame, Follow | ReplAck):
+        await ws.send(codec.enc_error(ErrorCode.BAD_REQUEST, "a follower sends follow/rack"))
+        return False
+    feed(FollowerFrame(ws, frame, time.monotonic(), nonce))
+    return True
 
 
 # --- backup side --------------------------------------------------------------------

@@ -539,8 +539,13 @@ class BrokerCore:
             return []
         f.refused = 0  # closed, timed out, rejected: not a run of refusals any more
         self.backup.synced = False
-        if ev.what is LinkEnd.REJECTED:
-            return [LogLine(L.DEBUG, f"following {f.primary.id}: {ev.detail}")]
+        if ev.what is LinkEnd.REJECTED:  # a wrong secret must be loud: nothing replicates
+            bad_secret = ev.detail.startswith(ErrorCode.UNAUTHENTICATED.value)
+            return [
+                LogLine(
+                    L.WARNING if bad_secret else L.DEBUG, f"following {f.primary.id}: {ev.detail}"
+                )
+            ]
         return []
 
     def _primary_frame(self, ev: PrimaryFrame) -> list[Action]:
