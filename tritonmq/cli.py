@@ -13,11 +13,21 @@ from typing import Any
 
 import click
 
+from tritonmq.cli_admin import add_commands, read_token, token_option
 from tritonmq.errors import TritonError
 
 
 def _fail(message: str) -> None:
     raise click.UsageError(message)
+
+
+_ca_file_option = click.option(
+    "--ca-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    envvar="TRITONMQ_CA_FILE",
+    help="PEM CA that wss:// brokers' certificates must chain to (default: the system's).",
+)
 
 
 @click.group()
@@ -65,6 +75,9 @@ def zk(port: int | None, data_dir: str | None) -> None:
     metavar="URL",
     help="ws:// URL other brokers replicate from (default: the client URL).",
 )
+@click.option("--tls-cert", default=None, metavar="PEM", help="Certificate: serve wss://.")
+@click.option("--tls-key", default=None, metavar="PEM", help="Private key of --tls-cert.")
+@click.option("--tls-ca", default=None, metavar="PEM", help="CA a backup checks its primary by.")
 @click.option("--log-level", default=None)
 def broker(
     zk_hosts: str | None,
@@ -77,12 +90,16 @@ def broker(
     min_insync: int | None,
     session_timeout: float | None,
     advertise_repl: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_ca: str | None,
     log_level: str | None,
 ) -> None:
     """Run one broker process."""
     from tritonmq.broker.credentials import load_credentials
     from tritonmq.broker.main import run_broker
     from tritonmq.config import load_config
+    from tritonmq.tlsconfig import replication_context, server_context
 
     try:
         cfg = load_config(
@@ -96,8 +113,13 @@ def broker(
             min_insync=min_insync,
             session_timeout=session_timeout,
             advertise_repl=advertise_repl,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_ca=tls_ca,
             log_level=log_level,
         )
+        server_context(cfg)  # unreadable or mismatched TLS files: exit 2 now, not at bind
+        replication_context(cfg)
     except TritonError as e:
         _fail(str(e))
     if ":" not in cfg.listen:
@@ -120,17 +142,23 @@ def broker(
     help="Write cluster state JSON here.",
 )
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--tls", is_flag=True, help="Serve wss:// with a local CA's certificates.")
 def dev(
     groups: int,
     replicas: int,
     zk_hosts: str | None,
     state_file: str | None,
     config_file: str | None,
+    tls: bool,
 ) -> None:
-    """Run a local cluster (ZooKeeper + brokers) until Ctrl-C or SIGTERM."""
+    """Run a local cluster (ZooKeeper + brokers) until Ctrl-C or SIGTERM.
+
+    With --tls it makes a CA and broker certificates in its work directory and prints
+    the CA file's path: give it to clients (--ca-file, or TRITONMQ_CA_FILE).
+    """
     from tritonmq.devtools.cluster import DevCluster
 
-    cluster = DevCluster(groups, replicas, zk=zk_hosts, config=config_file)
+    cluster = DevCluster(groups, replicas, zk=zk_hosts, config=config_file, tls=tls)
     stop = False
 
     def on_signal(_sig: int, _frame: Any) -> None:
@@ -144,6 +172,8 @@ def dev(
         click.echo(f"zookeeper {cluster.zk_hosts}")
         click.echo(f"export TRITONMQ_ZK_AUTH_FILE={cluster.zk_auth_file}")
         click.echo(f"# read-only, for zk:// clients: {cluster.zk_reader_file}")
+        if cluster.ca_file:
+            click.echo(f"ca-file {cluster.ca_file}")
         for b in cluster.brokers.values():
             click.echo(f"broker {b.group}/{b.id} {b.url} pid {b.pid}")
         if state_file:
@@ -201,7 +231,8 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
 @click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True)
 @click.option("--chroot", default="/tritonmq", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def subscriptions(zk_hosts: str, chroot: str, as_json: bool) -> None:
+@_ca_file_option
+def subscriptions(zk_hosts: str, chroot: str, as_json: bool, ca_file: str | None) -> None:
     """Durable subscriptions (Spark queries' included): offset, group head and lag.
 
     Lag is the group's commit point minus the subscription's stored offset, in ts: an
@@ -226,7 +257,7 @@ def subscriptions(zk_hosts: str, chroot: str, as_json: bool) -> None:
 
     async def heads() -> dict[str, int | None]:
         out: dict[str, int | None] = {}
-        async with Client(f"zk://{zk_hosts}{chroot}", timeout=5.0) as c:
+        async with Client(f"zk://{zk_hosts}{chroot}", timeout=5.0, ca_file=ca_file) as c:
             for s in subs:
                 g = s["group"] = c.group_of(s["topic"])
                 if g not in out:
@@ -252,13 +283,14 @@ def subscriptions(zk_hosts: str, chroot: str, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table(title="TritonMQ durable subscriptions")
-    for col in ("topic", "subscription", "mode", "group", "offset", "head", "lag"):
+    for col in ("topic", "subscription", "mode", "owner", "group", "offset", "head", "lag"):
         table.add_column(col)
     for s in subs:
         table.add_row(
             s["topic"],
             s["name"],
             s["mode"],
+            s["owner"] or "anonymous",
             s["group"],
             str(s["offset"]),
             str(s["head"]),
@@ -274,7 +306,7 @@ def _client_url(url: str | None, zk_hosts: str | None) -> str:
 
 
 _url_option = click.option(
-    "--url", default=None, help="zk://HOST:PORT[/chroot] or ws://HOST:PORT of any broker."
+    "--url", default=None, help="zk://HOST:PORT[/chroot] or ws(s)://HOST:PORT of any broker."
 )
 _zk_option = click.option(
     "--zk", "zk_hosts", default=None, help="ZooKeeper HOST:PORT (default 127.0.0.1:2181)."
@@ -286,16 +318,24 @@ _zk_option = click.option(
 @click.argument("value", required=False)
 @_url_option
 @_zk_option
+@_ca_file_option
+@token_option
 @click.option("--key", default=None, help="Record key (UTF-8).")
 def pub(
-    topic: str, value: str | None, url: str | None, zk_hosts: str | None, key: str | None
+    topic: str,
+    value: str | None,
+    url: str | None,
+    zk_hosts: str | None,
+    ca_file: str | None,
+    token_file: str | None,
+    key: str | None,
 ) -> None:
     """Publish VALUE to TOPIC; with VALUE '-' (or none), publish each line of standard input."""
     import asyncio
 
     from tritonmq.client import Client
 
-    target = _client_url(url, zk_hosts)
+    target, token = _client_url(url, zk_hosts), read_token(token_file)
     lines = (
         [value.encode()]
         if value not in (None, "-")
@@ -303,7 +343,7 @@ def pub(
     )
 
     async def run() -> None:
-        async with Client(target) as c:
+        async with Client(target, ca_file=ca_file, token=token) as c:
             k = key.encode() if key is not None else None
             acks = await asyncio.gather(*(c.publish(topic, v, key=k) for v in lines))
             for a in acks:
@@ -320,6 +360,8 @@ def pub(
 @click.argument("topic")
 @_url_option
 @_zk_option
+@_ca_file_option
+@token_option
 @click.option("--subscription", default=None, help="Subscription name (makes it durable).")
 @click.option(
     "--mode",
@@ -339,6 +381,8 @@ def sub(
     topic: str,
     url: str | None,
     zk_hosts: str | None,
+    ca_file: str | None,
+    token_file: str | None,
     subscription: str | None,
     mode: str,
     from_: str,
@@ -350,7 +394,7 @@ def sub(
 
     from tritonmq.client import Client
 
-    target = _client_url(url, zk_hosts)
+    target, token = _client_url(url, zk_hosts), read_token(token_file)
     if mode == "shared" and not subscription:
         _fail("--mode shared needs --subscription")
     start: str | int = from_
@@ -361,7 +405,8 @@ def sub(
 
     async def run() -> None:
         seen = 0
-        async with Client(target) as c, c.subscribe(topic, subscription, start, mode=mode) as s:
+        client = Client(target, ca_file=ca_file, token=token)
+        async with client as c, c.subscribe(topic, subscription, start, mode=mode) as s:
             async for msg in s:
                 text = msg.value.decode("utf-8", "replace")
                 if as_json:
@@ -633,3 +678,6 @@ def sim(
     if summary.failed:
         click.echo(f"replay one with: tritonmq sim --seed {summary.failed[0].seed}")
     sys.exit(1 if summary.failed else 0)
+
+
+add_commands(main)  # subscription delete|reset, token (tritonmq/cli_admin.py)

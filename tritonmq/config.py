@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +53,20 @@ class BrokerConfig:
     insecure_cluster: bool = False  # no secret, no ZooKeeper ACLs: a local experiment only
 
     # --- security: TLS ---
+    tls_cert: str = ""  # PEM certificate (chain) file: serve wss:// (clients and replication)
+    tls_key: str = ""  # PEM private key file of tls_cert
+    tls_ca: str = ""  # PEM CA file a follower verifies its primary with; empty: system store
 
     # --- security: client tokens, authorization, Origin ---
+    auth_required: bool = False  # False: anonymous clients may do everything (dev)
+    auth_key_file: str = ""  # HS*: the shared secret; RS*/ES*: a PEM public key
+    auth_algorithms: list[str] = dataclasses.field(default_factory=lambda: ["HS256"])
+    allowed_origins: list[str] = dataclasses.field(default_factory=list)  # []: same origin
 
     # --- bounds: wire and per-connection ---
+    max_outbound_bytes: int = 16 * 1024 * 1024  # unsent bytes per client connection; close 4008
+    max_queue: int = 4  # received frames waiting per connection (each <= max_frame_bytes)
+    max_frame_elements: int = 1_000_000  # msgpack values in one client frame; TOO_LARGE
 
     # --- bounds: caps, names, memory accounting ---
 
@@ -100,8 +111,56 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("advertise_repl must be a ws:// or wss:// URL")
     if not all(isinstance(v, int | float) and v >= 0 for v in cfg.topic_retention.values()):
         raise ConfigError("topic_retention maps topic names to seconds >= 0")
+    if bool(cfg.tls_cert) != bool(cfg.tls_key):
+        raise ConfigError("tls_cert and tls_key go together: name both files or neither")
+    if cfg.tls_cert and cfg.advertise_repl.startswith("ws://"):
+        raise ConfigError(
+            "a broker with tls_cert serves wss:// only: advertise_repl must be wss://"
+        )
     if cfg.shared_resume_hold_s < 0:
         raise ConfigError("shared_resume_hold_s must be >= 0")
     if cfg.session_timeout < 0.4:
         raise ConfigError("session_timeout must be at least 0.4 s")
+    _check_client_security(cfg)
+    check_wire_bounds(cfg)
     return cfg
+
+
+TOKEN_ALGORITHMS = frozenset(
+    {"HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512"}
+)
+
+
+def _check_client_security(cfg: BrokerConfig) -> None:
+    algs = cfg.auth_algorithms
+    if not algs or not all(isinstance(a, str) and a in TOKEN_ALGORITHMS for a in algs):
+        raise ConfigError(
+            f"auth_algorithms must name some of {', '.join(sorted(TOKEN_ALGORITHMS))}"
+        )
+    if len({a[:2] for a in algs}) > 1:
+        raise ConfigError(
+            "auth_algorithms must not mix HS*, RS* and ES*: one key verifies them all"
+        )
+    if not all(isinstance(o, str) and o for o in cfg.allowed_origins):
+        raise ConfigError("allowed_origins must be a list of origins, or ['*']")
+    if cfg.auth_key_file and not Path(cfg.auth_key_file).is_file():
+        raise ConfigError(f"auth_key_file {cfg.auth_key_file} is not a readable file")
+    if cfg.auth_required and not (cfg.auth_key_file or os.environ.get("TRITONMQ_AUTH_KEY")):
+        raise ConfigError("auth_required needs a key: set auth_key_file or $TRITONMQ_AUTH_KEY")
+
+
+def check_wire_bounds(cfg: BrokerConfig) -> None:
+    """A subscriber's window must fit under the outbound cap, or a consumer reading at its
+    pace would be closed for it; the other bounds must allow a frame at all."""
+    if cfg.max_outbound_bytes < cfg.window_bytes + cfg.max_value_bytes:
+        raise ConfigError(
+            f"max_outbound_bytes ({cfg.max_outbound_bytes}) must be at least window_bytes + "
+            f"max_value_bytes ({cfg.window_bytes + cfg.max_value_bytes})"
+        )
+    if cfg.max_queue < 1:
+        raise ConfigError("max_queue must be at least 1")
+    if cfg.max_frame_elements < 5 * cfg.max_batch_records:  # a record is an array of 4
+        raise ConfigError(
+            f"max_frame_elements ({cfg.max_frame_elements}) must be at least 5 x "
+            f"max_batch_records ({5 * cfg.max_batch_records}), or full batches are refused"
+        )

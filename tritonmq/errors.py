@@ -27,7 +27,8 @@ flag; the wire never carries tracebacks.
     ├── CoordinationError           ZooKeeper failures seen by the coord layer
     └── ClientError                 raised by the Python client
         ├── PublishTimeout          no acknowledgement within the client's deadline
-        └── ClientClosed            the client was closed while a call was pending
+        ├── ClientClosed            the client was closed while a call was pending
+        └── TlsError                code TLS: a broker's certificate did not verify (or no TLS)
 """
 
 from __future__ import annotations
@@ -132,6 +133,29 @@ class Purged(RequestRejected):
         self.last = last
 
 
+class Unauthenticated(RequestRejected):
+    """The broker requires a token and got none, or one it could not verify."""
+
+    code = "UNAUTHENTICATED"
+
+
+class TokenExpired(RequestRejected):
+    """The connection's token expired: ``Client.refresh_token`` with a fresh one."""
+
+    code = "TOKEN_EXPIRED"
+
+
+class Forbidden(RequestRejected):
+    """The principal may not do this (its claims, or another principal's subscription)."""
+
+    code = "FORBIDDEN"
+
+
+_REFUSED: dict[str, type[RequestRejected]] = {
+    c.code: c for c in (Unauthenticated, TokenExpired, Forbidden)
+}
+
+
 class ReplicationError(TritonError):
     code = "REPLICATION"
 
@@ -159,6 +183,14 @@ class PublishTimeout(ClientError):
 
 class ClientClosed(ClientError):
     code = "CLOSED"
+
+
+class TlsError(ClientError):
+    """The TLS handshake with every broker tried failed in a way no retry fixes: a certificate
+    that does not chain to the CA the client trusts (``ca_file``), names another host or has
+    expired, or a ``wss://`` URL of a broker that does not serve TLS. Not retriable."""
+
+    code = "TLS"
 
 
 _RETRIABLE: dict[str, type[RetriableError]] = {
@@ -193,6 +225,9 @@ def error_from_wire(
     cls = _RETRIABLE.get(code)
     if cls is not None:
         return cls(message)
+    refused = _REFUSED.get(code)
+    if refused is not None:
+        return refused(message)
     if retriable:
         return RetriableError(message, code=code)
     return RequestRejected(message, code=code)

@@ -18,7 +18,8 @@ from tritonmq.devtools.zkserver import ZooKeeperServer
 @pytest.fixture
 def make_cluster(zk_server: ZooKeeperServer, tmp_path: Any) -> Iterator[Callable[..., DevCluster]]:
     """Start clusters on the session's ZooKeeper (or ``zk``), each under its own chroot;
-    ``isolated=True`` puts partition proxies in the way. Stopped at teardown."""
+    ``isolated=True`` puts partition proxies in the way, ``tls=True`` serves wss:// with a
+    local CA (``cluster.ca_file``). Stopped at teardown."""
     started: list[DevCluster] = []
 
     def make(
@@ -29,6 +30,7 @@ def make_cluster(zk_server: ZooKeeperServer, tmp_path: Any) -> Iterator[Callable
         isolated: bool = False,
         zk: str | None = None,
         settings: dict[str, Any] | None = None,
+        tls: bool = False,
     ) -> DevCluster:
         workdir = tmp_path / f"cluster{len(started)}"
         config = None
@@ -47,6 +49,7 @@ def make_cluster(zk_server: ZooKeeperServer, tmp_path: Any) -> Iterator[Callable
             config=str(config) if config else None,
             broker_args=broker_args,
             isolated=isolated,
+            tls=tls,
         )
         started.append(c)
         return c.start(timeout=60)

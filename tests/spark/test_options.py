@@ -45,11 +45,20 @@ def test_source_defaults_and_kafka_names() -> None:
         ({"zk": "h:1", "topics": "a", "maxRecordsPerTrigger": "0"}, "positive integer"),
         ({"zk": "h:1", "topics": "a", "failOnDataLoss": "maybe"}, "true or false"),
         ({"zk": "h:1", "topics": "a", "subscription": ""}, "1..249"),
+        ({"zk": "h:1", "topics": "a", "caFile": " "}, "caFile"),
+        ({"zk": "h:1", "topics": "a", "tokenFile": ""}, "tokenFile"),
     ],
 )
 def test_bad_source_options_say_what_is_wrong(opts: dict[str, str], says: str) -> None:
     with pytest.raises(ConfigError, match=says.replace("(", "\\(")):
         source_options(opts)
+
+
+def test_ca_file_for_wss_brokers() -> None:
+    o = source_options({"url": "wss://h:1", "topics": "a", "caFile": "/etc/tm/ca.pem"})
+    assert (o.url, o.ca_file) == ("wss://h:1", "/etc/tm/ca.pem")
+    assert source_options({"zk": "h:1", "topics": "a"}).ca_file is None
+    assert sink_options({"zk": "h:1", "caFile": "ca.pem"}).ca_file == "ca.pem"
 
 
 def test_sink_options() -> None:
@@ -58,3 +67,10 @@ def test_sink_options() -> None:
     assert sink_options({"url": "ws://h:1"}).topic is None
     with pytest.raises(ConfigError, match="sinkId"):
         sink_options({"zk": "h:1", "sinkId": ""})
+
+
+def test_token_file_for_brokers_that_require_tokens() -> None:
+    o = source_options({"zk": "h:1", "topics": "a", "tokenFile": "/etc/tm/spark.token"})
+    assert o.token_file == "/etc/tm/spark.token"
+    assert source_options({"zk": "h:1", "topics": "a"}).token_file is None
+    assert sink_options({"zk": "h:1", "tokenFile": "t"}).token_file == "t"

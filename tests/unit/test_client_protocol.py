@@ -47,7 +47,14 @@ from tritonmq.client.events import (
 )
 from tritonmq.client.pending import RECENT_ACKS_S
 from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
-from tritonmq.errors import ClientClosed, PublishTimeout, Purged, Unavailable, WrongGroup
+from tritonmq.errors import (
+    ClientClosed,
+    PublishTimeout,
+    Purged,
+    TlsError,
+    Unavailable,
+    WrongGroup,
+)
 from tritonmq.wire.frames import (
     Ack,
     BrokerFrame,
@@ -181,6 +188,45 @@ def test_backoff_delay_bounds(failures: int, r: float) -> None:
     p = ClientProtocol(Settings(backoff_base=0.02, backoff_max=0.5), lambda: r)
     cap = min(0.5, 0.02 * 2**failures)
     assert cap / 2 <= p.backoff_delay(failures) <= cap
+
+
+def test_a_round_with_a_refused_tls_handshake_fails_what_is_pending_at_once() -> None:
+    h = Harness(timeout=30.0)
+    h(Tick())
+    h(Publish(1, "t", recs(1)))
+    h(Request(2, Meta(0)))
+    h(Subscribe(3, "t", None, From("latest")))
+    h(Resolved((A, B)))
+    assert h(TransportFailed(h.p.conn, "refused")) == [Connect(2, B)]  # a plain failure: next
+    out = h(TransportFailed(h.p.conn, "SSLCertVerificationError(...)", tls=True))
+    failed = {type(a): a for a in out if isinstance(a, PublishFailed | RequestFailed)}
+    failed |= {type(a): a for a in out if isinstance(a, SubscriptionFailed)}
+    assert set(failed) == {PublishFailed, RequestFailed, SubscriptionFailed}
+    for a in failed.values():
+        assert isinstance(a.error, TlsError) and "SSLCertVerificationError" in str(a.error)
+        assert not a.error.retriable
+    assert h.p.state is ConnState.DISCONNECTED  # the link itself keeps trying for new calls
+    h.now += 1
+    h(Tick())
+    h(Publish(4, "t", recs(1)))
+    h(Tick())
+    h(Resolved((A,)))
+    h(TransportOpened(h.p.conn))
+    out = h.frame(MetaReply(0, "g1", "a", "primary", 1))
+    assert [p.records for p in h.pubs(out)] == [recs(1)]  # only the new one: the old one failed
+
+
+def test_a_tls_refusal_by_one_broker_does_not_fail_calls_another_broker_takes() -> None:
+    h = Harness(timeout=30.0)
+    h(Tick())
+    h(Publish(1, "t", recs(1)))
+    h(Tick())
+    h(Resolved((A, B)))
+    assert h(TransportFailed(h.p.conn, "bad certificate", tls=True)) == [Connect(2, B)]
+    h(TransportOpened(h.p.conn))
+    out = h.frame(MetaReply(0, "g1", "b", "primary", 1))
+    assert not [a for a in out if isinstance(a, PublishFailed)]
+    assert h.frame(PubAck(1, (5,), "g1")) == [PublishDone(1, (5,), "g1")]
 
 
 def test_a_failed_cluster_read_is_retried_not_the_end() -> None:
@@ -694,3 +740,62 @@ def test_every_record_is_acknowledged_once_in_order_whatever_happens(
     assert sorted(done) == list(range(1, n + 1))
     flat = [ts for t in sorted(done) for ts in done[t]]
     assert flat == sorted(flat) and len(set(flat)) == len(flat)
+
+
+# --- rule 10: tokens -----------------------------------------------------------------------
+
+
+def test_hello_carries_the_token_and_a_new_one_is_sent_at_once_on_a_live_connection() -> None:
+    from tritonmq.client.events import SetToken
+
+    h = Harness()
+    h.p.token = "t1"
+    h(Tick())
+    h(Resolved((A,)))
+    assert h.sent(h(TransportOpened(h.p.conn))) == [Hello("tritonmq-python", "t1")]
+    h.frame(MetaReply(0, "g1", "a", "primary", 1))
+    assert h.p.state is ConnState.CONNECTED
+    assert h.sent(h(SetToken("t2"))) == [Hello("tritonmq-python", "t2")]
+    h(TransportClosed(h.p.conn, "gone"))
+    h.now += 1
+    h(Tick())
+    h(Resolved((A,)))
+    assert h.sent(h(TransportOpened(h.p.conn))) == [Hello("tritonmq-python", "t2")]
+
+
+def test_a_refused_hello_fails_everything_waiting_with_its_typed_error_then_retries() -> None:
+    from tritonmq.errors import TokenExpired
+
+    h = Harness()
+    h(Publish(1, "t", [(b"u", None, b"v", None)]))
+    h(Subscribe(1, "t", None, From.LATEST))
+    h(Request(2, Fetch(0, "t", 0, 9, 10)))
+    h(Tick())
+    h(Resolved((A, B)))
+    h(TransportOpened(h.p.conn))
+    out = h.frame(Error.of(ErrorCode.TOKEN_EXPIRED, "the token of 'alice' expired"))
+    failed = [a for a in out if isinstance(a, PublishFailed | SubscriptionFailed | RequestFailed)]
+    assert len(failed) == 3 and all(isinstance(a.error, TokenExpired) for a in failed)
+    assert Disconnect(1) in out and h.p.state is ConnState.DISCONNECTED
+    assert "TOKEN_EXPIRED" in h.p.last_error
+    assert not h.p.unacknowledged and not h.p.in_flight
+    h.now += 1
+    h(Tick())
+    assert h.p.state is ConnState.RESOLVING, "tried again later, with whatever token is set"
+
+
+def test_admin_ops_are_requests_answered_by_subinfo() -> None:
+    from tritonmq.wire.frames import SubDelete, SubInfo, SubReset
+
+    h = Harness()
+    h.connect()
+    out = h(Request(7, SubReset(0, "t", "app", From.EARLIEST, True)))
+    [frame] = h.sent(out)
+    assert isinstance(frame, SubReset) and frame.id > 0 and frame.execute
+    info = SubInfo(frame.id, "t", "app", "broadcast", "alice", 9, 0, "reset", 0, True)
+    assert Answered(7, info) in h.frame(info)
+    out = h(Request(8, SubDelete(0, "t", "app", True)))
+    [frame] = h.sent(out)
+    refused = h.frame(Error.of(ErrorCode.FORBIDDEN, "not an admin", id=frame.id))
+    [failed] = [a for a in refused if isinstance(a, RequestFailed)]
+    assert failed.ticket == 8 and failed.error.code == "FORBIDDEN"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import msgpack
@@ -34,13 +35,16 @@ from tritonmq.wire.frames import (
     PubAck,
     ReplAck,
     Sub,
+    SubDelete,
+    SubInfo,
     SubOk,
+    SubReset,
     Unsub,
 )
 
 # --- strategies ---------------------------------------------------------------------
 
-ids = st.integers(0, 2**64 - 1)
+ids = st.integers(0, codec.MAX_SAFE_INT)
 names = st.text(min_size=1, max_size=codec.MAX_TOPIC_LEN)
 uuids = st.binary(min_size=1, max_size=codec.MAX_UUID_LEN)
 keys = st.none() | st.binary(max_size=32)
@@ -48,13 +52,15 @@ values = st.binary(max_size=256)
 header_values = st.one_of(
     st.text(max_size=20),
     st.binary(max_size=20),
-    st.integers(-(2**63), 2**64 - 1),
+    st.integers(-codec.MAX_SAFE_INT, codec.MAX_SAFE_INT),
     st.floats(allow_nan=False),
     st.booleans(),
 )
 headers = st.none() | st.dictionaries(st.text(max_size=16), header_values, max_size=8)
 pub_records = st.tuples(uuids, keys, values, headers)
-starts: st.SearchStrategy[From | int] = st.sampled_from(list(From)) | st.integers(0, 2**63)
+starts: st.SearchStrategy[From | int] = st.sampled_from(list(From)) | st.integers(
+    0, codec.MAX_SAFE_INT
+)
 
 client_frames: st.SearchStrategy[ClientFrame] = st.one_of(
     st.builds(Hello, st.text(max_size=40)),
@@ -70,14 +76,16 @@ client_frames: st.SearchStrategy[ClientFrame] = st.one_of(
     st.builds(Ack, ids, ids),
     st.builds(Nack, ids, ids),
     st.builds(Unsub, ids),
-    st.builds(Fetch, ids, names, ids, ids, st.integers(1, 2**64 - 1), st.booleans()),
+    st.builds(Fetch, ids, names, ids, ids, st.integers(1, codec.MAX_SAFE_INT), st.booleans()),
     st.builds(Meta, ids),
     st.builds(Commit, ids, names, st.text(min_size=1, max_size=codec.MAX_NAME_LEN), ids),
 )
 
-stamped = st.tuples(st.integers(0, 2**63), uuids, keys, values, headers)
+stamped = st.tuples(st.integers(0, codec.MAX_SAFE_INT), uuids, keys, values, headers)
 entries = st.lists(st.tuples(st.text(min_size=1, max_size=20), stamped), max_size=16)
-epoch_lists = st.lists(st.tuples(st.integers(0, 2**63), st.integers(0, 2**63)), max_size=6)
+epoch_lists = st.lists(
+    st.tuples(st.integers(0, codec.MAX_SAFE_INT), st.integers(0, codec.MAX_SAFE_INT)), max_size=6
+)
 short_names = st.text(min_size=1, max_size=codec.MAX_NAME_LEN)
 
 
@@ -85,11 +93,11 @@ short_names = st.text(min_size=1, max_size=codec.MAX_NAME_LEN)
 
 
 def _shared_sub(**fields: Any) -> bytes:
-    frame = {"op": "sub", "sid": 1, "topic": "t", "subscription": "s", "mode": "shared"}
+    frame = {"op": "sub", "sid": 2, "topic": "t", "subscription": "s", "mode": "shared"}
     return codec.packb({**frame, **fields})
 
 
-ts_lists = st.lists(st.integers(0, 2**63), max_size=50)
+ts_lists = st.lists(st.integers(0, codec.MAX_SAFE_INT), max_size=50)
 
 
 @given(ts_lists, ts_lists, st.booleans())
@@ -104,6 +112,43 @@ def test_a_shared_sub_carries_what_its_member_acked_and_holds(
 @settings(max_examples=300)
 def test_every_client_frame_round_trips(frame: ClientFrame) -> None:
     assert codec.decode_client(codec.enc_client(frame)) == frame
+
+
+security_frames: st.SearchStrategy[ClientFrame] = st.one_of(
+    st.builds(Hello, st.text(max_size=40), st.none() | st.text(min_size=1, max_size=2000)),
+    st.builds(SubDelete, ids, names, short_names, st.booleans()),
+    st.builds(SubReset, ids, names, short_names, starts, st.booleans()),
+)
+
+
+@given(security_frames)
+def test_hello_with_a_token_and_the_admin_ops_round_trip(frame: ClientFrame) -> None:
+    assert codec.decode_client(codec.enc_client(frame)) == frame
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"op": "hello", "token": 5},
+        {"op": "hello", "token": "x" * (codec.MAX_TOKEN_LEN + 1)},
+        {"op": "subdel", "id": 1, "topic": "t"},
+        {"op": "subdel", "id": 1, "topic": "t", "subscription": "s", "execute": 1},
+        {"op": "subreset", "id": 1, "topic": "t", "subscription": "s"},
+        {"op": "subreset", "id": 1, "topic": "t", "subscription": "s", "to": "now"},
+        {"op": "subreset", "id": 1, "topic": "t", "subscription": "s", "to": -1},
+    ],
+)
+def test_bad_tokens_and_admin_ops_are_malformed(fields: dict[str, Any]) -> None:
+    with pytest.raises(MalformedFrame):
+        codec.decode_client(codec.packb(fields))
+
+
+def test_subinfo_round_trips() -> None:
+    for info in (
+        SubInfo(3, "t", "s", "shared", "alice", 7, 0, "reset", 9, True),
+        SubInfo(4, "t", "s", "broadcast", "", 7, 2, "delete"),
+    ):
+        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(info)) == info
 
 
 @given(ids, ids, entries)
@@ -177,7 +222,7 @@ def test_error_frame_carries_code_retriable_flag_and_primary() -> None:
 
 _records = st.lists(
     st.tuples(
-        st.integers(1, 2**53),
+        st.integers(1, codec.MAX_SAFE_INT),
         st.binary(min_size=16, max_size=16),
         st.none() | st.binary(max_size=8),
         st.binary(max_size=32),
@@ -370,7 +415,6 @@ def test_batch_and_value_limits() -> None:
         pytest.param(_shared_sub(acked=[1, -2]), id="acked-negative"),
         pytest.param(_shared_sub(acked=[1, "2"]), id="acked-str"),
         pytest.param(_shared_sub(acked=[True]), id="acked-bool"),
-        pytest.param(_shared_sub(acked=[0] * (codec.MAX_ACK_TS + 1)), id="acked-too-many"),
         pytest.param(_shared_sub(acked=[1], mode="broadcast"), id="acked-broadcast"),
         pytest.param(_shared_sub(held=[1, -2]), id="held-negative"),
         pytest.param(_shared_sub(held=[1], mode="broadcast"), id="held-broadcast"),
@@ -615,3 +659,209 @@ def test_spark_answers_round_trip_typed() -> None:
     assert codec.enc_committed(2, 7, 10) == codec.MSGPACK.encode(frames[2])
     plain = codec.MSGPACK.decode_broker(codec.enc_meta(MetaReply(1, "g1", "b1", "backup")))
     assert isinstance(plain, MetaReply) and plain.topics is None and plain.commit == 0
+
+
+# --- work bounds, integer bounds, nil, ext (issue 8) -------------------------------------
+
+
+def _peak_bytes_of(decode: Any) -> int:
+    """Peak Python memory while ``decode`` runs: what an element bomb costs the broker."""
+    tracemalloc.start()
+    try:
+        decode()
+    except ProtocolError:
+        pass
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return peak
+
+
+def test_a_flat_element_bomb_is_refused_from_its_header_with_the_request_id() -> None:
+    bomb = codec.packb({"op": "pub", "id": 7, "topic": "t", "records": [0] * 8_000_000})
+    with pytest.raises(FrameTooLarge) as e:
+        codec.decode_client(bomb)
+    assert e.value.id == 7
+    # refused before anything is built: far less than the 64 MB the array alone would take
+    assert _peak_bytes_of(lambda: codec.decode_client(bomb)) < len(bomb) // 10
+
+
+def test_a_nested_element_bomb_stops_after_max_elements() -> None:
+    """Each array is within msgpack's per-container limit; together they hold 8 M values."""
+    bomb = codec.packb({"op": "pub", "id": 7, "x": [[0] * 80_000] * 100})
+    with pytest.raises(FrameTooLarge) as e:
+        codec.decode_client(bomb, max_elements=100_000)
+    assert e.value.id == 7
+    unbounded = _peak_bytes_of(lambda: msgpack.unpackb(bomb, use_list=False))
+    bounded = _peak_bytes_of(lambda: codec.decode_client(bomb, max_elements=100_000))
+    assert unbounded > 60_000_000 and bounded < unbounded // 10
+
+
+def test_frames_within_the_element_cap_decode_as_before() -> None:
+    records = [(b"u%d" % i, None, b"v" * 90, {"n": i}) for i in range(10_000)]
+    data = codec.packb({"op": "pub", "id": 1, "topic": "t", "records": records})
+    assert len(data) > 1_000_000  # decoded with the per-container count
+    got = codec.decode_client(data)
+    assert isinstance(got, Pub) and len(got.records) == 10_000 and got.records[-1] == records[-1]
+    with pytest.raises(FrameTooLarge):
+        codec.decode_client(data, max_elements=len(data) - 1 if len(data) < 40_000 else 40_000)
+
+
+def test_a_map_with_too_many_keys_is_refused() -> None:
+    frame = {"op": "meta", "id": 3, **{f"k{i}": i for i in range(codec.MAX_MAP_LEN)}}
+    with pytest.raises(FrameTooLarge) as e:
+        codec.decode_client(codec.packb(frame))
+    assert e.value.id == 3
+
+
+@pytest.mark.parametrize("n", [codec.MAX_ACK_TS + 1, 2 * codec.MAX_ACK_TS])
+def test_ts_arrays_over_their_limit_are_too_large(n: int) -> None:
+    for data in (
+        _shared_sub(acked=[1] * n),
+        _shared_sub(held=[1] * n),
+        codec.packb({"op": "ack", "sid": 2, "ts": [1] * n}),
+    ):
+        with pytest.raises(FrameTooLarge) as e:
+            codec.decode_client(data, max_records=3 * codec.MAX_ACK_TS)  # the field's own check
+        assert e.value.sid == 2
+        with pytest.raises(FrameTooLarge):
+            codec.decode_client(data)  # msgpack's container limit
+
+
+MAX = codec.MAX_SAFE_INT
+
+
+@pytest.mark.parametrize(
+    ("frame", "field"),
+    [
+        ({"op": "pub", "id": MAX + 1, "topic": "t", "records": [[b"u", None, b"v", None]]}, "id"),
+        ({"op": "sub", "sid": MAX + 1, "topic": "t"}, "sid"),
+        ({"op": "sub", "sid": 1, "topic": "t", "from": MAX + 1}, "from"),
+        ({"op": "sub", "sid": 1, "topic": "t", "window": MAX + 1}, "window"),
+        (
+            {
+                "op": "sub",
+                "sid": 1,
+                "topic": "t",
+                "subscription": "s",
+                "mode": "shared",
+                "acked": [MAX + 1],
+            },
+            "acked",
+        ),
+        (
+            {
+                "op": "sub",
+                "sid": 1,
+                "topic": "t",
+                "subscription": "s",
+                "mode": "shared",
+                "held": [2**64 - 1],
+            },
+            "held",
+        ),
+        ({"op": "ack", "sid": 1, "ts": MAX + 1}, "ts"),
+        ({"op": "ack", "sid": 1, "ts": [1, MAX + 1]}, "ts"),
+        ({"op": "nack", "sid": 1, "ts": 2**63}, "ts"),
+        ({"op": "fetch", "id": 1, "topic": "t", "from": MAX + 1, "to": 2}, "from"),
+        ({"op": "fetch", "id": 1, "topic": "t", "from": 1, "to": 2**64 - 1}, "to"),
+        ({"op": "fetch", "id": 1, "topic": "t", "from": 1, "to": 2, "max": MAX + 1}, "max"),
+        ({"op": "commit", "id": 1, "topic": "t", "subscription": "s", "ts": MAX + 1}, "ts"),
+        ({"op": "meta", "id": MAX + 1}, "id"),
+        (
+            {"op": "pub", "id": 1, "topic": "t", "records": [[b"u", None, b"v", {"h": MAX + 1}]]},
+            "headers",
+        ),
+        (
+            {"op": "pub", "id": 1, "topic": "t", "records": [[b"u", None, b"v", {"h": -MAX - 1}]]},
+            "headers",
+        ),
+    ],
+)
+def test_client_integers_above_2_53_are_bad_frames_with_the_id(
+    frame: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(MalformedFrame) as e:
+        codec.decode_client(codec.packb(frame))
+    request = "id" if "id" in frame else "sid"
+    if frame[request] <= MAX:
+        assert getattr(e.value, request) == frame[request], field
+    else:
+        assert getattr(e.value, request) is None  # the id itself is the bad field
+    exact = {k: (MAX if v == MAX + 1 else v) for k, v in frame.items()}
+    if exact != frame:  # the largest exact integer is fine
+        codec.decode_client(codec.packb(exact))
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        PubAck(MAX + 1, (1,), "g1"),
+        PubAck(1, (MAX + 1,), "g1"),
+        SubOk(1, MAX + 1),
+        Committed(1, MAX + 1, 2),
+        Fetched(1, ((MAX + 1, b"u", None, b"v", None),), 2),
+        Deliver(1, "t", ((MAX + 1, b"u", None, b"v", None),)),
+        Error(ErrorCode.PURGED, "gone", False, id=1, first=1, last=MAX + 1),
+    ],
+)
+def test_broker_integers_above_2_53_are_refused_by_the_client(frame: Any) -> None:
+    with pytest.raises(MalformedFrame):
+        codec.MSGPACK.decode_broker(codec.MSGPACK.encode(frame))
+
+
+def test_nil_in_an_optional_field_means_absent_everywhere() -> None:
+    nil_sub = {
+        "op": "sub",
+        "sid": 1,
+        "topic": "t",
+        "from": None,
+        "window": None,
+        "subscription": None,
+        "mode": None,
+        "resume": None,
+        "acked": None,
+        "held": None,
+    }
+    assert codec.decode_client(codec.packb(nil_sub)) == Sub(1, "t", None, From.LATEST, None)
+    nil_fetch = {
+        "op": "fetch",
+        "id": 1,
+        "topic": "t",
+        "from": 1,
+        "to": 9,
+        "max": None,
+        "skip_purged": None,
+    }
+    assert codec.decode_client(codec.packb(nil_fetch)) == Fetch(1, "t", 1, 9, 10_000)
+    assert codec.decode_client(codec.packb({"op": "meta", "id": None})) == Meta(0)
+    assert codec.decode_client(codec.packb({"op": "hello", "client": None})) == Hello("")
+    # a required field that is nil is missing
+    with pytest.raises(MalformedFrame) as e:
+        codec.decode_client(
+            codec.packb({"op": "fetch", "id": 4, "topic": "t", "from": None, "to": 9})
+        )
+    assert e.value.id == 4
+
+
+@pytest.mark.parametrize(
+    "value",
+    [msgpack.ExtType(5, b"xyz"), msgpack.Timestamp(1, 0)],
+    ids=["ext", "timestamp"],
+)
+def test_ext_types_are_refused_anywhere_with_the_request_id(value: Any) -> None:
+    for frame in (
+        {"op": "pub", "id": 9, "topic": "t", "records": [[b"u", None, b"v", {"at": value}]]},
+        {"op": "fetch", "id": 9, "topic": "t", "from": 1, "to": 2, "unknown": value},
+    ):
+        with pytest.raises(MalformedFrame) as e:
+            codec.decode_client(msgpack.packb(frame, datetime=False))
+        assert e.value.id == 9
+
+
+def test_a_frame_that_fails_to_decode_still_names_its_request() -> None:
+    good = codec.packb({"op": "commit", "id": 12, "sid": 3})
+    broken = good[:-1] + b"\xc1"  # the last field's value is a reserved byte
+    with pytest.raises(MalformedFrame) as e:
+        codec.decode_client(broken)
+    assert (e.value.id, e.value.sid) == (12, None)  # sid is the field that broke

@@ -114,6 +114,13 @@ def test_an_ack_ahead_of_delivery_skips_nothing() -> None:
     assert ts_of(d.ack("c1", 1, 100, 10)) == [4, 5, 6]
 
 
+def test_a_broadcast_ack_with_an_array_acks_its_largest() -> None:
+    """docs/protocol.md, `ack`: the array's order does not matter for broadcast."""
+    d = delivery(make_log(ALL_T), window=3)
+    d.subscribe("c1", 1, "t", None, 1, None, commit_ts=10)
+    assert ts_of(d.ack("c1", 1, 1, 10, many=(3, 2))) == [4, 5, 6]
+
+
 def test_byte_window_still_moves_records_one_at_a_time() -> None:
     d = delivery(make_log(ALL_T[:4], value=b"x" * 1000), window=100, window_bytes=10)
     _, frames = d.subscribe("c1", 1, "t", None, 1, None, commit_ts=4)
@@ -268,6 +275,30 @@ def test_shared_unacked_past_the_timeout_is_redelivered_and_offset_is_the_low_wa
     assert 2 in late["a"]
     d.ack("a", 1, 2, 10, many=tuple(late["a"]), now=12.0)
     assert dur.offset >= 3
+
+
+def test_a_shared_member_that_never_reads_holds_at_most_its_byte_window() -> None:
+    """Issue 8: a shared member had a record window only; 2000 records of 1 MiB each could
+    pile up for a member that never reads. Now window_bytes applies to members too."""
+    record = 1000 + 32  # value + the per-record overhead of record_size
+    d = Delivery(make_log(ALL_T, value=b"x" * 1000), window=100, window_bytes=3 * record)
+    _, out = d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 10, mode=Mode.SHARED)
+    assert shared_ts([o for o in out if isinstance(o, Deliver)]) == {"a": [1, 2, 3]}
+    assert shared_ts(d.on_commit(10)) == {}  # full: nothing more for a member that did not ack
+    _, out = d.subscribe("b", 1, "t", "s", From.LATEST, None, 10, mode=Mode.SHARED)
+    assert shared_ts([o for o in out if isinstance(o, Deliver)]) == {"b": [4, 5, 6]}
+    assert shared_ts(d.ack("a", 1, 1, 10, many=(2,))) == {"a": [7, 8]}  # room for two again
+    assert shared_ts(d.nack("b", 1, 4, 10)) == {"b": [4]}  # out and back: still 3 records
+    late = shared_ts(d.tick(10, now=1e9))  # past ack_timeout: handed out again
+    assert sorted(late["a"] + late["b"]) == [3, 4, 5, 6, 7, 8]
+    assert all(len(v) <= 3 for v in late.values())
+
+
+def test_a_shared_record_larger_than_the_byte_window_goes_alone() -> None:
+    d = Delivery(make_log(ALL_T[:3], value=b"x" * 1000), window=100, window_bytes=10)
+    _, out = d.subscribe("a", 1, "t", "s", From.EARLIEST, None, 3, mode=Mode.SHARED)
+    assert shared_ts([o for o in out if isinstance(o, Deliver)]) == {"a": [1]}
+    assert shared_ts(d.ack("a", 1, 1, 3)) == {"a": [2]}
 
 
 def test_a_nacked_shared_record_is_handed_out_again() -> None:

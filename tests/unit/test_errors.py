@@ -120,3 +120,17 @@ def test_a_known_codes_retriable_flag_comes_from_error_code_not_the_frame() -> N
     assert type(error_from_wire("FULL", "x", False)) is Full
     purged = error_from_wire("PURGED", "gone", False, first=3, last=9)
     assert isinstance(purged, Purged) and (purged.first, purged.last) == (3, 9)
+
+
+@pytest.mark.parametrize(
+    ("code", "cls"),
+    [
+        ("UNAUTHENTICATED", errors.Unauthenticated),
+        ("TOKEN_EXPIRED", errors.TokenExpired),
+        ("FORBIDDEN", errors.Forbidden),
+    ],
+)
+def test_security_refusals_are_typed_rejections(code: str, cls: type[RequestRejected]) -> None:
+    err = error_from_wire(code, "no", True)  # the code decides, not the frame's flag
+    assert type(err) is cls and isinstance(err, RequestRejected)
+    assert not err.retriable and err.code == code

@@ -19,8 +19,11 @@ import websockets
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from websockets.asyncio.server import Server, ServerConnection
 
+from tritonmq import tlsconfig
 from tritonmq.broker import clients, replica
 from tritonmq.broker.credentials import BrokerCredentials, load_credentials, warn_if_insecure
+from tritonmq.broker.origin import origin_check
+from tritonmq.broker.outbound import Outbound
 from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
 from tritonmq.coord.group import GroupCoordinator
@@ -29,6 +32,7 @@ from tritonmq.core.actions import (
     Action,
     CloseConn,
     CloseLink,
+    DeleteSubscription,
     Deliver,
     LoadSubscriptions,
     LogLine,
@@ -45,6 +49,7 @@ from tritonmq.core.actions import (
     SendMeta,
     SendPubAck,
     SendPurge,
+    SendSubInfo,
     SendSubOk,
     SendToPrimary,
     StartFollowing,
@@ -66,6 +71,7 @@ from tritonmq.core.events import (
     ZkView,
 )
 from tritonmq.core.group import GroupState, Member
+from tritonmq.tokens import TokenVerifier
 from tritonmq.wire import codec
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode, Follow
 
@@ -89,11 +95,15 @@ class Broker:
         self.repl_url = ""  # what peers dial (advertise_repl, e.g. a proxy, or the listener)
         self.repl_bound = ""  # HOST:PORT the replication listener is bound to
         self.tasks = Spawner()
+        self.outbound = Outbound(cfg.max_outbound_bytes, self.tasks.spawn)
         self.follows: dict[int, asyncio.Task[None]] = {}
         self.follow_links: dict[int, Any] = {}
+        self.repl_tls = tlsconfig.replication_context(cfg) if cfg.tls_ca else None
         self._session = None
+        self._groups_read: asyncio.Task[dict[str, Any] | None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
+        self.tokens = TokenVerifier.from_config(cfg)
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -103,6 +113,7 @@ class Broker:
         host, _, port = self.cfg.listen.rpartition(":")
         # The client port speaks tritonmq.v1 only: a handshake asking for replication fails
         # there (HTTP 400), so a client connection can never become a replication link.
+        tls = tlsconfig.server_context(self.cfg)
         self.server = await websockets.serve(
             self._serve_client,
             host or "127.0.0.1",
@@ -113,11 +124,14 @@ class Broker:
             ping_interval=5,
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
             close_timeout=1,
-            max_queue=64,
+            max_queue=self.cfg.max_queue,
+            ssl=tls,
+            process_request=origin_check(self.cfg.allowed_origins),
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
-        self.url = f"ws://{self.cfg.advertise_host or bound_host}:{bound_port}"
+        scheme = "wss" if tls is not None else "ws"
+        self.url = f"{scheme}://{self.cfg.advertise_host or bound_host}:{bound_port}"
         repl_host, _, repl_port = (self.cfg.repl_listen or f"{host}:0").rpartition(":")
         self.repl_server = await websockets.serve(
             self._serve_follower,
@@ -130,12 +144,13 @@ class Broker:
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
             close_timeout=1,
             max_queue=16,
+            ssl=tls,
         )
         repl_sock = next(iter(self.repl_server.sockets))
         repl_bound_host, repl_bound_port = repl_sock.getsockname()[:2]
         self.repl_bound = f"{repl_bound_host}:{repl_bound_port}"
         self.repl_url = self.cfg.advertise_repl or (
-            f"ws://{self.cfg.advertise_host or repl_bound_host}:{repl_bound_port}"
+            f"{scheme}://{self.cfg.advertise_host or repl_bound_host}:{repl_bound_port}"
         )
         me = Member(self.cfg.id, self.url, self.boot, self.repl_url)
         self.core = BrokerCore(self.cfg, me, creds.secret)
@@ -160,6 +175,11 @@ class Broker:
             self.repl_url,
             self.boot,
         )
+        if not self.cfg.auth_required:
+            log.warning(
+                "ANONYMOUS ACCESS: clients need no token and may publish, read, and delete or "
+                "reset any subscription (set auth_required for production; docs/security.md)"
+            )
         self._zk_changed()
         self.tasks.spawn(self._ticker(), "ticker")
 
@@ -213,7 +233,7 @@ class Broker:
             self.feed(Tick(time.monotonic()))
 
     async def _serve_client(self, ws: ServerConnection) -> None:
-        await clients.serve(ws, self.cfg, self.feed)
+        await clients.serve(ws, self.cfg, self.feed, self.outbound.accepting, self.tokens.verify)
 
     async def _serve_follower(self, ws: ServerConnection) -> None:
         await replica.serve_follower(ws, self.feed, secrets.token_bytes(replica.NONCE_BYTES))
@@ -227,9 +247,9 @@ class Broker:
         for a in actions:
             match a:
                 case SendPubAck(conn=conn, id=pub_id, ts=ts):
-                    self.send(conn, codec.enc_puback(pub_id, ts, group))
+                    self.outbound.send(conn, codec.enc_puback(pub_id, ts, group))
                 case Deliver(conn=conn, sid=sid, topic=topic, records=records):
-                    self.send(conn, codec.enc_deliver(sid, topic, records))
+                    self.outbound.send(conn, codec.enc_deliver(sid, topic, records))
                 case SendError():
                     hint = a.primary
                     if hint is None and a.code is ErrorCode.NOT_PRIMARY:
@@ -244,21 +264,23 @@ class Broker:
                         first=a.first,
                         last=a.last,
                     )
-                    self.send(a.conn, frame)
+                    self.outbound.send(a.conn, frame)
                 case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
-                    self.send(conn, codec.enc_subok(sid, next_ts))
+                    self.outbound.send(conn, codec.enc_subok(sid, next_ts))
                 case SendFetched(conn=conn, id=fid, records=records, next_ts=next_ts):
                     data = codec.enc_fetched(fid, records, next_ts, a.published, a.purged)
-                    self.send(conn, data)
+                    self.outbound.send(conn, data)
                 case SendCommitted(conn=conn, id=cid, ts=ts, head=head):
-                    self.send(conn, codec.enc_committed(cid, ts, head))
+                    self.outbound.send(conn, codec.enc_committed(cid, ts, head))
+                case SendSubInfo(conn=conn, info=info):
+                    self.outbound.send(conn, codec.enc_subinfo(info))
                 case SendMeta(conn=conn, info=info, cluster=cluster):
                     if cluster:
                         self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")
                     else:
-                        self.send(conn, codec.packb(dict(info)))
+                        self.outbound.send(conn, codec.packb(dict(info)))
                 case CloseConn(conn=conn, code=code, reason=reason):
-                    self.tasks.spawn(conn.close(code, reason), "close-conn")
+                    self.tasks.spawn(self.outbound.close(conn, code, reason), "close-conn")
                 case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
                     entries, published = core.entries_for(start, end)
                     data = codec.enc_append(epoch, commit, start, entries, published)
@@ -273,7 +295,14 @@ class Broker:
                     self.tasks.spawn(link.close(1000 if code else 1012, reason[:100]), "close")
                 case StartFollowing(follow_id=fid, primary=primary):
                     self.follows[fid] = self.tasks.spawn(
-                        replica.follow(fid, primary, self.cfg.listen, self.follow_links, self.feed),
+                        replica.follow(
+                            fid,
+                            primary,
+                            self.cfg.listen,
+                            self.follow_links,
+                            self.feed,
+                            tls=self.repl_tls,
+                        ),
                         f"follow-{primary.id}",
                     )
                 case StopFollowing(follow_id=fid):
@@ -296,7 +325,10 @@ class Broker:
                 case StoreOffsets(offsets=offsets):
                     self.tasks.spawn(self._store(offsets), "store-offsets")
                 case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
-                    self.tasks.spawn(self._register(topic, name, mode, offset), "register")
+                    owner = a.owner
+                    self.tasks.spawn(self._register(topic, name, mode, offset, owner), "register")
+                case DeleteSubscription(topic=topic, name=name):
+                    self.tasks.spawn(self._delete(topic, name), "delete-subscription")
                 case LogLine(level=level, message=message):
                     log.log(level, "%s", message)
                 case Stopped():
@@ -308,10 +340,22 @@ class Broker:
 
     @staticmethod
     def send(conn: Any, data: bytes) -> None:
-        """Queue ``data`` on ``conn`` without waiting (a closed connection drops it)."""
+        """Queue ``data`` on a replication link without waiting (a closed link drops it).
+        Client connections go through :class:`Outbound`, which bounds what they hold."""
         websockets.broadcast((conn,), data)
 
     # --- ZooKeeper work the core asked for ----------------------------------------------
+
+    @staticmethod
+    async def _read_groups(coord: GroupCoordinator) -> dict[str, Any] | None:
+        """The cluster view for ``meta``. One read is in flight at a time and every ``meta``
+        that arrives meanwhile shares it: a flood of ``meta`` frames (15 bytes each) costs
+        ZooKeeper one read per round trip, not several round trips each."""
+        try:
+            return await coord.read_groups()
+        except Exception as e:  # ZooKeeper unreachable: answer with what we know
+            log.debug("meta without cluster view: %s", e)
+            return None
 
     async def _cas(self, request: int, state: GroupState, reason: str) -> None:
         coord = self.coord
@@ -339,14 +383,15 @@ class Broker:
         assert self.offsets is not None and self.core is not None
         core = self.core
         found: list[tuple[str, str, str, int]] | None
+        owners: dict[tuple[str, str], str] = {}
         try:
             found = await self.offsets.load(
-                lambda t: core.slots is None or core.slots.group_of(t) == self.cfg.group
+                lambda t: core.slots is None or core.slots.group_of(t) == self.cfg.group, owners
             )
         except Exception as e:  # ZooKeeper unreachable: the core retries
             log.warning("loading subscriptions failed: %s", e)
             found = None
-        self.feed(SubscriptionsLoaded(request, found, time.monotonic()))
+        self.feed(SubscriptionsLoaded(request, found, time.monotonic(), owners))
 
     async def _store(self, offsets: tuple[tuple[str, str, int], ...]) -> None:
         assert self.offsets is not None
@@ -358,11 +403,18 @@ class Broker:
             ok = False
         self.feed(OffsetsStored(offsets, ok, time.monotonic()))
 
-    async def _register(self, topic: str, name: str, mode: str, offset: int) -> None:
+    async def _delete(self, topic: str, name: str) -> None:
+        assert self.offsets is not None
+        try:
+            await self.offsets.delete(topic, name)
+        except Exception as e:  # it comes back on the next load: say so
+            log.error("deleting subscription %s/%s from ZooKeeper failed: %s", topic, name, e)
+
+    async def _register(self, topic: str, name: str, mode: str, offset: int, owner: str) -> None:
         assert self.offsets is not None
         held: int | None
         try:
-            held = await self.offsets.register(topic, name, mode, offset)
+            held = await self.offsets.register(topic, name, mode, offset, owner)
         except Exception as e:
             log.warning("registering subscription %s/%s failed: %s", topic, name, e)
             held = None
@@ -372,10 +424,14 @@ class Broker:
         """``meta`` plus the slot map and every group's brokers, so a ws:// client can route."""
         coord = self.coord
         if coord is not None:
-            try:
-                frame["groups"] = await asyncio.wait_for(coord.read_groups(), META_DEADLINE)
-            except Exception as e:  # ZooKeeper unreachable: answer with what we know
-                log.debug("meta without cluster view: %s", e)
+            if self._groups_read is None or self._groups_read.done():
+                self._groups_read = self.tasks.spawn(self._read_groups(coord), "read-groups")
+            try:  # shielded: one waiter's deadline does not cancel the others' read
+                groups = await asyncio.wait_for(asyncio.shield(self._groups_read), META_DEADLINE)
+            except TimeoutError:
+                groups = None
+            if groups is not None:
+                frame["groups"] = groups
             if coord.slot_map is not None:
                 frame["slots"] = coord.slot_map.as_dict()
-        self.send(conn, codec.packb(frame))
+        self.outbound.send(conn, codec.packb(frame))

@@ -2,7 +2,8 @@
 
 A malformed frame gets an ``error`` frame and the connection keeps going; a frame
 over ``max_frame_bytes`` is refused by the websocket layer with close code 1009.
-Nothing is decided here.
+Frames of a connection being closed (it did not read what it was sent) are dropped
+unread. Nothing is decided here.
 """
 
 from __future__ import annotations
@@ -14,27 +15,42 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from tritonmq.config import BrokerConfig
+from tritonmq.core.auth import Principal, TokenRejected
 from tritonmq.core.events import ClientFrameIn, ClientGone, Event
 from tritonmq.errors import ProtocolError
 from tritonmq.wire import codec
-from tritonmq.wire.frames import ErrorCode
+from tritonmq.wire.frames import ErrorCode, Hello
 
 
-async def serve(ws: ServerConnection, cfg: BrokerConfig, feed: Callable[[Event], None]) -> None:
-    """Read ``ws`` until it closes, feeding each decoded frame to the core."""
+async def serve(
+    ws: ServerConnection,
+    cfg: BrokerConfig,
+    feed: Callable[[Event], None],
+    accepting: Callable[[ServerConnection], bool],
+    verify: Callable[[str], Principal | TokenRejected] | None = None,
+) -> None:
+    """Read ``ws`` until it closes, feeding each decoded frame to the core; the token of a
+    ``hello`` is verified (``verify``: signature and claims) before the core judges it."""
     try:
         async for data in ws:
+            if not accepting(ws):
+                continue
             try:
                 frame = codec.decode_client(
                     data,
                     max_frame=cfg.max_frame_bytes,
                     max_records=cfg.max_batch_records,
                     max_value=cfg.max_value_bytes,
+                    max_elements=cfg.max_frame_elements,
                 )
             except ProtocolError as e:
                 await ws.send(codec.enc_error(ErrorCode(e.code), e.message, id=e.id, sid=e.sid))
                 continue
-            feed(ClientFrameIn(ws, frame, time.monotonic(), time.time_ns() // 1_000_000))
+            verified = None
+            if isinstance(frame, Hello) and frame.token and verify is not None:
+                verified = verify(frame.token)
+            wall_ms = time.time_ns() // 1_000_000
+            feed(ClientFrameIn(ws, frame, time.monotonic(), wall_ms, verified))
     except ConnectionClosed:
         pass
     finally:

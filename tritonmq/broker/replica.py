@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ import websockets
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidHandshake
 
+from tritonmq import tlsconfig
 from tritonmq.core.events import (
     Event,
     FollowerFrame,
@@ -134,11 +136,19 @@ async def follow(
     listen: str,
     links: dict[int, Any],
     feed: Callable[[Event], None],
+    *,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
-    """Keep a link to ``primary`` open until cancelled; ``links[follow_id]`` is it while open."""
+    """Keep a link to ``primary`` open until cancelled; ``links[follow_id]`` is it while open.
+
+    A ``wss://`` primary is verified with ``tls`` (from ``tls_ca``; None: the system's
+    trust store): a certificate that does not verify is logged once and never followed.
+    """
     backoff = 0.05
     url = primary.repl_url or primary.url
     local_addr = dial_from(listen, url)
+    tls = tlsconfig.for_url(url, tls)
+    tls_warned = False
 
     def report(what: LinkEnd, clean: bool = False, detail: str = "") -> None:
         feed(LinkEvent(follow_id, what, time.monotonic(), clean, detail))
@@ -148,6 +158,7 @@ async def follow(
             async with websockets.connect(
                 url,
                 local_addr=local_addr,
+                ssl=tls,
                 subprotocols=[REPL_SUBPROTOCOL],  # type: ignore[list-item]
                 max_size=REPL_MAX_FRAME,
                 compression=None,
@@ -174,6 +185,11 @@ async def follow(
             raise
         except ConnectionRefusedError:
             report(LinkEnd.REFUSED)
+        except ssl.SSLError as e:
+            if tlsconfig.is_tls_failure(e) and not tls_warned:
+                tls_warned = True
+                log.warning("TLS handshake with primary %s at %s failed: %s", primary.id, url, e)
+            report(LinkEnd.CLOSED, detail=f"TLS: {e}")
         except TimeoutError:
             report(LinkEnd.TIMED_OUT)
         except ConnectionClosedOK:

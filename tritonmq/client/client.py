@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import ssl
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -13,14 +14,34 @@ from urllib.parse import urlparse
 import websockets
 from websockets.exceptions import WebSocketException
 
+from tritonmq import tlsconfig
 from tritonmq.client.link import Link
 from tritonmq.client.routing import ClusterView
 from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack, Fetched, FetchedRecord
-from tritonmq.errors import ClientClosed, ConfigError, ProtocolError, WrongGroup
+from tritonmq.errors import (
+    ClientClosed,
+    ConfigError,
+    ProtocolError,
+    TlsError,
+    WrongGroup,
+    error_from_wire,
+)
 from tritonmq.wire import frames
 from tritonmq.wire.codec import MSGPACK
-from tritonmq.wire.frames import SUBPROTOCOL, BrokerFrame, Commit, Fetch, Hello, Meta, MetaReply
+from tritonmq.wire.frames import (
+    SUBPROTOCOL,
+    BrokerFrame,
+    Commit,
+    Fetch,
+    From,
+    Hello,
+    Meta,
+    MetaReply,
+    SubDelete,
+    SubInfo,
+    SubReset,
+)
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -34,9 +55,16 @@ class Client:
     """Connect with ``Client("zk://host:port")`` or ``Client("ws://host:port")``.
 
     ``zk://`` reads the cluster (slot map, groups, primaries) from ZooKeeper;
-    ``ws://`` asks any broker for it. Each topic is routed to the group that owns
-    its slot, over one connection per group that follows that group's primary
+    ``ws://`` (or ``wss://``) asks any broker for it. Each topic is routed to the group
+    that owns its slot, over one connection per group that follows that group's primary
     across failovers.
+
+    ``wss://`` brokers (a TLS cluster advertises them, whichever URL bootstrapped) are
+    always verified: against ``ca_file`` (PEM) if given, else the system's trust store.
+    A certificate that does not verify raises :class:`~tritonmq.errors.TlsError`.
+
+    ``token`` (a JWT, docs/security.md) is presented in every ``hello``;
+    :meth:`refresh_token` replaces it, live connections included.
     """
 
     def __init__(
@@ -49,25 +77,32 @@ class Client:
         timeout: float = 30.0,
         retries: int = 1000,
         connect_timeout: float = 30.0,
+        ca_file: str | None = None,
+        token: str | None = None,
     ) -> None:
         parsed = urlparse(url)
         if parsed.scheme not in ("zk", "ws", "wss") or not parsed.netloc:
             raise ConfigError(
-                f"unsupported broker URL {url!r}: use zk://host:port or ws://host:port"
+                f"unsupported broker URL {url!r}: use zk://host:port, ws:// or wss://host:port"
             )
+        self._tls = tlsconfig.client_context(ca_file) if ca_file else None
         self.url = url
         self._scheme = parsed.scheme
         self._zk_hosts = parsed.netloc
         self._chroot = parsed.path if parsed.path not in ("", "/") else "/tritonmq"
         self._known: list[str] = [url] if parsed.scheme != "zk" else []
         self._connect_timeout = connect_timeout
+        self._token = token
         self._link_options: dict[str, Any] = {
             "max_in_flight": max_in_flight,
             "batch_size": batch_size,
             "linger": linger,
             "timeout": timeout,
             "retries": retries,
+            "tls": self._tls,
         }
+        if token is not None:
+            self._link_options["token"] = token
         self._view = ClusterView()
         self._links: dict[str, Link] = {}
         self._closed = False
@@ -154,7 +189,9 @@ class Client:
     async def _probe(self, group: str, exclude: str) -> tuple[int | None, str | None]:
         """Bug 8 without ZooKeeper: ask the group's other brokers for its epoch and primary."""
         urls = [u for u in {*self._view.candidates(group), *self._known} if u != exclude]
-        answers = await asyncio.gather(*(_hello(u) for u in urls), return_exceptions=True)
+        answers = await asyncio.gather(
+            *(_hello(u, self._tls, self._token) for u in urls), return_exceptions=True
+        )
         best: tuple[int | None, str | None] = (None, None)
         for a in answers:
             if isinstance(a, MetaReply) and a.group == group and a.primary_url:
@@ -169,19 +206,30 @@ class Client:
 
     async def _ask_a_broker(self) -> dict[str, Any]:
         last: BaseException | None = None
+        refused_tls: BaseException | None = None
         for url in list(self._known):
             try:
                 async with websockets.connect(
                     url,
+                    ssl=tlsconfig.for_url(url, self._tls),
                     subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
                     open_timeout=3,
                     compression=None,
                 ) as ws:
+                    if self._token:  # a broker that requires tokens answers meta to no one else
+                        await ws.send(MSGPACK.encode(Hello("tritonmq-python", self._token)))
+                        said = MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 5))
+                        if isinstance(said, frames.Error):
+                            raise _refusal(said)
                     await ws.send(MSGPACK.encode(Meta(0)))
                     meta = MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 5))
             except (OSError, TimeoutError, ProtocolError, WebSocketException) as e:
                 last = e
+                if tlsconfig.is_tls_failure(e):
+                    refused_tls = e
                 continue
+            if isinstance(meta, frames.Error):
+                raise _refusal(meta)
             if not isinstance(meta, MetaReply):
                 last = ProtocolError(f"{url} answered meta with {type(meta).__name__}")
                 continue
@@ -191,6 +239,8 @@ class Client:
             for g in groups.values():
                 self._known.extend(u for u in g.get("members", {}).values() if u not in self._known)
             return {"groups": groups, "slots": meta.slots}
+        if refused_tls is not None:
+            raise TlsError(f"TLS handshake refused by {self._known}: {refused_tls}")
         raise ClientClosed(f"no broker reachable among {self._known}: {last}")
 
     def group_of(self, topic: str) -> str:
@@ -271,6 +321,15 @@ class Client:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    def refresh_token(self, token: str) -> None:
+        """Present ``token`` from now on: each live connection sends it in a new ``hello``
+        at once (the broker keeps the connection's principal; it must be the same one), and
+        every later connection starts with it."""
+        self._token = token
+        self._link_options["token"] = token
+        for link in self._links.values():
+            link.set_token(token)
+
     # --- producing -------------------------------------------------------------------
 
     async def publish(
@@ -311,7 +370,7 @@ class Client:
 
     # --- reading ranges and committing (Spark) -------------------------------------------
 
-    async def _ask(self, frame: Fetch | Commit) -> BrokerFrame:
+    async def _ask(self, frame: Fetch | Commit | SubDelete | SubReset) -> BrokerFrame:
         """One request about ``frame.topic`` to its group's primary. The link follows
         failovers until ``timeout``; a slot move re-routes; other errors are raised."""
         for _ in range(REROUTES):
@@ -365,6 +424,32 @@ class Client:
             raise ProtocolError(f"commit answered with {type(got).__name__}")
         return got.ts, got.head
 
+    # --- administering subscriptions (admin principals) ------------------------------------
+
+    async def delete_subscription(
+        self, topic: str, subscription: str, *, execute: bool = False
+    ) -> SubInfo:
+        """Delete durable ``subscription`` of ``topic`` (its offset too); without ``execute``
+        a dry run. The answer says what it was; refused while consumers are connected."""
+        got = await self._ask(SubDelete(0, topic, subscription, execute))
+        if not isinstance(got, SubInfo):
+            raise ProtocolError(f"subdel answered with {type(got).__name__}")
+        return got
+
+    async def reset_subscription(
+        self, topic: str, subscription: str, to: str | int, *, execute: bool = False
+    ) -> SubInfo:
+        """Move durable ``subscription`` so its next record is the first retained
+        (``"earliest"``), the next published (``"latest"``) or the first with ts >= ``to``;
+        without ``execute`` a dry run. ``SubInfo.to`` is the offset it gets."""
+        if not (to in ("earliest", "latest") or (isinstance(to, int) and to >= 0)):
+            raise ConfigError("to must be 'earliest', 'latest' or a ts >= 0")
+        start = to if isinstance(to, int) else From(to)
+        got = await self._ask(SubReset(0, topic, subscription, start, execute))
+        if not isinstance(got, SubInfo):
+            raise ProtocolError(f"subreset answered with {type(got).__name__}")
+        return got
+
     # --- consuming -------------------------------------------------------------------
 
     def subscribe(
@@ -392,16 +477,21 @@ class Client:
         return link.new_subscription(topic, subscription, from_, window, mode)
 
 
-async def _hello(url: str) -> BrokerFrame:
+def _refusal(e: frames.Error) -> Exception:
+    return error_from_wire(str(e.code), e.message, e.retriable, e.primary, e.group)
+
+
+async def _hello(url: str, tls: ssl.SSLContext | None, token: str | None = None) -> BrokerFrame:
     """One broker's own view of its group (``hello``: no cluster read on its side)."""
     async with websockets.connect(
         url,
+        ssl=tlsconfig.for_url(url, tls),
         subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
         open_timeout=1,
         close_timeout=1,
         compression=None,
     ) as ws:
-        await ws.send(MSGPACK.encode(Hello("tritonmq-python")))
+        await ws.send(MSGPACK.encode(Hello("tritonmq-python", token)))
         return MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 1))
 
 

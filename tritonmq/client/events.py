@@ -23,6 +23,9 @@ from tritonmq.wire.frames import (
     MetaReply,
     PubRecord,
     Record,
+    SubDelete,
+    SubInfo,
+    SubReset,
 )
 
 # --- events (inputs) ---------------------------------------------------------------
@@ -43,7 +46,14 @@ class Request:
     wire ``id`` (the frame's own is ignored). ``ticket`` names the answer."""
 
     ticket: int
-    frame: Fetch | Commit | Meta
+    frame: Fetch | Commit | Meta | SubDelete | SubReset
+
+
+@dataclass(frozen=True, slots=True)
+class SetToken:
+    """The token to present in ``hello`` from now on (rule 10); None: none."""
+
+    token: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +94,11 @@ class TransportOpened:
 
 @dataclass(frozen=True, slots=True)
 class TransportFailed:
+    """``tls``: the TLS handshake failed (a certificate that does not verify), not the network."""
+
     conn: int
     error: str
+    tls: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +144,7 @@ Event: TypeAlias = (
     | TransportClosed
     | FrameReceived
     | EpochSeen
+    | SetToken
     | Tick
     | Close
 )
@@ -183,7 +197,7 @@ class PublishFailed:
 @dataclass(frozen=True, slots=True)
 class Answered:
     ticket: int
-    frame: Fetched | Committed | MetaReply
+    frame: Fetched | Committed | MetaReply | SubInfo
 
 
 @dataclass(frozen=True, slots=True)

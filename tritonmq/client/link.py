@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import random
+import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, assert_never
 
@@ -22,6 +23,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from tritonmq import tlsconfig
 from tritonmq.client.events import (
     AckRecord,
     Action,
@@ -43,6 +45,7 @@ from tritonmq.client.events import (
     Resolved,
     ResolveFailed,
     Send,
+    SetToken,
     Subscribe,
     Subscribed,
     SubscriptionFailed,
@@ -58,7 +61,18 @@ from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack
 from tritonmq.errors import ClientClosed, ClientError, ProtocolError
 from tritonmq.wire import codec as wire
-from tritonmq.wire.frames import Commit, Committed, Fetch, Fetched, From, Meta, MetaReply
+from tritonmq.wire.frames import (
+    Commit,
+    Committed,
+    Fetch,
+    Fetched,
+    From,
+    Meta,
+    MetaReply,
+    SubDelete,
+    SubInfo,
+    SubReset,
+)
 
 log = logging.getLogger("tritonmq.client")
 
@@ -84,8 +98,11 @@ class Link:
         probe_after: float = 1.0,
         codec: wire.Codec = wire.MSGPACK,
         rand: Callable[[], float] = random.random,
+        tls: ssl.SSLContext | None = None,
+        token: str | None = None,
     ) -> None:
         self._resolve = resolve
+        self._tls = tls  # how wss:// brokers are verified (None: the system's trust store)
         self._probe = probe
         self._codec = codec
         self.max_frame = max_frame
@@ -100,6 +117,7 @@ class Link:
                 group=group,
             ),
             rand,
+            token=token,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ws: ClientConnection | None = None
@@ -110,7 +128,7 @@ class Link:
         self._timer_at = float("inf")
         self._next_ticket = 1
         self._pending: dict[int, tuple[asyncio.Future[Any], str, bool]] = {}
-        self._asks: dict[int, asyncio.Future[Fetched | Committed | MetaReply]] = {}
+        self._asks: dict[int, asyncio.Future[Fetched | Committed | MetaReply | SubInfo]] = {}
         self._subs: dict[int, Subscription] = {}
         self._next_sid = 1
         self._closed = False
@@ -278,6 +296,7 @@ class Link:
         try:
             ws = await websockets.connect(
                 url,
+                ssl=tlsconfig.for_url(url, self._tls),
                 subprotocols=[self._codec.subprotocol],  # type: ignore[list-item]
                 max_size=self.max_frame,
                 compression=None,
@@ -289,7 +308,7 @@ class Link:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            self._handle(TransportFailed(conn, repr(e)))
+            self._handle(TransportFailed(conn, repr(e), tls=tlsconfig.is_tls_failure(e)))
             return
         self._ws, self._ws_conn = ws, conn
         reason = ""
@@ -349,13 +368,13 @@ class Link:
     # --- requests answered once (fetch, commit, meta) ----------------------------------
 
     def request(
-        self, frame: Fetch | Commit | Meta
-    ) -> asyncio.Future[Fetched | Committed | MetaReply]:
+        self, frame: Fetch | Commit | Meta | SubDelete | SubReset
+    ) -> asyncio.Future[Fetched | Committed | MetaReply | SubInfo]:
         """Send ``frame`` to the primary (its ``id`` is given by the protocol); the future
         gets the answer, or the error that ended it (retriable ones are retried first)."""
         if self._closed:
             raise ClientClosed("client closed")
-        fut: asyncio.Future[Fetched | Committed | MetaReply]
+        fut: asyncio.Future[Fetched | Committed | MetaReply | SubInfo]
         fut = asyncio.get_running_loop().create_future()
         ticket = self._next_ticket
         self._next_ticket += 1
@@ -388,6 +407,11 @@ class Link:
         self._handle(AckRecord(sub.sid, ts))
 
     # --- following the group's epoch -------------------------------------------------------
+
+    def set_token(self, token: str | None) -> None:
+        """Present ``token`` from now on; a live connection sends it at once (a refresh)."""
+        if not self._closed:
+            self._handle(SetToken(token))
 
     def epoch_seen(self, epoch: int, primary_url: str | None) -> None:
         """The group's state changed (a ZooKeeper watch): move if it is a new primary."""

@@ -16,7 +16,11 @@ Rules
    and try its ``primary_url`` hint next, then the other candidates. A handshake
    has ``handshake_timeout``. When every candidate failed, wait a backoff with
    jitter, ``min(backoff_max, backoff_base * 2**failures) * (0.5 + rand() / 2)``,
-   then resolve again. ``CONNECTED`` resets the failure count.
+   then resolve again. ``CONNECTED`` resets the failure count. A round in which
+   every candidate failed and at least one refused the TLS handshake (a
+   certificate that does not verify) fails every pending publish, request and
+   subscription with :class:`~tritonmq.errors.TlsError` at once: waiting cannot
+   fix a certificate, and a caller must not hang on one.
 2. **Batching.** Records are gathered per topic; a batch is sent at
    ``batch_size`` records or ``linger`` seconds after the first (0: the next turn
    of the event loop). Batch ids count 1, 2, 3, ... for the protocol's lifetime.
@@ -64,6 +68,11 @@ Rules
    its ``subscribe``, or every subscription when no connection could be made for
    ``timeout``, fails with :class:`~tritonmq.errors.Unavailable`; a failed resolve is
    retried with backoff and remembered as the last error.
+10. **Tokens.** ``hello`` carries the token (``SetToken`` replaces it; on a live connection a
+   new ``hello`` with it is sent at once, refreshing the broker's copy). A ``hello`` answered
+   with a non-retriable ``error`` (``UNAUTHENTICATED``, ``TOKEN_EXPIRED``) fails every
+   waiting batch, request and subscription with it, and the connection is tried again after
+   ``backoff_max``, with whatever token is set by then.
 """
 
 from __future__ import annotations
@@ -95,6 +104,7 @@ from tritonmq.client.events import (
     Resolved,
     ResolveFailed,
     Send,
+    SetToken,
     Subscribe,
     Subscribed,
     SubscriptionFailed,
@@ -112,6 +122,7 @@ from tritonmq.client.pending import Ticket as _Ticket
 from tritonmq.errors import (
     ClientClosed,
     PublishTimeout,
+    TlsError,
     TritonError,
     Unavailable,
     WrongGroup,
@@ -130,6 +141,7 @@ from tritonmq.wire.frames import (
     PubAck,
     PubRecord,
     Record,
+    SubInfo,
     SubOk,
     Unsub,
 )
@@ -173,10 +185,12 @@ class ClientProtocol:
     rand: Callable[[], float]
     state: ConnState = ConnState.DISCONNECTED
     group: str = ""
+    token: str | None = None  # sent in every ``hello`` (docs/security.md)
     epoch: int = 0
     url: str | None = None  # of the connection being made or held
     conn: int = 0
     last_error: str = ""
+    _tls_error: str = ""  # a TLS handshake refused in this round of candidates
     _candidates: deque[str] = field(default_factory=deque)
     _tried: set[str] = field(default_factory=set)
     _failures: int = 0
@@ -233,10 +247,16 @@ class ClientProtocol:
                     self._backoff(now)
             case TransportOpened(conn=conn):
                 if conn == self.conn and self.state is ConnState.CONNECTING:
-                    out.append(Send(Hello(CLIENT_NAME)))
-            case TransportFailed(conn=conn, error=error):
+                    out.append(Send(Hello(CLIENT_NAME, self.token)))
+            case SetToken(token=token):
+                self.token = token
+                if self.state is ConnState.CONNECTED:
+                    out.append(Send(Hello(CLIENT_NAME, token)))
+            case TransportFailed(conn=conn, error=error, tls=tls):
                 if conn == self.conn and self.state is ConnState.CONNECTING:
                     self.last_error = f"{self.url}: {error}"
+                    if tls:
+                        self._tls_error = self.last_error
                     self._try_next(now)
             case TransportClosed(conn=conn, reason=reason):
                 if conn == self.conn and self.state is ConnState.CONNECTING:
@@ -387,7 +407,7 @@ class ClientProtocol:
         r.attempts += 1
         self._out.append(Send(r.frame))
 
-    def _answered(self, frame: Fetched | Committed | MetaReply) -> bool:
+    def _answered(self, frame: Fetched | Committed | MetaReply | SubInfo) -> bool:
         r = self._requests.pop(frame.id, None)
         if r is None:
             return False
@@ -492,6 +512,8 @@ class ClientProtocol:
         if self.state is ConnState.CONNECTING:
             if isinstance(frame, MetaReply):
                 self._handshake(frame, now)
+            elif isinstance(frame, Error) and frame.id is None and frame.sid is None:
+                self._hello_refused(frame, now)
             return
         if self.state is not ConnState.CONNECTED:
             return
@@ -513,7 +535,7 @@ class ClientProtocol:
                     self.epoch = frame.epoch
                 if frame.id:
                     self._answered(frame)
-            case Fetched() | Committed():
+            case Fetched() | Committed() | SubInfo():
                 self._answered(frame)
 
     def _error(self, f: Error, now: float) -> None:
@@ -545,6 +567,7 @@ class ClientProtocol:
             self._disconnected_since = None
             self._probing = False
             self._next_probe = 0.0
+            self._tls_error = ""
             for sub in self._subs.values():
                 self._out.append(Send(sub.frame(now)))
             self._flush_acks()
@@ -559,6 +582,17 @@ class ClientProtocol:
         if hint and not wrong and hint not in self._tried:
             self._candidates.appendleft(hint)
         self._try_next(now)
+
+    def _hello_refused(self, f: Error, now: float) -> None:
+        """Rule 10: the broker refused our ``hello`` (its token)."""
+        err = error_from_wire(str(f.code), f.message, f.retriable, f.primary, f.group)
+        self.last_error = f"{self.url}: {err.code}: {err.message}"
+        self._out.append(Disconnect(self.conn))
+        if err.retriable:
+            self._try_next(now)
+            return
+        self._fail_pending(err)
+        self._lost(now, self.settings.backoff_max)
 
     # --- connecting -----------------------------------------------------------------
 
@@ -583,6 +617,9 @@ class ClientProtocol:
         self._handshake_deadline = _NEVER
         self._reconnect_at = now + self.backoff_delay(self._failures)
         self._failures += 1
+        if self._tls_error:
+            self._fail_pending(TlsError(f"TLS handshake refused: {self._tls_error}"))
+            self._tls_error = ""
 
     def backoff_delay(self, failures: int) -> float:
         """``min(max, base * 2**failures)`` scaled by a random factor in [0.5, 1)."""
@@ -591,6 +628,7 @@ class ClientProtocol:
 
     def _start(self, now: float) -> None:
         self._tried = set()
+        self._tls_error = ""
         self._candidates = deque()
         if self._hint:
             self._candidates.append(self._hint)
@@ -738,7 +776,10 @@ class ClientProtocol:
         if self.state in (ConnState.CONNECTING, ConnState.CONNECTED):
             self._out.append(Disconnect(self.conn))
         self.state = ConnState.CLOSED
-        err = ClientClosed("client closed")
+        self._fail_pending(ClientClosed("client closed"))
+
+    def _fail_pending(self, err: TritonError) -> None:
+        """End every pending publish, subscription and request with ``err``."""
         for ticket in self._tickets:
             self._out.append(PublishFailed(ticket, err))
         for sid in self._subs:
@@ -752,6 +793,10 @@ class ClientProtocol:
         self._buffer.clear()
         self._buffered.clear()
         self._unsent.clear()
+        self._in_flight = 0
+        self._flush_at = _NEVER
+        self._acks.clear()
+        self._shared_acks.clear()
 
     def _when_closed(self, event: Event) -> None:
         err = ClientClosed("client closed")

@@ -65,6 +65,14 @@ class SyncClient:
     def ack(self, msg: Message) -> None:
         self._run(msg.ack())
 
+    def refresh_token(self, token: str) -> None:
+        """Present ``token`` from now on, live connections included (:meth:`Client.refresh_token`)."""
+
+        async def refresh() -> None:
+            self._client.refresh_token(token)
+
+        self._run(refresh())
+
     def close(self) -> None:
         try:
             self._run(self._client.close(), timeout=10)

@@ -61,7 +61,8 @@ def _read_cluster(zk: KazooClient, chroot: str, with_slots: bool) -> dict[str, A
 
 
 def read_subscriptions(zk: KazooClient, chroot: str = "/tritonmq") -> list[dict[str, Any]]:
-    """Every durable subscription: ``{"topic", "name", "mode", "offset"}`` (offset as stored)."""
+    """Every durable subscription: ``{"topic", "name", "mode", "owner", "offset"}`` (offset as
+    stored; owner None: the anonymous principal)."""
     from urllib.parse import unquote
 
     out: list[dict[str, Any]] = []
@@ -82,9 +83,11 @@ def read_subscriptions(zk: KazooClient, chroot: str = "/tritonmq") -> list[dict[
                 off, _ = zk.get(paths.offset(chroot, topic, name))
             except NoNodeError:
                 continue
-            mode = json.loads(raw).get("mode", "broadcast")
+            sub = json.loads(raw)
+            mode, owner = sub.get("mode", "broadcast"), sub.get("owner")
+            offset = json.loads(off)["ts"]
             out.append(
-                {"topic": topic, "name": name, "mode": mode, "offset": json.loads(off)["ts"]}
+                {"topic": topic, "name": name, "mode": mode, "owner": owner, "offset": offset}
             )
     return out
 

@@ -1,7 +1,8 @@
 """Durable subscriptions and their offsets in ZooKeeper.
 
-``/subscriptions/<topic>/<name>`` {"mode", "created"} and ``/offsets/<topic>/<name>``
-{"ts"}. Topic and subscription names are percent-encoded into one path segment.
+``/subscriptions/<topic>/<name>`` {"mode", "owner"} and ``/offsets/<topic>/<name>``
+{"ts"}. ``owner`` is the principal the subscription belongs to (docs/security.md); one
+written before owners existed has none and belongs to the anonymous principal. Topic and subscription names are percent-encoded into one path segment.
 Only the primary writes offsets, coalesced, a few times a second.
 """
 
@@ -31,17 +32,16 @@ class Offsets:
         chroot = self.coord.chroot
         return paths.subscription(chroot, topic, name), paths.offset(chroot, topic, name)
 
-    async def register(self, topic: str, name: str, mode: str, offset: int) -> int:
+    async def register(self, topic: str, name: str, mode: str, offset: int, owner: str = "") -> int:
         """Create the subscription (idempotent); returns the offset ZooKeeper holds for it."""
         zk, call = self.coord.zk, self.coord.call
         sub_path, off_path = self._paths(topic, name)
+        data: dict[str, str] = {"mode": mode}
+        if owner:
+            data["owner"] = owner
         acl = self.coord.acls.private if self.coord.acls is not None else None  # no reader
         try:
-            await call(
-                zk.create_async(
-                    sub_path, json.dumps({"mode": mode}).encode(), acl=acl, makepath=True
-                )
-            )
+            await call(zk.create_async(sub_path, json.dumps(data).encode(), acl=acl, makepath=True))
         except NodeExistsError:
             pass
         try:
@@ -65,8 +65,21 @@ class Offsets:
         if errors:
             raise errors[0]
 
-    async def load(self, owns: object) -> list[tuple[str, str, str, int]]:
-        """Every subscription of a topic ``owns(topic)`` accepts: (topic, name, mode, offset)."""
+    async def delete(self, topic: str, name: str) -> None:
+        """Delete a subscription and its offset (admin op); one already gone is fine."""
+        zk, call = self.coord.zk, self.coord.call
+        sub_path, off_path = self._paths(topic, name)
+        for path in (off_path, sub_path):
+            try:
+                await call(zk.delete_async(path))
+            except NoNodeError:
+                pass
+
+    async def load(
+        self, owns: object, owners: dict[tuple[str, str], str] | None = None
+    ) -> list[tuple[str, str, str, int]]:
+        """Every subscription of a topic ``owns(topic)`` accepts: (topic, name, mode, offset).
+        ``owners`` (when given) gets each owned one's principal."""
         zk, call = self.coord.zk, self.coord.call
         try:
             topics = await call(zk.get_children_async(self.subs_root))
@@ -93,6 +106,9 @@ class Offsets:
                 if isinstance(got, BaseException):
                     continue  # deleted meanwhile
                 (sub_raw, _), (off_raw, _) = got
-                mode = json.loads(sub_raw).get("mode", "broadcast")
+                sub = json.loads(sub_raw)
+                mode = sub.get("mode", "broadcast")
                 out.append((topic, unquote(n), mode, int(json.loads(off_raw)["ts"])))
+                if owners is not None and isinstance(sub.get("owner"), str) and sub["owner"]:
+                    owners[(topic, unquote(n))] = sub["owner"]
         return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from tritonmq.core.group import GroupState, Member
-from tritonmq.wire.frames import ErrorCode, Follow, Leader, Purge, Record, ReplAck
+from tritonmq.wire.frames import ErrorCode, Follow, Leader, Purge, Record, ReplAck, SubInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +68,22 @@ class Deliver:
 
 @dataclass(frozen=True, slots=True)
 class RegisterSubscription:
-    """Create ``/subscriptions/<topic>/<name>`` and its offset in ZooKeeper."""
+    """Create ``/subscriptions/<topic>/<name>`` and its offset in ZooKeeper; ``owner`` is
+    the principal it belongs to ("" : anonymous), kept next to its mode."""
 
     topic: str
     name: str
     mode: str
     offset: int
+    owner: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSubscription:
+    """Delete ``/subscriptions/<topic>/<name>`` and its offset from ZooKeeper (admin op)."""
+
+    topic: str
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +132,14 @@ class SendMeta:
     conn: Any
     info: Mapping[str, Any]
     cluster: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SendSubInfo:
+    """The answer to an admin op on a subscription (``subdel``, ``subreset``)."""
+
+    conn: Any
+    info: SubInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,11 +265,13 @@ Action: TypeAlias = (
     | ProposeIsr
     | Deliver
     | RegisterSubscription
+    | DeleteSubscription
     | StoreOffsets
     | SendSubOk
     | SendFetched
     | SendCommitted
     | SendMeta
+    | SendSubInfo
     | CloseConn
     | SendEntries
     | SendLeader

@@ -62,6 +62,8 @@ from tritonmq.core.actions import (
     Stopped,
 )
 from tritonmq.core.actions import Level as L
+from tritonmq.core.admin import administer
+from tritonmq.core.auth import ClientAuth
 from tritonmq.core.delivery import Delivery, Mode
 from tritonmq.core.events import (
     CasDone,
@@ -107,6 +109,8 @@ from tritonmq.wire.frames import (
     Purge,
     ReplAck,
     Sub,
+    SubDelete,
+    SubReset,
     Unsub,
 )
 
@@ -153,7 +157,8 @@ class BrokerCore:
         self.link_ids: dict[int, str] = {}  # id(link) -> follower id
         self.durables_ready = False
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
-        self.commits = Commits(self.delivery)
+        self.auth = ClientAuth(cfg.auth_required)
+        self.commits = Commits(self.delivery, self.auth)
         self.stop_deadline = 0.0
         self._requests = 0
         self._load_request = 0
@@ -170,8 +175,9 @@ class BrokerCore:
             return []
         match ev:
             case ClientFrameIn():
-                return self._client(ev)
+                return self.auth.owned(self._client(ev))
             case ClientGone(conn=conn, now=now):
+                self.auth.drop(conn)
                 self.delivery.drop_conn(conn, now)
                 if self.primary is not None:
                     self.primary.drop_conn(conn)
@@ -193,7 +199,7 @@ class BrokerCore:
             case CasDone():
                 return self._cas_done(ev)
             case SubscriptionsLoaded():
-                return self._loaded(ev)
+                return self.auth.owned(self._loaded(ev))
             case OffsetsStored():
                 return self._stored(ev)
             case SubscriptionRegistered(topic=topic, name=name, offset=offset):
@@ -256,7 +262,9 @@ class BrokerCore:
     def _client(self, ev: ClientFrameIn) -> list[Action]:
         conn, frame, now = ev.conn, ev.frame, ev.now
         p = self.primary
-        if isinstance(frame, Pub | Sub | Fetch | Commit) and (
+        if refused := self.auth.check(conn, frame, ev.verified, ev.wall_ms):
+            return [refused]
+        if isinstance(frame, Pub | Sub | Fetch | Commit | SubDelete | SubReset) and (
             owner := self._other_owner(frame.topic)
         ):
             msg = f"topic {frame.topic!r} belongs to group {owner}, not {self.cfg.group}"
@@ -309,10 +317,19 @@ class BrokerCore:
                     self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
                     return []
                 return self.commits.commit(conn, frame, p.commit_ts)
+            case SubDelete() | SubReset():
+                if p is None:
+                    return [self._not_primary(conn, id=frame.id)]
+                ready = self.durables_ready
+                return administer(
+                    self.delivery, self.auth, self.log, conn, frame, p.commit_ts, ready
+                )
             case _:
                 assert_never(frame)
 
     def _subscribe(self, conn: Any, frame: Sub, p: PrimaryCore, now: float) -> list[Action]:
+        if refused := self.auth.may_use(conn, frame, self.delivery.durables, p.commit_ts):
+            return [refused]
         try:
             next_ts, first = self.delivery.subscribe(
                 conn,
@@ -739,6 +756,7 @@ class BrokerCore:
             self._load_retry_at = ev.now + 0.2
             return [LogLine(L.WARNING, "loading subscriptions failed; retrying")]
         self.delivery.load(ev.found, ev.now)
+        self.auth.loaded(ev.owners)
         self.durables_ready = True
         out: list[Action] = [LogLine(L.INFO, f"resumed {len(ev.found)} durable subscription(s)")]
         waiting, self.waiting_subs = self.waiting_subs, []

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
-from tritonmq.core.log import GroupLog
+from tritonmq.core.log import GroupLog, record_size
 from tritonmq.errors import Purged, RequestRejected
 from tritonmq.wire.frames import From, Record
 
@@ -74,6 +74,7 @@ class Consumer:
         "window",
         "window_bytes",
         "inflight",
+        "inflight_bytes",
     )
 
     def __init__(
@@ -89,6 +90,7 @@ class Consumer:
         self.window = 0
         self.window_bytes = 0
         self.inflight = 0  # shared mode: records handed to this consumer, not yet acked
+        self.inflight_bytes = 0  # shared mode: their sizes, bounded by window_bytes
 
 
 class Durable:
@@ -361,7 +363,7 @@ class Delivery:
         for one in many:
             held = d.inflight.pop(one, None)
             if held is not None:
-                held[0].inflight -= 1
+                self._release(d, held[0], one)
             elif one in d.redeliver:  # acked by its first holder after being requeued
                 d.redeliver.remove(one)
                 requeued = True
@@ -395,6 +397,7 @@ class Delivery:
                 continue  # acknowledged already
             d.inflight[ts] = (c, deadline)
             c.inflight += 1
+            c.inflight_bytes += self._size(d.topic, ts)
         if requeued:
             heapq.heapify(d.redeliver)
 
@@ -407,7 +410,7 @@ class Delivery:
         if d is not None and d.mode is Mode.SHARED:
             held = d.inflight.pop(ts, None)
             if held is not None:
-                held[0].inflight -= 1
+                self._release(d, held[0], ts)
                 heapq.heappush(d.redeliver, ts)
             return self._dispatch(d, commit_ts, now)
         c.next_ts = max(c.acked_ts + 1, min(ts, c.next_ts))
@@ -447,7 +450,7 @@ class Delivery:
             late = [ts for ts, (_, deadline) in d.inflight.items() if deadline <= now]
             for ts in late:
                 who, _ = d.inflight.pop(ts)
-                who.inflight -= 1
+                self._release(d, who, ts)
                 heapq.heappush(d.redeliver, ts)
             if d.redeliver:  # late ones, and those a leaving member held
                 out.extend(self._dispatch(d, commit_ts, now))
@@ -486,17 +489,20 @@ class Delivery:
             c = members[d.turn % len(members)]
             d.turn += 1
             room = min(c.window - c.inflight, MAX_RECORDS_PER_FRAME)
+            limit = min(self.frame_bytes, c.window_bytes - c.inflight_bytes)
+            if limit <= 0:  # its byte window is full (a larger record goes alone)
+                room = 0
             recs: list[Record] = []
             used = 0
-            while d.redeliver and len(recs) < room and (not recs or used < self.frame_bytes):
+            while d.redeliver and len(recs) < room and (not recs or used < limit):
                 ts = heapq.heappop(d.redeliver)
                 i = t.index_of(ts)
                 if i < len(t.records) and t.records[i][0] == ts:
                     recs.append(t.records[i])
                     used += t.bytes_in(i, i + 1)
             skipped = False
-            if len(recs) < room and d.cursor <= commit_ts and used < self.frame_bytes:
-                budget = self.frame_bytes - used
+            if len(recs) < room and d.cursor <= commit_ts and used < limit:
+                budget = limit - used
                 fresh = t.between(d.cursor, commit_ts, room - len(recs), budget)
                 if fresh:
                     d.cursor = fresh[-1][0] + 1
@@ -517,9 +523,23 @@ class Delivery:
             for r in recs:
                 d.inflight[r[0]] = (c, deadline)
             c.inflight += len(recs)
+            c.inflight_bytes += sum(map(record_size, recs))
             out.append(Deliver(c.conn, c.sid, c.topic, recs))
         d.offset = max(d.offset, d.low_watermark())
         return out
+
+    def _size(self, topic: str, ts: int) -> int:
+        """The size of record ``ts`` of ``topic`` (0 if the log does not hold it)."""
+        t = self.log.topics.get(topic)
+        if t is None:
+            return 0
+        i = t.index_of(ts)
+        return record_size(t.records[i]) if i < len(t.records) and t.records[i][0] == ts else 0
+
+    def _release(self, d: Durable, who: Consumer, ts: int) -> None:
+        """Record ``ts`` is no longer in flight with shared member ``who``."""
+        who.inflight -= 1
+        who.inflight_bytes = max(0, who.inflight_bytes - self._size(d.topic, ts))
 
     # --- what purge must keep ----------------------------------------------------------
 

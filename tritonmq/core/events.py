@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from tritonmq.core.auth import Principal, TokenRejected
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.slots import SlotMap
 from tritonmq.wire.frames import Append, ClientFrame, Follow, Leader, Purge, ReplAck
@@ -38,12 +39,15 @@ class CasOutcome(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class ClientFrameIn:
     """A decoded frame from client connection ``conn``. ``wall_ms`` is the shell's wall
-    clock (ms since the epoch) when it arrived: the published time a ``pub`` records."""
+    clock (ms since the epoch) when it arrived: the published time a ``pub`` records, and
+    the time a token's expiry is judged by. ``verified``: for a ``hello`` carrying a token,
+    what the shell read from it (the signature checked with the configured key)."""
 
     conn: Any
     frame: ClientFrame
     now: float
     wall_ms: int = 0
+    verified: Principal | TokenRejected | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +135,13 @@ class CasDone:
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionsLoaded:
-    """The answer to LoadSubscriptions ``request``: (topic, name, mode, offset); None: failed."""
+    """The answer to LoadSubscriptions ``request``: (topic, name, mode, offset); None: failed.
+    ``owners``: (topic, name) -> the principal owning it (absent: anonymous)."""
 
     request: int
     found: Sequence[tuple[str, str, str, int]] | None
     now: float
+    owners: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

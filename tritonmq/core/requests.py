@@ -13,6 +13,7 @@ from tritonmq.core.actions import (
     SendError,
     SendFetched,
 )
+from tritonmq.core.auth import ClientAuth
 from tritonmq.core.delivery import Delivery, check_retained
 from tritonmq.core.log import GroupLog
 from tritonmq.errors import Purged, RequestRejected
@@ -66,11 +67,16 @@ class Commits:
     registered first and answered when SubscriptionRegistered says it is held: from then on
     the subscription keeps every later record, across failovers."""
 
-    def __init__(self, delivery: Delivery) -> None:
+    def __init__(self, delivery: Delivery, auth: ClientAuth | None = None) -> None:
         self.delivery = delivery
+        self.auth = auth  # who may commit which subscription (None: anyone)
         self.waiting: dict[tuple[str, str], list[tuple[Any, int]]] = {}  # (topic, name) -> asks
 
     def commit(self, conn: Any, frame: Commit, commit_ts: int) -> list[Action]:
+        if self.auth is not None and (
+            refused := self.auth.may_use(conn, frame, self.delivery.durables, commit_ts)
+        ):
+            return [refused]
         key = (frame.topic, frame.subscription)
         offset, register = self.delivery.commit(*key, frame.ts, commit_ts)
         durable = self.delivery.durables[key]

@@ -27,6 +27,11 @@ has no ZooKeeper credential of its own it points ``TRITONMQ_ZK_AUTH_FILE`` at th
 generated one, so that zk:// clients and the CLI it runs reach the cluster. When
 ``TRITONMQ_ZK_AUTH_FILE`` is already set, the cluster uses that credential instead
 (a test session shares one across its clusters).
+
+A *tls* cluster makes a local CA and a broker certificate in its work directory
+(:mod:`tritonmq.devtools.certs`), for every address its brokers and proxies use;
+its brokers serve ``wss://`` and verify each other with that CA, and clients need
+:attr:`DevCluster.ca_file` (``Client(url, ca_file=...)``, ``--ca-file``).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from tritonmq.coord.zkclient import (
     new_client,
     read_credential,
 )
+from tritonmq.devtools.certs import DEFAULT_HOSTS, DevCerts, make_dev_certs
 from tritonmq.devtools.netproxy import Proxy
 from tritonmq.devtools.zkserver import ZooKeeperServer
 from tritonmq.errors import CoordinationError
@@ -124,10 +130,12 @@ class DevCluster:
         broker_args: list[str] | None = None,
         chroot: str = "/tritonmq",
         isolated: bool = False,
+        tls: bool = False,
     ) -> None:
         """``zk``: a connect string (one server or an ensemble) instead of starting a
         ZooKeeper; ``isolated``: put proxies in the way so the network can be partitioned
-        (see the module docstring and :meth:`cut_replication`, :meth:`cut_zk`)."""
+        (see the module docstring and :meth:`cut_replication`, :meth:`cut_zk`);
+        ``tls``: brokers serve ``wss://`` with certificates of a local CA (:attr:`ca_file`)."""
         self.n_groups = groups
         self.replicas = replicas
         self.zk_hosts = zk
@@ -143,6 +151,8 @@ class DevCluster:
         self.repl_proxies: dict[str, Proxy] = {}  # broker id -> proxy in front of it
         self.zk_proxies: dict[str, list[Proxy]] = {}  # broker id -> its way to each ZK server
         self.spawned: list[int] = []  # every process it started, so a harness can check they end
+        self.tls = tls
+        self.certs: DevCerts | None = None
         self.zk_auth_file, self.secret_file = self._credentials()
         self.zk_auth: ZkCredential = read_credential(self.zk_auth_file)
         self.zk_reader_file = self.workdir / "zk.reader"  # for zk:// clients: read-only
@@ -174,6 +184,9 @@ class DevCluster:
             for r in range(1, self.replicas + 1):
                 group, bid = f"g{g}", f"g{g}b{r}"
                 self.brokers[bid] = self._new_broker(group, bid)
+        if self.tls:
+            hosts = [*DEFAULT_HOSTS, *(b.host for b in self.brokers.values())]
+            self.certs = make_dev_certs(self.workdir / "tls", hosts)
         init_cluster(
             str(self.zk_hosts),
             self.chroot,
@@ -230,7 +243,7 @@ class DevCluster:
         b = BrokerProc(group, bid, 0, log_path, host=host)
         repl = self.repl_proxies[bid] = Proxy(host, 0)  # aimed at the port once it is bound
         repl.start()
-        b.repl_url = f"ws://{repl.address}"
+        b.repl_url = f"{'wss' if self.tls else 'ws'}://{repl.address}"
         servers, slash, chroot = str(self.zk_hosts).partition("/")
         zks = self.zk_proxies[bid] = []
         for server in servers.split(","):
@@ -251,6 +264,9 @@ class DevCluster:
             cmd += ["--advertise-repl", b.repl_url]
         if self.config:
             cmd += ["--config", self.config]
+        if self.certs is not None:
+            c = self.certs
+            cmd += ["--tls-cert", str(c.cert), "--tls-key", str(c.key), "--tls-ca", str(c.ca)]
         cmd += self.broker_args + b.extra
         logf = open(b.log_path, "ab")  # noqa: SIM115 - handed to the child
         env = {k: v for k, v in os.environ.items() if k not in (ENV_AUTH, ENV_SECRET)}
@@ -434,6 +450,11 @@ class DevCluster:
     def wait_healthy(self, timeout: float = 60.0) -> None:
         wait_for(self.healthy, timeout, "every group to have a primary and a full ISR", 0.1)
 
+    @property
+    def ca_file(self) -> str | None:
+        """The CA file clients verify a tls cluster's brokers with (None: not a tls cluster)."""
+        return str(self.certs.ca) if self.certs is not None else None
+
     def state(self) -> dict[str, Any]:
         return {
             "zk": self.zk_hosts,
@@ -442,6 +463,7 @@ class DevCluster:
             "zk_auth_file": str(self.zk_auth_file),
             # zk:// clients that should only route: TRITONMQ_ZK_AUTH_FILE=<this> (read-only)
             "zk_reader_file": str(self.zk_reader_file),
+            "ca_file": self.ca_file,
             "brokers": [
                 {"group": b.group, "id": b.id, "url": b.url, "pid": b.pid}
                 for b in self.brokers.values()

@@ -19,6 +19,7 @@ from tritonmq.core import events as ce
 from tritonmq.core.actions import (
     Action,
     CloseLink,
+    DeleteSubscription,
     Deliver,
     LoadSubscriptions,
     LogLine,
@@ -35,6 +36,7 @@ from tritonmq.core.actions import (
     SendMeta,
     SendPubAck,
     SendPurge,
+    SendSubInfo,
     SendSubOk,
     SendToPrimary,
     StartFollowing,
@@ -383,6 +385,8 @@ class SimCoreBroker:
                 pass
             case Replicate() | ProposeIsr():
                 raise AssertionError(f"BrokerCore never returns {a!r}")
+            case SendSubInfo() | DeleteSubscription():
+                raise AssertionError(f"simulated clients send no admin ops: {a!r}")
             case _:
                 assert_never(a)
 

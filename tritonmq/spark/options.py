@@ -26,6 +26,24 @@ def _url(opts: Mapping[str, str]) -> str:
     return url
 
 
+def _ca_file(opts: Mapping[str, str]) -> str | None:
+    """``caFile``: the PEM CA wss:// brokers are verified with, at the same path on every
+    executor (default: the system's trust store)."""
+    ca = opts.get("caFile")
+    if ca is not None and not ca.strip():
+        raise ConfigError("option 'caFile' must name a PEM file")
+    return ca
+
+
+def _token_file(opts: Mapping[str, str]) -> str | None:
+    """``tokenFile``: a file holding the token to present (brokers with ``auth_required``), at
+    the same path on every executor; read when a process first connects."""
+    path = opts.get("tokenFile")
+    if path is not None and not path.strip():
+        raise ConfigError("option 'tokenFile' must name a file holding a token")
+    return path
+
+
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
     v = opts.get(key)
     if v is None:
@@ -82,6 +100,8 @@ class SourceOptions:
     subscription: str | None
     min_partitions: int
     fetch_max: int
+    ca_file: str | None = None
+    token_file: str | None = None
 
     def matches(self, topic: str) -> bool:
         if self.pattern is not None:
@@ -134,6 +154,8 @@ def source_options(opts: Mapping[str, str], *, batch: bool = False) -> SourceOpt
         subscription=sub,
         min_partitions=_positive(opts, "minPartitions") or 2,
         fetch_max=_positive(opts, "fetchMaxRecords") or 10_000,
+        ca_file=_ca_file(opts),
+        token_file=_token_file(opts),
     )
 
 
@@ -142,6 +164,8 @@ class SinkOptions:
     url: str
     topic: str | None
     sink_id: str | None
+    ca_file: str | None = None
+    token_file: str | None = None
 
 
 def sink_options(opts: Mapping[str, str]) -> SinkOptions:
@@ -151,4 +175,4 @@ def sink_options(opts: Mapping[str, str]) -> SinkOptions:
     sink_id = opts.get("sinkId")
     if sink_id is not None and not sink_id:
         raise ConfigError("option 'sinkId' must not be empty")
-    return SinkOptions(_url(opts), topic, sink_id)
+    return SinkOptions(_url(opts), topic, sink_id, _ca_file(opts), _token_file(opts))

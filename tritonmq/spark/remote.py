@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from tritonmq.client.client import Client
 from tritonmq.client.types import Fetched
 from tritonmq.errors import TritonError
+from tritonmq.tokens import read_token_file
 
 T = TypeVar("T")
 PUBLISH_CHUNK = 10_000
@@ -25,14 +26,16 @@ PUBLISH_CHUNK = 10_000
 class Remote:
     """One connected :class:`Client` on a loop thread of its own."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, ca_file: str | None = None, token_file: str | None = None) -> None:
         self.url = url
+        token = read_token_file(token_file) if token_file else None
+        # a bad caFile or tokenFile raises before a thread starts
+        self.client = Client(url, ca_file=ca_file, token=token)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="tritonmq-spark", daemon=True
         )
         self._thread.start()
-        self.client = Client(url)
         try:
             self.call(self.client.connect())
         except BaseException:
@@ -107,31 +110,31 @@ class Remote:
             self.call(asyncio.sleep(0.05))
 
 
-_cache: dict[tuple[int, str], Remote] = {}
+_cache: dict[tuple[int, str, str | None, str | None], Remote] = {}
 _lock = threading.Lock()
 
 
-def remote(url: str) -> Remote:
+def remote(url: str, ca_file: str | None = None, token_file: str | None = None) -> Remote:
     """This process's client for ``url`` (made on first use, closed at exit)."""
-    key = (os.getpid(), url)
+    key = (os.getpid(), url, ca_file, token_file)
     with _lock:
         r = _cache.get(key)
         if r is None:
-            r = _cache[key] = Remote(url)
+            r = _cache[key] = Remote(url, ca_file, token_file)
         return r
 
 
-def forget(url: str) -> None:
+def forget(url: str, ca_file: str | None = None, token_file: str | None = None) -> None:
     """Close this process's client for ``url`` (a query stopped)."""
     with _lock:
-        r = _cache.pop((os.getpid(), url), None)
+        r = _cache.pop((os.getpid(), url, ca_file, token_file), None)
     if r is not None:
         r.close()
 
 
 @atexit.register
 def _close_all() -> None:
-    for (pid, _), r in list(_cache.items()):
+    for (pid, *_), r in list(_cache.items()):
         if pid == os.getpid():
             r.close()
     _cache.clear()

@@ -80,11 +80,20 @@ class TritonMQPartition(InputPartition):
     """One task's read: a ts range of one topic (pickled to the executor)."""
 
     def __init__(
-        self, r: plan.Range, url: str, fail_on_loss: bool, headers: bool, fetch_max: int
+        self,
+        r: plan.Range,
+        url: str,
+        fail_on_loss: bool,
+        headers: bool,
+        fetch_max: int,
+        ca_file: str | None = None,
+        token_file: str | None = None,
     ) -> None:
         super().__init__(r)
         self.range = r
         self.url = url
+        self.ca_file = ca_file
+        self.token_file = token_file
         self.fail_on_loss = fail_on_loss
         self.headers = headers
         self.fetch_max = fetch_max
@@ -92,7 +101,7 @@ class TritonMQPartition(InputPartition):
 
 def _topics(opts: SourceOptions) -> dict[str, str]:
     """The topics the query reads now: topic -> group."""
-    r = remote(opts.url)
+    r = remote(opts.url, opts.ca_file, opts.token_file)
     if opts.pattern is not None:
         r.call(r.client.refresh())
         return {t: g for t, g in r.topics().items() if opts.matches(t)}
@@ -102,12 +111,18 @@ def _topics(opts: SourceOptions) -> dict[str, str]:
 def _partitions(
     opts: SourceOptions, start: plan.Offset, end: plan.Offset, topics: dict[str, str]
 ) -> list[TritonMQPartition]:
-    r = remote(opts.url)
+    r = remote(opts.url, opts.ca_file, opts.token_file)
     fresh = [t for t in end.topics if t not in start.topics or start.groups.get(topics[t], 0) == 0]
     first = {t: ts for t in fresh if t in topics and (ts := r.first_retained(t)) is not None}
     return [
         TritonMQPartition(
-            rng, opts.url, opts.fail_on_data_loss, opts.include_headers, opts.fetch_max
+            rng,
+            opts.url,
+            opts.fail_on_data_loss,
+            opts.include_headers,
+            opts.fetch_max,
+            opts.ca_file,
+            opts.token_file,
         )
         for rng in plan.ranges(start, end, topics, opts.min_partitions, first)
     ]
@@ -116,7 +131,9 @@ def _partitions(
 def read_partition(p: TritonMQPartition) -> Iterator[pa.RecordBatch]:
     """Fetch the partition's range from the group's primary, as Arrow record batches."""
     rng = p.range
-    for got in remote(p.url).pages(rng.topic, rng.start, rng.end, p.fetch_max):
+    for got in remote(p.url, p.ca_file, p.token_file).pages(
+        rng.topic, rng.start, rng.end, p.fetch_max
+    ):
         first = got.records[0][0] if got.records else rng.end + 1
         if got.purged is not None and rng.needed and got.purged >= rng.start:
             msg = plan.data_loss_message(rng, min(got.purged, first - 1))
@@ -169,7 +186,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Called more than once on a fresh query: resolve the start (and the name) once.
         if self._initial is None:
             opts = self.opts
-            r = remote(opts.url)
+            r = remote(opts.url, opts.ca_file, opts.token_file)
             topics = _topics(opts)
             sub = opts.subscription or f"spark-{uuid.uuid4().hex}"
             for t in topics:  # registers the subscription: from here on the broker keeps it all
@@ -191,7 +208,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        r = remote(self.opts.url)
+        r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file)
         topics = _topics(self.opts)
         heads = r.heads(set(topics.values()))
         self._until = {g: h + 1 for g, h in heads.items()}
@@ -199,7 +216,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         opts = self.opts
         s = plan.Offset.from_json(start)
-        r = remote(opts.url)
+        r = remote(opts.url, opts.ca_file, opts.token_file)
         topics = _topics(opts)
         for t in topics:
             if t not in s.topics:
@@ -215,7 +232,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         s, e = plan.Offset.from_json(start), plan.Offset.from_json(end)
-        topics = remote(self.opts.url).groups_of(e.topics)
+        topics = remote(self.opts.url, self.opts.ca_file, self.opts.token_file).groups_of(e.topics)
         return _partitions(self.opts, s, e, topics)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -224,12 +241,12 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         e = plan.Offset.from_json(end)
-        r = remote(self.opts.url)
+        r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file)
         for t, ts in plan.commit_points(e, r.groups_of(e.topics)):
             r.commit(t, e.subscription, ts)
 
     def stop(self) -> None:
-        forget(self.opts.url)
+        forget(self.opts.url, self.opts.ca_file, self.opts.token_file)
 
 
 def _first_at(
@@ -237,7 +254,7 @@ def _first_at(
 ) -> dict[str, int]:
     """Per group, the first ts accepted at or after ``wall_ms`` (publish times grow with
     ts in a group, so the earliest such record of any topic is the group's boundary)."""
-    r = remote(opts.url)
+    r = remote(opts.url, opts.ca_file, opts.token_file)
     start = {g: h + 1 for g, h in heads.items()}
     for t, g in topics.items():
         for got in r.pages(t, 0, heads.get(g, 0), opts.fetch_max):
@@ -260,7 +277,7 @@ class TritonMQBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
-        r = remote(opts.url)
+        r = remote(opts.url, opts.ca_file, opts.token_file)
         topics = _topics(opts)
         groups = sorted(set(topics.values()))
         heads = r.heads(groups)

@@ -9,6 +9,7 @@ converted record by record.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -45,7 +46,10 @@ from tritonmq.wire.frames import (
     ReplAck,
     ReplFrame,
     Sub,
+    SubDelete,
+    SubInfo,
     SubOk,
+    SubReset,
     Unsub,
 )
 
@@ -54,7 +58,12 @@ MAX_TOPIC_LEN = 249
 MAX_NAME_LEN = 249
 MAX_UUID_LEN = 64
 MAX_PROOF_LEN = 64  # a challenge nonce, a follow's proof (HMAC-SHA256: 32 bytes)
+MAX_TOKEN_LEN = 16 * 1024  # a JWT in `hello`; RS256 with a few claims is ~1 KiB
 MAX_ACK_TS = 100_000  # ts in one `ack`, or in the `acked` (or `held`) of one `sub`
+MAX_SAFE_INT = 2**53 - 1  # every integer on the wire: JavaScript numbers stay exact
+DEFAULT_MAX_ELEMENTS = 1_000_000  # msgpack values in one client frame, all containers together
+MAX_MAP_LEN = 256  # entries in any one map of a client frame (headers: 64)
+MAX_SALVAGE_KEYS = 64  # keys read from a refused frame while looking for its id and sid
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -75,6 +84,10 @@ def _unpack(data: bytes | str, max_frame: int) -> dict[str, Any]:
         raise MalformedFrame(f"not a msgpack frame: {type(e).__name__}") from None
     except Exception as e:  # msgpack may raise others on hostile input; never let them escape
         raise MalformedFrame(f"not a msgpack frame: {type(e).__name__}") from None
+    return _frame_map(obj)
+
+
+def _frame_map(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise MalformedFrame("a frame must be a map")
     op = obj.get("op")
@@ -83,11 +96,93 @@ def _unpack(data: bytes | str, max_frame: int) -> dict[str, Any]:
     return obj
 
 
+def _unpack_client(data: bytes | str, max_frame: int, max_elements: int, max_array: int) -> Any:
+    """Decode a client frame with its work bounded, not only its bytes.
+
+    Every msgpack value takes at least one byte, so a frame of at most ``max_elements`` bytes
+    cannot hold more; a larger one is decoded with a count kept per container, which stops a
+    frame of millions of tiny values (an "element bomb") after ``max_elements`` of them.
+    """
+    if isinstance(data, str):
+        raise MalformedFrame("text frame on a binary subprotocol; send msgpack in binary frames")
+    if len(data) > max_frame:
+        raise FrameTooLarge(f"frame of {len(data)} bytes exceeds the limit of {max_frame}")
+    # msgpack's own per-container limits refuse an oversized container from its header,
+    # before anything is built; ext types (the timestamp extension included) are refused.
+    limits: dict[str, Any] = {
+        "max_array_len": max_array,
+        "max_map_len": MAX_MAP_LEN,
+        "max_ext_len": 0,
+    }
+    if len(data) > max_elements:
+        count = 0
+
+        def counted(container: Any) -> Any:
+            nonlocal count
+            count += len(container)
+            if count > max_elements:
+                raise FrameTooLarge(f"frame holds more than {max_elements} msgpack values")
+            return container
+
+        limits["list_hook"] = counted
+        limits["object_hook"] = counted
+    try:
+        return msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=True, **limits)
+    except FrameTooLarge:
+        raise
+    except ValueError as e:
+        if "exceeds max_ext_len" in str(e):
+            raise MalformedFrame("msgpack ext types are not accepted") from None
+        if "exceeds max_" in str(e):  # msgpack's container limits
+            raise FrameTooLarge(f"frame refused: {e}") from None
+        raise MalformedFrame(f"not a msgpack frame: {type(e).__name__}") from None
+    except Exception as e:  # msgpack may raise others on hostile input; never let them escape
+        raise MalformedFrame(f"not a msgpack frame: {type(e).__name__}") from None
+
+
+def _salvage(data: bytes | str, e: ProtocolError, max_array: int) -> None:
+    """A frame refused while decoding still names its request when its ``id`` or ``sid``
+    can be read before the bad part: read the top map's keys in order, skipping values."""
+    if isinstance(data, str):
+        return
+    try:
+        u = msgpack.Unpacker(
+            io.BytesIO(data),  # read in small chunks: no copy of a large frame
+            read_size=16 * 1024,
+            raw=False,
+            max_array_len=max_array,
+            max_map_len=MAX_MAP_LEN,
+            max_ext_len=0,
+            max_str_len=1024,
+        )
+        for _ in range(min(u.read_map_header(), MAX_SALVAGE_KEYS)):
+            key = u.unpack()
+            if key in ("id", "sid"):
+                v = u.unpack()
+                if type(v) is int and 0 <= v <= MAX_SAFE_INT:
+                    setattr(e, key, v)
+            else:
+                u.skip()
+    except Exception:  # the bad part: what was read so far is all there is
+        return
+
+
+def _opt(obj: dict[str, Any], key: str, default: Any) -> Any:
+    """An optional field: absent and nil both mean the default (JavaScript encoders write
+    ``undefined`` as nil)."""
+    v = obj.get(key)
+    return default if v is None else v
+
+
 def _int(obj: dict[str, Any], key: str, *, minimum: int = 0, default: int | None = None) -> int:
-    v = obj.get(key, default)
-    if type(v) is not int or v < minimum:
-        raise MalformedFrame(f"'{key}' must be an integer >= {minimum}")
+    v = _opt(obj, key, default)
+    if type(v) is not int or not minimum <= v <= MAX_SAFE_INT:
+        raise MalformedFrame(f"'{key}' must be an integer from {minimum} to 2^53 - 1")
     return v
+
+
+def _ts_ok(t: Any) -> bool:
+    return type(t) is int and 0 <= t <= MAX_SAFE_INT
 
 
 def _str(obj: dict[str, Any], key: str, *, max_len: int, optional: bool = False) -> str:
@@ -116,6 +211,8 @@ def _headers(h: Any) -> dict[str, Any] | None:
     for k, v in h.items():
         if not isinstance(k, str) or not isinstance(v, str | bytes | int | float | bool):
             raise MalformedFrame("header names are strings; values are str, bytes or numbers")
+        if type(v) is int and not -MAX_SAFE_INT <= v <= MAX_SAFE_INT:
+            raise MalformedFrame("a header's integer value must be within +-(2^53 - 1)")
     return h
 
 
@@ -150,19 +247,25 @@ def decode_client(
     max_frame: int = DEFAULT_MAX_FRAME,
     max_records: int = 10_000,
     max_value: int = 1024 * 1024,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
 ) -> ClientFrame:
     """Decode a frame a client sent to a broker.
 
-    A frame that is a readable map but fails validation raises with its ``id``
-    or ``sid`` attached, so the error frame can name the request it refuses.
+    A refused frame raises with its ``id`` or ``sid`` attached when they can be read (a
+    non-negative int up to 2^53 - 1), so the error frame can name the request it refuses.
     """
-    obj = _unpack(data, max_frame)
+    max_array = max(MAX_ACK_TS, max_records)
+    try:
+        obj = _frame_map(_unpack_client(data, max_frame, max_elements, max_array))
+    except ProtocolError as e:
+        _salvage(data, e, max_array)
+        raise
     try:
         return _client_frame(obj, max_records, max_value)
     except ProtocolError as e:
         for attr in ("id", "sid"):
             v = obj.get(attr)
-            if type(v) is int and v >= 0:
+            if _ts_ok(v):
                 setattr(e, attr, v)
         raise
 
@@ -177,34 +280,36 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         )
     if op == "ack":
         ts = obj.get("ts")
-        if type(ts) is tuple and ts and len(ts) <= MAX_ACK_TS:
-            if not all(type(t) is int and t >= 0 for t in ts):
-                raise MalformedFrame("'ts' must be a ts or an array of ts >= 0")
+        if type(ts) is tuple and len(ts) > MAX_ACK_TS:
+            raise FrameTooLarge(f"'ts' holds {len(ts)} ts; the limit is {MAX_ACK_TS}")
+        if type(ts) is tuple and ts:
+            if not all(map(_ts_ok, ts)):
+                raise MalformedFrame("'ts' must be a ts or an array of ts from 0 to 2^53 - 1")
             return Ack(_int(obj, "sid"), ts[0], ts[1:])
         return Ack(_int(obj, "sid"), _int(obj, "ts"))
     if op == "nack":
         return Nack(_int(obj, "sid"), _int(obj, "ts"))
     if op == "sub":
-        start_raw = obj.get("from", "latest")
+        start_raw = _opt(obj, "from", "latest")
         start: From | int
-        if type(start_raw) is int and start_raw >= 0:
+        if _ts_ok(start_raw):
             start = start_raw
         elif start_raw in ("latest", "earliest"):
             start = From(start_raw)
         else:
             raise MalformedFrame("'from' must be 'latest', 'earliest' or a ts >= 0")
         window = obj.get("window")
-        if window is not None and (type(window) is not int or window < 1):
-            raise MalformedFrame("'window' must be a positive integer")
+        if window is not None:
+            window = _int(obj, "window", minimum=1)
         name = obj.get("subscription")
         if name is not None and (not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_LEN):
             raise MalformedFrame("'subscription' must be a non-empty string")
-        mode = obj.get("mode", "broadcast")
+        mode = _opt(obj, "mode", "broadcast")
         if mode not in ("broadcast", "shared"):
             raise MalformedFrame("'mode' must be 'broadcast' or 'shared'")
         if mode == "shared" and name is None:
             raise MalformedFrame("a shared subscription needs a 'subscription' name")
-        resume = obj.get("resume", False)
+        resume = _opt(obj, "resume", False)
         if type(resume) is not bool:
             raise MalformedFrame("'resume' must be a boolean")
         acked = _ts_list(obj, "acked", mode)
@@ -214,12 +319,15 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
     if op == "unsub":
         return Unsub(_int(obj, "sid"))
     if op == "hello":
-        client = obj.get("client", "")
-        return Hello(client if isinstance(client, str) else "")
+        client = _opt(obj, "client", "")
+        token = _opt(obj, "token", None)
+        if token is not None and (not isinstance(token, str) or len(token) > MAX_TOKEN_LEN):
+            raise MalformedFrame(f"'token' must be a string of at most {MAX_TOKEN_LEN} characters")
+        return Hello(client if isinstance(client, str) else "", token or None)
     if op == "meta":
         return Meta(_int(obj, "id", default=0))
     if op == "fetch":
-        skip = obj.get("skip_purged", False)
+        skip = _opt(obj, "skip_purged", False)
         if type(skip) is not bool:
             raise MalformedFrame("'skip_purged' must be a boolean")
         return Fetch(
@@ -237,18 +345,39 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
             _str(obj, "subscription", max_len=MAX_NAME_LEN),
             _int(obj, "ts"),
         )
+    if op in ("subdel", "subreset"):
+        return _sub_admin(obj, op)
     raise UnknownOp(f"unknown op {op[:40]!r}")
+
+
+def _sub_admin(obj: dict[str, Any], op: str) -> SubDelete | SubReset:
+    """``subdel`` / ``subreset``: admin ops on a durable subscription."""
+    rid = _int(obj, "id")
+    topic = _str(obj, "topic", max_len=MAX_TOPIC_LEN)
+    name = _str(obj, "subscription", max_len=MAX_NAME_LEN)
+    execute = _opt(obj, "execute", False)
+    if type(execute) is not bool:
+        raise MalformedFrame("'execute' must be a boolean")
+    if op == "subdel":
+        return SubDelete(rid, topic, name, execute)
+    to_raw = obj.get("to")
+    to: From | int
+    if isinstance(to_raw, int) and _ts_ok(to_raw):
+        to = to_raw
+    elif to_raw in ("latest", "earliest"):
+        to = From(to_raw)
+    else:
+        raise MalformedFrame("'to' must be 'earliest', 'latest' or a ts from 0 to 2^53 - 1")
+    return SubReset(rid, topic, name, to, execute)
 
 
 def _ts_list(obj: dict[str, Any], field: str, mode: str) -> tuple[int, ...]:
     """A shared ``sub``'s ``acked`` or ``held``: at most MAX_ACK_TS ts >= 0."""
-    raw = obj.get(field, ())
-    if (
-        type(raw) is not tuple
-        or len(raw) > MAX_ACK_TS
-        or not all(type(t) is int and t >= 0 for t in raw)
-    ):
-        raise MalformedFrame(f"'{field}' must be an array of at most {MAX_ACK_TS} ts >= 0")
+    raw = _opt(obj, field, ())
+    if type(raw) is tuple and len(raw) > MAX_ACK_TS:
+        raise FrameTooLarge(f"'{field}' holds {len(raw)} ts; the limit is {MAX_ACK_TS}")
+    if type(raw) is not tuple or not all(map(_ts_ok, raw)):
+        raise MalformedFrame(f"'{field}' must be an array of ts from 0 to 2^53 - 1")
     if raw and mode != "shared":
         raise MalformedFrame(f"'{field}' is for shared subscriptions only")
     return raw
@@ -363,8 +492,8 @@ def _opt_int(obj: dict[str, Any], key: str) -> int | None:
     v = obj.get(key)
     if v is None:
         return None
-    if type(v) is not int or v < 0:
-        raise MalformedFrame(f"'{key}' must be an integer >= 0")
+    if not _ts_ok(v):
+        raise MalformedFrame(f"'{key}' must be an integer from 0 to 2^53 - 1")
     return v
 
 
@@ -378,7 +507,7 @@ def _opt_str(obj: dict[str, Any], key: str) -> str | None:
 
 
 def _record_ok(r: Any) -> bool:
-    return type(r) is tuple and len(r) == 5 and type(r[0]) is int
+    return type(r) is tuple and len(r) == 5 and _ts_ok(r[0])
 
 
 def _records(raw: Any) -> tuple[Record, ...]:
@@ -408,8 +537,8 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
         )
     if op == "puback":
         ts = obj.get("ts")
-        if type(ts) is not tuple or not all(type(t) is int for t in ts):
-            raise MalformedFrame("'ts' must be an array of integers")
+        if type(ts) is not tuple or not all(map(_ts_ok, ts)):
+            raise MalformedFrame("'ts' must be an array of integers from 0 to 2^53 - 1")
         return PubAck(_int(obj, "id"), ts, _opt_str(obj, "group") or "")
     if op == "subok":
         return SubOk(_int(obj, "sid"), _int(obj, "next"))
@@ -439,6 +568,22 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
             _opt_str(obj, "group"),
             _opt_int(obj, "first"),
             _opt_int(obj, "last"),
+        )
+    if op == "subinfo":
+        action = obj.get("action")
+        if action not in ("delete", "reset"):
+            raise MalformedFrame("'action' must be 'delete' or 'reset'")
+        return SubInfo(
+            _int(obj, "id"),
+            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
+            _str(obj, "subscription", max_len=MAX_NAME_LEN),
+            _opt_str(obj, "mode") or "broadcast",
+            _opt_str(obj, "owner") or "",
+            _int(obj, "offset"),
+            _int(obj, "consumers", default=0),
+            action,
+            _opt_int(obj, "to"),
+            obj.get("executed") is True,
         )
     if op == "meta":
         role = obj.get("role")
@@ -575,6 +720,24 @@ def enc_fetched(
     return _packb(frame)
 
 
+def enc_subinfo(info: SubInfo) -> bytes:
+    return _packb(
+        {
+            "op": "subinfo",
+            "id": info.id,
+            "topic": info.topic,
+            "subscription": info.subscription,
+            "mode": info.mode,
+            "owner": info.owner or None,
+            "offset": info.offset,
+            "consumers": info.consumers,
+            "action": info.action,
+            "to": info.to,
+            "executed": info.executed,
+        }
+    )
+
+
 def enc_committed(id: int, ts: int, head: int) -> bytes:
     return _packb({"op": "committed", "id": id, "ts": ts, "head": head})
 
@@ -672,7 +835,10 @@ def enc_client(frame: ClientFrame) -> bytes:
     if isinstance(frame, Unsub):
         return _packb({"op": "unsub", "sid": frame.sid})
     if isinstance(frame, Hello):
-        return _packb({"op": "hello", "client": frame.client})
+        hello: dict[str, Any] = {"op": "hello", "client": frame.client}
+        if frame.token:
+            hello["token"] = frame.token
+        return _packb(hello)
     if isinstance(frame, Meta):
         return _packb({"op": "meta", "id": frame.id})
     if isinstance(frame, Fetch):
@@ -697,6 +863,17 @@ def enc_client(frame: ClientFrame) -> bytes:
                 "ts": frame.ts,
             }
         )
+    if isinstance(frame, SubDelete | SubReset):
+        a: dict[str, Any] = {
+            "op": "subdel" if isinstance(frame, SubDelete) else "subreset",
+            "id": frame.id,
+            "topic": frame.topic,
+            "subscription": frame.subscription,
+            "execute": frame.execute,
+        }
+        if isinstance(frame, SubReset):
+            a["to"] = str(frame.to) if isinstance(frame.to, From) else frame.to
+        return _packb(a)
     raise TypeError(f"not a client frame: {frame!r}")
 
 
@@ -717,6 +894,8 @@ def enc_broker(frame: BrokerFrame) -> bytes:
             return enc_meta(frame)
         case Error():
             return _packb(_error_map(frame))
+        case SubInfo():
+            return enc_subinfo(frame)
     raise TypeError(f"not a broker frame: {frame!r}")
 
 
@@ -750,19 +929,27 @@ class MsgpackCodec:
         max_frame: int = DEFAULT_MAX_FRAME,
         max_records: int = 10_000,
         max_value: int = 1024 * 1024,
+        max_elements: int = DEFAULT_MAX_ELEMENTS,
     ) -> None:
         self.max_frame = max_frame
         self.max_records = max_records
         self.max_value = max_value
+        self.max_elements = max_elements
 
     def encode(self, frame: ClientFrame | BrokerFrame) -> bytes:
-        if isinstance(frame, PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error):
+        if isinstance(
+            frame, PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error | SubInfo
+        ):
             return enc_broker(frame)
         return enc_client(frame)
 
     def decode_client(self, data: bytes | str) -> ClientFrame:
         return decode_client(
-            data, max_frame=self.max_frame, max_records=self.max_records, max_value=self.max_value
+            data,
+            max_frame=self.max_frame,
+            max_records=self.max_records,
+            max_value=self.max_value,
+            max_elements=self.max_elements,
         )
 
     def decode_broker(self, data: bytes | str) -> BrokerFrame:

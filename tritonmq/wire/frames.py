@@ -76,6 +76,7 @@ class From(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class Hello:
     client: str = ""
+    token: str | None = None  # a JWT (docs/security.md); a new one refreshes the connection's
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,29 @@ class Meta:
     id: int
 
 
+@dataclass(frozen=True, slots=True)
+class SubDelete:
+    """Admin: delete durable subscription ``subscription`` of ``topic`` (its offset too).
+    ``execute`` False is a dry run: the answer says what would change."""
+
+    id: int
+    topic: str
+    subscription: str
+    execute: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SubReset:
+    """Admin: move a durable subscription so that its next record is the first retained
+    (``earliest``), the next one published (``latest``) or the first with ts >= ``to``."""
+
+    id: int
+    topic: str
+    subscription: str
+    to: From | int
+    execute: bool = False
+
+
 # --- broker -> broker (replication) ----------------------------------------
 
 
@@ -203,7 +227,9 @@ class ReplAck:
     ts: int
 
 
-ClientFrame: TypeAlias = Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta | Commit
+ClientFrame: TypeAlias = (
+    Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta | Commit | SubDelete | SubReset
+)
 
 
 # --- broker -> client -------------------------------------------------------
@@ -253,6 +279,23 @@ class Committed:
     id: int
     ts: int
     head: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubInfo:
+    """The answer to ``subdel``/``subreset``: the subscription as it is (``offset``), what
+    the op does (``to``: the new offset of a reset), and whether it was ``executed``."""
+
+    id: int
+    topic: str
+    subscription: str
+    mode: str
+    owner: str  # "" : the anonymous principal
+    offset: int
+    consumers: int  # connected consumers (an op is refused while there are any)
+    action: str  # "delete" or "reset"
+    to: int | None = None
+    executed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +353,9 @@ class Error:
         return Error(code, message, code.retriable, id, sid, primary, group, first, last)
 
 
-BrokerFrame: TypeAlias = PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error
+BrokerFrame: TypeAlias = (
+    PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error | SubInfo
+)
 
 
 @dataclass(frozen=True, slots=True)

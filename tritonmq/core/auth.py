@@ -1,0 +1,258 @@
+"""Who a client connection is, and what it may do: the core's authorization decisions.
+
+The shell verifies a token's signature (crypto, with the configured key) and hands the
+core the claims it read as a :class:`Principal`, or a :class:`TokenRejected`; from then
+on every decision is taken here, from the principal the core keeps per connection and
+the wall-clock time that comes with each frame:
+
+* **Authentication.** With ``auth_required`` a connection is nobody until a ``hello``
+  carries a valid token: every other frame gets ``UNAUTHENTICATED``. Without it a
+  connection is :data:`ANONYMOUS` (may do everything) until a token names someone.
+  A token whose ``exp`` has passed gets ``TOKEN_EXPIRED`` at ``hello`` and on every
+  later request; a new ``hello`` on the same connection refreshes it (it must name the
+  same principal).
+* **Claims.** ``pub`` and ``read`` are topic patterns (publish; subscribe and fetch),
+  ``names`` subscription-name patterns; ``admin`` allows the admin ops (``subdel``,
+  ``subreset``). Patterns are :func:`fnmatch.fnmatchcase` patterns (``*`` matches any
+  characters, dots included; case-sensitive); a missing claim allows nothing.
+* **Ownership.** A durable subscription belongs to the principal that created it
+  (kept in ZooKeeper with it; one created before owners existed belongs to the
+  anonymous principal ""). Anyone else, admins included, gets ``FORBIDDEN`` for ``sub``
+  (either mode) and ``commit``; ``ack``/``nack`` only reach a connection's own
+  subscriptions. An admin may delete or reset it instead.
+* **No jumps.** A ``sub`` naming an existing subscription may not start beyond the
+  commit point + 1 (``BAD_REQUEST``): that would acknowledge records nobody has seen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+from urllib.parse import urlsplit
+
+from tritonmq.core.actions import Action, RegisterSubscription, SendError
+from tritonmq.wire.frames import (
+    Ack,
+    ClientFrame,
+    Commit,
+    ErrorCode,
+    Fetch,
+    From,
+    Hello,
+    Meta,
+    Nack,
+    Pub,
+    Sub,
+    SubDelete,
+    SubReset,
+    Unsub,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a connection is: ``name`` ("" is the anonymous principal) and its claims.
+    ``exp``: seconds since the epoch after which its token is expired (None: never)."""
+
+    name: str
+    pub: tuple[str, ...] = ()
+    read: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    admin: bool = False
+    exp: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRejected:
+    """A token the shell could not verify (bad signature, malformed, wrong algorithm...)."""
+
+    reason: str
+
+
+ANONYMOUS = Principal("", pub=("*",), read=("*",), names=("*",), admin=True)
+"""Everyone on a broker without ``auth_required``: may do everything (Kafka without an
+authorizer does the same). Tokens are still honoured there, and name their owner."""
+
+
+def allowed(patterns: Sequence[str], value: str) -> bool:
+    return "*" in patterns or any(fnmatchcase(value, p) for p in patterns)
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: Sequence[str]) -> bool:
+    """May a browser page from ``origin`` open a connection? No ``Origin`` header: not a
+    browser, allowed. ``*`` allows any; an empty list only the same origin (the
+    Origin's host:port is the ``Host`` header); else the Origin must be listed."""
+    if origin is None:
+        return True
+    if "*" in allowed:
+        return True
+    if allowed:
+        return origin.rstrip("/") in {a.rstrip("/") for a in allowed}
+    try:
+        o = urlsplit(origin)
+        h = urlsplit(f"//{host}") if host else None
+        if o.scheme not in ("http", "https") or not o.hostname or h is None or not h.hostname:
+            return False
+        default = 443 if o.scheme == "https" else 80  # a Host without a port: the page's
+        return (o.hostname, o.port or default) == (h.hostname, h.port or default)
+    except ValueError:  # a port that is not a number
+        return False
+
+
+class ClientAuth:
+    """The principal of every client connection, and the owner of every durable
+    subscription this primary knows; decides each client frame (see the module doc)."""
+
+    def __init__(self, required: bool) -> None:
+        self.required = required
+        self.principals: dict[int, Principal] = {}  # id(conn) -> who it is
+        self.owners: dict[tuple[str, str], str] = {}  # (topic, name) -> principal name
+
+    # --- connections ----------------------------------------------------------------
+
+    def principal(self, conn: Any) -> Principal | None:
+        """Who ``conn`` is; None: nobody yet (a token is required and none was valid)."""
+        p = self.principals.get(id(conn))
+        if p is None and not self.required:
+            return ANONYMOUS
+        return p
+
+    def drop(self, conn: Any) -> None:
+        self.principals.pop(id(conn), None)
+
+    def check(
+        self,
+        conn: Any,
+        frame: ClientFrame,
+        verified: Principal | TokenRejected | None,
+        wall_ms: int,
+    ) -> SendError | None:
+        """The refusal of ``frame`` from ``conn``, or None when it may go on. A ``hello``
+        carrying a token (``verified``: what the shell read from it) sets the principal."""
+        now = wall_ms / 1000.0
+        if isinstance(frame, Hello):
+            return self._hello(conn, frame, verified, now)
+        p = self.principal(conn)
+        if p is None:
+            return _refuse(conn, frame, ErrorCode.UNAUTHENTICATED, "send hello with a token first")
+        if p.exp is not None and wall_ms and now >= p.exp:
+            msg = f"the token of {p.name!r} expired; send hello with a fresh one"
+            return _refuse(conn, frame, ErrorCode.TOKEN_EXPIRED, msg)
+        match frame:
+            case Pub(topic=topic):
+                if not allowed(p.pub, topic):
+                    return _forbidden(conn, frame, p, f"publish to {topic!r}")
+            case Sub(topic=topic, subscription=name):
+                if not allowed(p.read, topic):
+                    return _forbidden(conn, frame, p, f"subscribe to {topic!r}")
+                if name and not allowed(p.names, name):
+                    return _forbidden(conn, frame, p, f"use subscription name {name!r}")
+            case Fetch(topic=topic):
+                if not allowed(p.read, topic):
+                    return _forbidden(conn, frame, p, f"read {topic!r}")
+            case Commit(topic=topic, subscription=name):
+                if not allowed(p.read, topic) or not allowed(p.names, name):
+                    return _forbidden(conn, frame, p, f"commit {name!r} of {topic!r}")
+            case SubDelete() | SubReset():
+                if not p.admin:
+                    return _forbidden(conn, frame, p, "administer subscriptions")
+            case Ack() | Nack() | Unsub() | Meta():
+                pass  # a connection's own subscriptions; meta needs only a principal
+        return None
+
+    def _hello(
+        self, conn: Any, frame: Hello, verified: Principal | TokenRejected | None, now: float
+    ) -> SendError | None:
+        if not frame.token:
+            if self.principal(conn) is None:
+                return SendError(conn, ErrorCode.UNAUTHENTICATED, "this broker requires a token")
+            return None
+        if verified is None:
+            verified = TokenRejected("this broker has no key to verify tokens")
+        if isinstance(verified, TokenRejected):
+            return SendError(conn, ErrorCode.UNAUTHENTICATED, f"invalid token: {verified.reason}")
+        if verified.exp is not None and now and now >= verified.exp:
+            return SendError(
+                conn, ErrorCode.TOKEN_EXPIRED, f"the token of {verified.name!r} expired"
+            )
+        old = self.principals.get(id(conn))
+        if old is not None and old.name != verified.name:
+            msg = f"this connection is {old.name!r}; a refreshed token must name the same principal"
+            return SendError(conn, ErrorCode.UNAUTHENTICATED, msg)
+        self.principals[id(conn)] = verified
+        return None
+
+    # --- durable subscriptions ----------------------------------------------------------
+
+    def may_use(
+        self,
+        conn: Any,
+        frame: Sub | Commit,
+        durables: Mapping[tuple[str, str], object],
+        commit_ts: int,
+    ) -> SendError | None:
+        """Ownership and the jump rule for a named ``sub`` or a ``commit``, decided where it
+        is carried out (a new primary answers them once it has loaded the owners). A new
+        subscription is recorded as ``conn``'s principal's."""
+        name = frame.subscription
+        if not name:
+            return None
+        p = self.principal(conn)
+        if p is None:  # refused earlier by check(); kept for a replayed frame
+            return _refuse(conn, frame, ErrorCode.UNAUTHENTICATED, "send hello with a token first")
+        key = (frame.topic, name)
+        if key not in durables:
+            self.owners[key] = p.name
+            return None
+        owner = self.owners.get(key, "")
+        if owner != p.name:
+            who = repr(owner) if owner else "the anonymous principal"
+            msg = f"subscription {name!r} of {frame.topic!r} belongs to {who}"
+            return _refuse(conn, frame, ErrorCode.FORBIDDEN, msg)
+        if isinstance(frame, Sub) and not frame.resume:
+            start = frame.start
+            if not isinstance(start, From) and start > commit_ts + 1:
+                msg = (
+                    f"'from' {start} is beyond the commit point {commit_ts} + 1 of existing "
+                    f"subscription {name!r}: it would acknowledge records nobody received"
+                )
+                return _refuse(conn, frame, ErrorCode.BAD_REQUEST, msg)
+        return None
+
+    def loaded(self, owners: Mapping[tuple[str, str], str]) -> None:
+        """A new primary read the subscriptions (and their owners) from ZooKeeper."""
+        self.owners = dict(owners)
+
+    def forget(self, topic: str, name: str) -> None:
+        self.owners.pop((topic, name), None)
+
+    def owner_of(self, topic: str, name: str) -> str:
+        return self.owners.get((topic, name), "")
+
+    def owned(self, actions: list[Action]) -> list[Action]:
+        """Registrations carry their subscription's owner, to be kept in ZooKeeper."""
+        if not any(type(a) is RegisterSubscription for a in actions):
+            return actions
+        return [
+            dataclasses.replace(a, owner=self.owner_of(a.topic, a.name))
+            if isinstance(a, RegisterSubscription)
+            else a
+            for a in actions
+        ]
+
+
+def _refuse(conn: Any, frame: ClientFrame, code: ErrorCode, message: str) -> SendError:
+    """An error naming the request: ``sid`` for subscription frames, ``id`` for the rest."""
+    if isinstance(frame, Sub | Ack | Nack | Unsub):
+        return SendError(conn, code, message, sid=frame.sid)
+    if isinstance(frame, Hello):
+        return SendError(conn, code, message)
+    return SendError(conn, code, message, id=frame.id)
+
+
+def _forbidden(conn: Any, frame: ClientFrame, p: Principal, what: str) -> SendError:
+    who = repr(p.name) if p.name else "the anonymous principal"
+    return _refuse(conn, frame, ErrorCode.FORBIDDEN, f"{who} may not {what}")
