@@ -628,6 +628,9 @@ def chaos(
     show_default=True,
     help="Brokers as BrokerCore, or as the pre-BrokerCore shell over the pure pieces.",
 )
+@click.option("--scenario", default=None, help="A fixed fault list (tritonmq/sim/scenarios.py).")
+@click.option("--refusals", is_flag=True, help="Also draw live processes refusing connections.")
+@click.option("--check-whole", is_flag=True, help="After healing, every replica is in the ISR.")
 def sim(
     seed: int | None,
     seeds: int | None,
@@ -637,16 +640,33 @@ def sim(
     replicas: int,
     faults: int,
     adapter: str,
+    scenario: str | None,
+    refusals: bool,
+    check_whole: bool,
 ) -> None:
     """Deterministic simulator: whole clusters, seeded faults, invariants after every step."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from tritonmq.sim.runner import run_many, run_seed
+    from tritonmq.sim.scenarios import SCENARIOS, with_scenario
     from tritonmq.sim.world import SimParams
 
     if (seed is None) == (seeds is None):
         _fail("give either --seed S (replay one) or --seeds N (run many)")
-    params = SimParams(groups=groups, replicas=replicas, faults=faults, adapter=adapter)
+    params = SimParams(
+        groups=groups,
+        replicas=replicas,
+        faults=faults,
+        adapter=adapter,
+        refusals=refusals,
+        check_whole=check_whole,
+    )
+    if scenario is not None:
+        if scenario not in SCENARIOS:
+            _fail(f"no scenario {scenario!r}; known: {', '.join(sorted(SCENARIOS))}")
+        params = with_scenario(params, scenario)
+    flags = f" --scenario {scenario}" if scenario else ""
+    flags += (" --refusals" if refusals else "") + (" --check-whole" if check_whole else "")
     if seed is not None:
         r = run_seed(seed, params)
         click.echo(r.trace)
@@ -676,7 +696,7 @@ def sim(
     for r in summary.failed[:20]:
         click.echo(f"  seed {r.seed}: {r.violation}")
     if summary.failed:
-        click.echo(f"replay one with: tritonmq sim --seed {summary.failed[0].seed}")
+        click.echo(f"replay one with: tritonmq sim --seed {summary.failed[0].seed}{flags}")
     sys.exit(1 if summary.failed else 0)
 
 

@@ -69,6 +69,10 @@ class BrokerConfig:
     max_frame_elements: int = 1_000_000  # msgpack values in one client frame; TOO_LARGE
 
     # --- bounds: caps, names, memory accounting ---
+    max_connections: int = 10_000  # per broker; beyond it the handshake gets HTTP 503
+    max_subscriptions_per_conn: int = 1_000  # a further `sub` gets LIMIT
+    max_topics: int = 100_000  # per group: a `pub`/`sub` creating one more gets LIMIT
+    max_name_len: int = 249  # characters of a topic or subscription name (BAD_REQUEST)
 
     @property
     def effective_min_insync(self) -> int:
@@ -121,6 +125,10 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("shared_resume_hold_s must be >= 0")
     if cfg.session_timeout < 0.4:
         raise ConfigError("session_timeout must be at least 0.4 s")
+    if min(cfg.max_connections, cfg.max_subscriptions_per_conn, cfg.max_topics) < 1:
+        raise ConfigError("max_connections, max_subscriptions_per_conn, max_topics must be >= 1")
+    if not 1 <= cfg.max_name_len <= 249:
+        raise ConfigError("max_name_len must be 1..249 (the wire's own bound)")
     _check_client_security(cfg)
     check_wire_bounds(cfg)
     return cfg

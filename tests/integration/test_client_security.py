@@ -220,10 +220,12 @@ async def test_hijacking_locking_and_jumping_another_principals_subscription_fai
                     async with mallory.subscribe(TOPIC, "alice.other", mode="shared") as s:
                         await s.get(timeout=10)
             # jump: even its owner cannot start an existing subscription past the commit point
-            with pytest.raises(RequestRejected) as jump:
-                async with alice.subscribe(TOPIC, "alice.app", 2**63) as s:
-                    await s.get(timeout=10)
-            assert jump.value.code == "BAD_REQUEST"
+            # (2**53 - 1 is the largest integer the wire carries; 2**63 is a BAD_FRAME)
+            for far, code in ((2**53 - 1, "BAD_REQUEST"), (2**63, "BAD_FRAME")):
+                with pytest.raises(RequestRejected) as jump:
+                    async with alice.subscribe(TOPIC, "alice.app", far) as s:
+                        await s.get(timeout=10)
+                assert jump.value.code == code
             # alice's subscription is where she left it: the next record is the one after hers
             async with alice.subscribe(TOPIC, "alice.app", "latest") as sub:
                 msg = await sub.get(timeout=10)
@@ -381,7 +383,7 @@ async def test_admin_delete_and_reset_through_the_cli_dry_run_then_execute(
 async def test_jumping_a_subscription_fails_on_an_anonymous_dev_broker_too(
     make_cluster: Callable[..., DevCluster],
 ) -> None:
-    """Attack 4's jump needs no token: ``from = 2**63`` on someone's durable subscription,
+    """Attack 4's jump needs no token: ``from = 2**63`` (now ``2**53 - 1``, the wire's largest) on someone's durable subscription,
     then leave, used to move its offset past everything (its backlog purged, never
     delivered again)."""
     dev = make_cluster(replicas=1, settings={"replicas": 1})
@@ -392,7 +394,7 @@ async def test_jumping_a_subscription_fails_on_an_anonymous_dev_broker_too(
             await first.ack()
         async with Client(url, timeout=5) as attacker:
             with pytest.raises(RequestRejected) as jump:
-                async with attacker.subscribe(TOPIC, "billing", 2**63) as s:
+                async with attacker.subscribe(TOPIC, "billing", 2**53 - 1) as s:
                     await s.get(timeout=10)
             assert jump.value.code == "BAD_REQUEST" and "commit point" in str(jump.value)
         async with app.subscribe(TOPIC, "billing", "latest") as sub:

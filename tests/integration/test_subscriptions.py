@@ -121,7 +121,9 @@ async def test_purge_returns_memory_and_backups_purge_in_step(two_groups: DevClu
 async def test_memory_limit_pushes_back_and_never_drops_acknowledged_records(
     make_cluster: Callable[..., DevCluster],
 ) -> None:
-    c = make_cluster(groups=2, settings={"max_bytes": 400_000})
+    # max_bytes counts ~400 bytes of bookkeeping per record (docs/security.md): a batch of
+    # 1000 small records costs ~500 KB.
+    c = make_cluster(groups=2, settings={"max_bytes": 1_000_000})
     topic = topics_in_both_groups(c, 2)[0]
     async with Client(zk_url(c), timeout=60) as pub, Client(zk_url(c)) as subc:
         async with subc.subscribe(topic, subscription="slow") as sub:

@@ -9,14 +9,19 @@ from click.testing import CliRunner
 
 from tritonmq.cli import main
 from tritonmq.sim.runner import run_many
+from tritonmq.sim.scenarios import with_scenario
+from tritonmq.sim.world import SimParams, World
 
 CI_SEEDS = 2000
+# Live processes that refuse connections, and every replica back in its ISR after healing
+# (docs/testing.md: the core holes these found are fixed).
+CI_PARAMS = SimParams(refusals=True, check_whole=True)
 
 
 @pytest.mark.timeout(1200)  # no timing goal here: the machine is shared; the time is printed
 def test_two_thousand_seeds_break_no_invariant() -> None:
     t0 = time.monotonic()
-    summary = run_many(0, CI_SEEDS, jobs=2)
+    summary = run_many(0, CI_SEEDS, jobs=2, params=CI_PARAMS)
     elapsed = time.monotonic() - t0
     assert summary.seeds == CI_SEEDS
     assert summary.faults > CI_SEEDS  # faults really happened (several per seed)
@@ -59,6 +64,30 @@ def test_sim_bad_arguments_exit_2() -> None:
         ["sim", "--seed", "x"],
         ["sim", "--seeds", "3", "--jobs", "0"],
         ["sim", "--seed", "1", "--adapter", "asyncio"],
+        ["sim", "--seed", "1", "--scenario", "no-such-scenario"],
     )
     for args in bad:
         assert CliRunner().invoke(main, args).exit_code == 2, args
+
+
+def test_sim_replays_a_named_scenario_with_the_settings_it_needs() -> None:
+    res = CliRunner().invoke(main, ["sim", "--seed", "0", "--scenario", "lost-claim"])
+    assert res.exit_code == 0, res.output
+    assert "watches late by up to 3.00s" in res.output  # the scenario's faults, not drawn ones
+    assert "refuses connections to" in res.output
+    run = World(0, with_scenario(SimParams(), "lost-claim")).run()  # check_whole on, as it needs
+    assert f"trace digest {run.digest}" in res.output
+
+
+def test_sim_refusals_and_check_whole_flags_reach_the_run_and_the_replay_hint() -> None:
+    args = ["sim", "--seed", "34", "--refusals", "--check-whole"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "refuses connections" in res.output
+    digest = World(34, SimParams(refusals=True, check_whole=True)).run().digest
+    assert f"trace digest {digest}" in res.output
+    bad = ["sim", "--seeds", "2", "--replicas", "1", "--faults", "0", "--check-whole"]
+    res = CliRunner().invoke(main, bad)
+    assert (
+        res.exit_code == 1 and "replay one with: tritonmq sim --seed 0 --check-whole" in res.output
+    )

@@ -8,9 +8,9 @@ import os
 import subprocess
 import sys
 
-from tritonmq.sim.broker import BrokerParams
+from tritonmq.sim.broker import BrokerParams, group_prefix
 from tritonmq.sim.node import Closed, Dialed, DialOut, ZkReplied, ZkRequest
-from tritonmq.sim.world import SimParams, World, _ToNode, _ZkArrive
+from tritonmq.sim.world import SimParams, World, _ToNode, _WatchDue, _ZkArrive
 from tritonmq.sim.zkmodel import Outcome, ZkCreate, ZkSet
 
 
@@ -141,3 +141,51 @@ def test_refusals_from_a_live_primary_leave_no_stale_suspicion() -> None:
     for seed in (34, 559):
         r = World(seed, params).run()
         assert r.violation is None, r.trace
+
+
+def test_a_member_that_registered_during_an_isr_cas_re_joins_the_isr() -> None:
+    """Seed 80 with refusals broke ``group-whole``: g0b0 followed from ts 0 and acknowledged
+    every append but was never proposed into the ISR (its registration was seen only in a
+    view that came while the primary's ISR CAS was in flight). Fixed in BrokerCore."""
+    r = World(80, SimParams(refusals=True, check_whole=True)).run()
+    assert r.violation is None, r.trace
+
+
+def test_a_primary_elected_on_a_suspicion_follows_the_suspect_elected_after_it() -> None:
+    """Seeds 157, 695, 915, 1020, 1511, 1603, 1844 and 1854 with refusals broke
+    ``group-whole``: a backup that suspected its primary won the next epoch and kept the
+    suspicion; when the suspect was elected after it, it stepped down and waited for good
+    (``an in-sync replica will take over``) instead of following. Fixed in BrokerCore."""
+    params = SimParams(refusals=True, check_whole=True)
+    for seed in (157, 695, 1854):
+        r = World(seed, params).run()
+        assert r.violation is None, r.trace
+
+
+def test_a_restarted_broker_hears_of_changes_while_its_old_incarnation_s_watch_is_late() -> None:
+    """Seed 30 with ``check_whole`` broke ``group-whole``: the crashed g0b2's old session
+    expired at restart and fired its watch, late by up to 2.7 s; the world coalesced every
+    notification for the new incarnation into that one and then dropped it as stale, so the
+    restarted g0b2 never re-read the group and waited for good on a view without the
+    primary. A notification belongs to one incarnation (a simulator bug, not the core's)."""
+    w = World(0, SimParams(faults=0))
+    w.queue.clear()
+    prefix = group_prefix("g0")
+    old = w.sessions["g0b2"]
+    w.zk.watch(old, prefix)
+    w.watch_delay = 2.0
+    w._crash("g0b2")
+    w._fire_watch(old, prefix)  # for the dead incarnation, late
+    w._start("g0b2")
+    new = w.sessions["g0b2"]
+    w.zk.watch(new, prefix)
+    w._fire_watch(new, prefix)  # a change the new incarnation must hear of
+    heard: list[int] = []
+    while w.queue:
+        t, _, ev = heapq.heappop(w.queue)
+        w.now = t
+        if isinstance(ev, _WatchDue) and ev.node == "g0b2":
+            heard.append(ev.inc)
+    assert w.inc["g0b2"] in heard
+    r = World(30, SimParams(check_whole=True)).run()
+    assert r.violation is None, r.trace

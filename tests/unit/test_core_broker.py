@@ -168,6 +168,24 @@ def test_an_isr_cas_of_unknown_outcome_that_happened_is_applied() -> None:
     assert c.cas is None and c.primary is not None and c.primary.isr == {"a", "b"}
 
 
+def test_a_member_that_registers_while_an_isr_cas_is_in_flight_is_admitted_after_it() -> None:
+    """Simulator, seed 80 with refusals: c registered while the CAS admitting b was in
+    flight; the view that showed c came during the CAS and was not acted on, no later view
+    came (nothing changed), so the primary never knew c as a member and never admitted it,
+    though c followed and acknowledged everything."""
+    c = leading(isr="a", live="ab")
+    attach(c, "b", "link-b", 0.1)
+    [prop] = only(c.handle(FollowerFrame("link-b", ReplAck(1, 0), 0.2)), ProposeState)
+    assert prop.state.isr == ("a", "b")
+    c.handle(ZkView(state(1, "a", "a", version=1), members("abc"), None, 0.3))  # c registered
+    attach(c, "c", "link-c", 0.31)
+    c.handle(FollowerFrame("link-c", ReplAck(1, 0), 0.32))
+    ok = dataclasses.replace(prop.state, version=2)
+    out = c.handle(CasDone(prop.request, CasOutcome.OK, ok, 0.4))
+    out += c.handle(Tick(0.5)) + c.handle(FollowerFrame("link-c", ReplAck(1, 0), 0.6))
+    assert [p.state.isr for p in only(out, ProposeState)] == [("a", "b", "c")]
+
+
 # --- bug 6: a lost claim and the refusal counter ---------------------------------------------
 
 
@@ -204,6 +222,19 @@ def test_refusals_count_only_in_a_row_a_connection_that_succeeded_resets_them() 
     assert only(refuse(c, 1, 1.6), ProposeState), "three in a row now"
 
 
+def test_a_primary_elected_on_a_suspicion_follows_the_suspect_when_it_is_elected_later() -> None:
+    """Simulator, seed 157 with refusals: b suspected a (refused), won epoch 2, and kept the
+    suspicion; a was elected at epoch 3 and b, stepping down, counted it as gone and
+    waited for good instead of following it."""
+    c = following(isr="ab", live="ab")
+    [prop] = only(refuse(c, 3, 1.0), ProposeState)
+    c.handle(CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=1), 1.2))
+    assert c.role is Role.LEADING
+    out = c.handle(ZkView(state(3, "a", "a", start_ts=1, version=2), members("ab"), None, 2.0))
+    [start] = only(out, StartFollowing)
+    assert start.primary == member("a") and c.role is Role.FOLLOWING
+
+
 # --- bug 5: readers whose records were purged -----------------------------------------------
 
 
@@ -212,7 +243,7 @@ def purged_leader() -> BrokerCore:
     c = leading(isr="a", live="a", replicas=1, ephemeral_grace=0.0, offset_interval=0.1)
     c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.1))
     c.handle(Tick(1.0))
-    assert c.log.topics["t"].records == []
+    assert "t" not in c.log.topics and c.log.last_purged("t") == 3  # freed, purge remembered
     return c
 
 
@@ -298,6 +329,28 @@ def test_a_follower_is_answered_with_leader_then_entries_and_its_acks_commit() -
     assert only(c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.3)), SendPubAck) == [
         SendPubAck("prod", 1, (1,))
     ]
+
+
+def test_a_follower_whose_catch_up_the_purge_overtook_follows_again_by_reset_and_joins() -> None:
+    """Simulator (stale-commit scenario, then both in-sync replicas killed): a new primary
+    alone in the ISR committed and purged while its followers caught up one chunk at a
+    time; the entries they still needed were gone, they were sent empty appends, acked the
+    same ts for good and never joined the ISR (writes refused NOT_ENOUGH_REPLICAS forever)."""
+    c = leading(isr="a", live="ab", min_insync=1, ephemeral_grace=0.0, offset_interval=0.1)
+    assert c.primary is not None
+    c.primary.catchup_chunk = 1
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3", "u4")), 0.1))
+    attach(c, "b", "link-b", 0.2)  # sent ts 1
+    c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.3))  # sent ts 2
+    c.handle(Tick(1.0))
+    assert c.log.base_ts == 5, "everything committed and let go of is purged"
+    out = c.handle(FollowerFrame("link-b", ReplAck(1, 2), 1.1))  # b needs ts 3: purged
+    assert [a.link for a in only(out, CloseLink)] == ["link-b"] and not only(out, SendEntries)
+    hello = Follow(c.cfg.group, "b", "boot-b", 1, 2, [(1, 1)])
+    [leader] = only(c.handle(FollowerFrame("link-b2", hello, 1.2)), SendLeader)
+    assert leader.leader.reset and leader.leader.truncate_to == 4
+    [prop] = only(c.handle(FollowerFrame("link-b2", ReplAck(1, 4), 1.3)), ProposeState)
+    assert prop.state.isr == ("a", "b")
 
 
 def test_a_newer_epoch_in_zookeeper_makes_the_primary_step_down_and_redirect() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
 from tritonmq.core.delivery import Delivery, Mode
@@ -437,3 +439,156 @@ def test_commit_never_lowers_and_never_passes_the_commit_point() -> None:
     d.commit("t", "spark", 6, commit_ts=10)
     assert d.commit("t", "spark", 3, commit_ts=10) == (6, [])
     assert d.commit("t", "spark", 50, commit_ts=8) == (8, [])
+
+
+# --- issue 8: a topic lives while it holds records or has subscribers -------------------------
+
+
+def test_a_subscribed_topic_outlives_its_records_and_is_freed_when_the_last_one_leaves() -> None:
+    log = make_log(["t", "x"])
+    d = delivery(log)
+    d.subscribe("c1", 1, "t", None, From.LATEST, None, commit_ts=2)
+    d.subscribe("c2", 1, "t", None, From.LATEST, None, commit_ts=2)
+    d.subscribe("c1", 2, "new", None, From.LATEST, None, commit_ts=2)
+    assert "new" in log.topics, "a subscription on a topic without records holds it"
+    log.purge("t", 10)
+    assert "t" in log.topics and log.last_purged("t") == 1
+    d.unsubscribe("c1", 1)
+    assert "t" in log.topics
+    d.drop_conn("c2")
+    assert "t" not in log.topics and "new" in log.topics
+    assert d.subscriptions_of("c1") == 1 and d.subscriptions_of("c2") == 0
+    d.drop_all()
+    assert set(log.topics) == {"x"}, "stepping down forgets subscribers: only records remain"
+
+
+def test_resubscribing_the_same_sid_counts_once() -> None:
+    d = delivery(make_log(["t"]))
+    for _ in range(3):
+        d.subscribe("c1", 1, "t", None, From.LATEST, None, commit_ts=1)
+    assert d.subscriptions_of("c1") == 1 and d.log.topics["t"].subscribers == 1
+
+
+def test_a_commit_visits_only_the_consumers_of_topics_it_committed_records_of() -> None:
+    """Issue 8: 100,000 subscriptions made every commit scan them all (publish p50 1.7 ms
+    -> 190 ms). A commit now pumps the consumers of the topics it carries records of."""
+    log = GroupLog()
+    d = delivery(log)
+    for i in range(1000):
+        d.subscribe("idle", i, f"t{i}", None, From.LATEST, None, commit_ts=0)
+    d.subscribe("c1", 1, "t", None, From.LATEST, None, commit_ts=0)
+    d.on_commit(0)
+    pumped: list[str] = []
+    pump = d._pump
+
+    def counting(c, commit_ts):  # type: ignore[no-untyped-def]
+        pumped.append(c.topic)
+        return pump(c, commit_ts)
+
+    d._pump = counting  # type: ignore[method-assign]
+    log.append_new("t", b"u1", None, b"v", None)
+    log.append_new("t7", b"u2", None, b"v", None)
+    frames = d.on_commit(2)
+    assert pumped == ["t7", "t"], "in the order the topics were subscribed, as before"
+    assert [(f.conn, f.sid, [r[0] for r in f.records]) for f in frames] == [
+        ("idle", 7, [2]),
+        ("c1", 1, [1]),
+    ]
+    assert d.on_commit(2) == [] and pumped == ["t7", "t"], "nothing new: nobody visited"
+
+
+class FullScan(Delivery):
+    """The commit path as it was before issue 8: every consumer of the group, every commit."""
+
+    def on_commit(self, commit_ts: int, now: float = 0.0) -> list[Deliver]:
+        out: list[Deliver] = []
+        shared: set[int] = set()
+        for consumers in self.by_topic.values():
+            for c in consumers:
+                d = c.durable
+                if d is not None and d.mode is Mode.SHARED:
+                    if id(d) not in shared:
+                        shared.add(id(d))
+                        out.extend(self._dispatch(d, commit_ts, now))
+                elif c.next_ts <= commit_ts:
+                    out.extend(self._pump(c, commit_ts))
+        return out
+
+
+OPS = st.lists(
+    st.tuples(
+        # subscriptions outnumbering a commit's records, so that the indexed path runs
+        st.sampled_from(
+            ["pub", "pub", "commit", "commit", "sub", "sub", "sub", "sub"]
+            + ["ack", "ack", "nack", "unsub", "tick"]
+        ),
+        st.integers(0, 2),  # connection
+        st.integers(0, 3),  # sid / count / name
+        st.integers(0, 12),  # ts, and topic (mod 3)
+    ),
+    max_size=100,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_the_indexed_commit_path_delivers_exactly_what_a_full_scan_does(ops: list) -> None:  # type: ignore[type-arg]
+    pair = [
+        cls(GroupLog(), window=3, window_bytes=BIG, frame_bytes=64, ack_timeout=1.0)
+        for cls in (Delivery, FullScan)
+    ]
+    commit = 0
+    now = 0.0
+    for op, a, b, c in ops:
+        now += 0.25
+        outs = []
+        for d in pair:
+            log, conn, topic = d.log, f"c{a}", "tuv"[c % 3]
+            try:
+                if op == "pub":
+                    for _ in range(b + 1):
+                        log.append_new(topic, b"u%d" % len(log.entries), None, b"v", None)
+                    out: list = []  # type: ignore[type-arg]
+                elif op == "commit":
+                    out = d.on_commit(min(log.last_ts, commit + b + 1), now)
+                elif op == "sub":
+                    name = None if b == 0 else f"n{b}"
+                    mode = Mode.SHARED if b == 3 else Mode.BROADCAST
+                    out = d.subscribe(
+                        conn, b, topic, name, From.EARLIEST, None, commit, mode=mode, now=now
+                    )[1]
+                elif op == "ack":
+                    out = d.ack(conn, b, c, commit, now=now)
+                elif op == "nack":
+                    out = d.nack(conn, b, c, commit, now)
+                elif op == "unsub":
+                    out = d.unsubscribe(conn, b, now)
+                else:
+                    out = d.tick(commit, now)
+            except RequestRejected as e:
+                out = [str(e)]
+            outs.append(
+                [
+                    (f.conn, f.sid, f.topic, [r[0] for r in f.records])
+                    if isinstance(f, Deliver)
+                    else f
+                    for f in out
+                ]
+            )
+        assert outs[0] == outs[1], (op, a, b, c)
+        if op == "commit":
+            commit = min(pair[0].log.last_ts, commit + b + 1)
+
+
+def test_a_commit_of_another_topic_still_hands_out_what_a_leaving_shared_member_held() -> None:
+    log = make_log(["t", "t"])
+    d = delivery(log)
+    d.subscribe("c0", 1, "t", "w", From.EARLIEST, None, commit_ts=0, mode=Mode.SHARED)
+    d.subscribe("c1", 1, "t", "w", From.EARLIEST, None, commit_ts=0, mode=Mode.SHARED)
+    [handed] = d.on_commit(2)
+    assert [r[0] for r in handed.records] == [1, 2]
+    d.unsubscribe(handed.conn, 1)  # what it held is requeued: out on the next commit or tick
+    other = "c1" if handed.conn == "c0" else "c0"
+    log.append_new("x", b"x1", None, b"v", None)
+    again = d.on_commit(3)
+    assert [(f.conn, [r[0] for r in f.records]) for f in again] == [(other, [1, 2])]

@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tritonmq.core.log import COMPACT_AT, GroupLog, TopicLog, divergence
+from tritonmq.core.log import (
+    COMPACT_AT,
+    RECORD_MEMORY,
+    GroupLog,
+    TopicLog,
+    divergence,
+    memory_size,
+    pub_memory,
+    record_size,
+)
 from tritonmq.errors import LogGap
 from tritonmq.wire.frames import Entry
 
@@ -256,7 +265,7 @@ def test_purge_frees_one_topic_keeps_ts_dense_and_keeps_dedup_until_forgotten() 
     assert log.purge("a", 7) == 4  # a's ts 1, 3, 5, 7
     assert [r[0] for r in log.topic("a").records] == [9]
     assert [r[0] for r in log.topic("b").records] == [2, 4, 6, 8, 10]
-    assert log.bytes == before - 4 * log.topic("b").bytes // 5
+    assert log.bytes == before - 4 * before // 10  # ten records of the same cost
     assert log.last_ts == 10 and log.entries[0] is None and log.entries[1] is not None
     assert log.lookup(b"u0") == 1, "a purged record's uuid still deduplicates"
     log.forget_uuids_upto(5)
@@ -331,4 +340,124 @@ def test_last_purged_remembers_the_newest_purged_record_of_a_topic() -> None:
     log.purge("t", 2)
     assert log.topics["t"].last_purged == 1 and log.topics["x"].last_purged == 0
     log.purge("t", 100)
-    assert log.topics["t"].last_purged == 3
+    assert "t" not in log.topics, "an empty topic nobody subscribes to is freed"
+    assert log.last_purged("t") == 3
+
+
+# --- issue 8: empty topics are freed; max_bytes counts what records cost ---------------------
+
+
+def test_an_emptied_topic_without_subscribers_is_freed_and_its_purge_forgotten_later() -> None:
+    log = GroupLog()
+    for i in range(200):
+        log.append_new(f"t{i}", b"u%d" % i, None, b"v", None)
+    assert len(log.topics) == 200
+    for i in range(200):
+        log.purge(f"t{i}", 1_000)
+    assert log.topics == {} and log.bytes == 0
+    assert log.last_purged("t7") == 8, "a reader resuming on a freed topic is still told PURGED"
+    log.forget_uuids_upto(100)  # the dedup window passes: what was purged up to 100 goes too
+    assert log.last_purged("t7") == 0 and log.last_purged("t150") == 151
+    assert len(log.freed) == 100
+    log.forget_uuids_upto(1_000)
+    assert log.freed == {} and log.freed_order == []
+
+
+def test_a_topic_with_a_subscriber_is_kept_and_a_recreated_topic_keeps_its_purge_point() -> None:
+    log = GroupLog()
+    log.append_new("s", b"u1", None, b"v", None)
+    log.append_new("t", b"u2", None, b"v", None)
+    log.topic("s").subscribers = 1
+    log.purge("s", 10)
+    log.purge("t", 10)
+    assert "s" in log.topics and "t" not in log.topics
+    log.topic("s").subscribers = 0
+    log.free_if_unused("s")
+    assert "s" not in log.topics
+    log.append_new("t", b"u3", None, b"v", None)
+    assert log.topics["t"].last_purged == 2 and "t" not in log.freed
+
+
+def test_truncation_frees_a_topic_it_empties() -> None:
+    log = GroupLog()
+    log.append_new("a", b"u1", None, b"v", None)
+    log.append_new("b", b"u2", None, b"v", None)
+    log.truncate_after(1)
+    assert list(log.topics) == ["a"]
+    assert log.bytes == memory_size(log.topics["a"].records[0], log.topics["a"].bytes)
+
+
+def test_max_bytes_counts_the_per_record_overhead_not_only_the_value() -> None:
+    """Issue 8: 1 M empty records were counted as 30.5 MB but cost ~385 MB."""
+    log = GroupLog()
+    for i in range(1000):
+        log.append_new("t", b"%016d" % i, None, b"", None)
+    assert log.bytes >= 1000 * (RECORD_MEMORY + 32)  # >= ~360 bytes per empty record
+    assert log.bytes == pub_memory([(b"%016d" % i, None, b"", None) for i in range(1000)])
+    rec = (1, b"u" * 16, b"key", b"v" * 100, {"h": "x"})
+    assert memory_size(rec, record_size(rec)) > record_size(rec) + RECORD_MEMORY
+    log.purge("t", 500)
+    assert log.bytes == 500 * memory_size((0, b"%016d" % 0, None, b"", None), 32)
+
+
+def test_distinct_topics_published_once_cost_no_memory_once_purged_and_forgotten() -> None:
+    """Issue 8: 200,000 distinct topics cost +95 MB on every broker, permanently (20,000
+    here, for time: the dicts' peak size is what is checked to go)."""
+    import tracemalloc
+
+    log = GroupLog()
+    log.append_new("warm", b"u", None, b"v", None)
+    log.purge("warm", 1)
+    log.forget_uuids_upto(1)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        n = 20_000
+        for i in range(n):
+            log.append_new(f"topic-{i}", i.to_bytes(16, "big"), None, b"", None)
+        for i in range(n):
+            log.purge(f"topic-{i}", log.last_ts)
+        assert log.topics == {} and log.bytes == 0
+        log.forget_uuids_upto(log.last_ts)
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert log.freed == {} and log.uuids == {}
+    # CPython keeps up to 2,000 freed tuples of each size for reuse (~280 KB here): allowed.
+    # Without the dicts rebuilt ~131 bytes per topic stayed (200,000 topics); unfreed, more.
+    assert after - before < n * 20, f"{(after - before) / n:.0f} bytes per topic left behind"
+
+
+def test_the_purged_head_is_rescanned_after_a_truncation_below_it() -> None:
+    log = GroupLog()
+    for i in range(10):
+        log.append_new("a", b"a%d" % i, None, b"v", None)
+    log.purge("a", 6)  # placeholders at ts 1..6: the head scan has reached them
+    assert log.base_ts == 1 and log.entries[:6] == [None] * 6
+    log.truncate_after(3)  # a new primary's history ends at 3
+    for i in range(3):
+        log.append_new("b", b"b%d" % i, None, b"v", None)  # ts 4, 5, 6
+    log.purge("b", 4)
+    assert log.base_ts == 1, "records at ts 5 and 6 are not placeholders to compact away"
+    assert [e[1][0] for e in log.entries_between(5, 6) if e is not None] == [5, 6]
+
+
+def test_the_record_count_follows_appends_purges_truncation_and_reset() -> None:
+    """meta's ``records`` is one read, not a walk over every topic (a `hello` flood on a
+    group of 100,000 topics walked them all for each)."""
+    log = GroupLog()
+
+    def walked() -> int:
+        return sum(len(t.records) for t in log.topics.values())
+
+    for i in range(20):
+        log.append_new("abc"[i % 3], b"u%d" % i, None, b"v", None)
+    log.purge("a", 10)
+    assert log.records == walked() == 16
+    log.truncate_after(15)
+    assert log.records == walked() == 11
+    other = GroupLog()
+    other.append_replicated(1, log.entries_between(1, 15))
+    assert other.records == 11
+    log.reset_to(100)
+    assert log.records == walked() == 0

@@ -157,6 +157,28 @@ def test_far_behind_follower_catches_up_in_chunks_then_joins() -> None:
     assert proposal(acts) == (("a", "c"), boots("ac"))
 
 
+def test_the_catch_up_chunk_is_a_parameter_a_small_one_makes_many_appends() -> None:
+    """The simulator scales the chunk down so that its short logs catch up in several
+    appends, as real logs do (issue 6, bug 1 needs a follower between two of them)."""
+    log = GroupLog()
+    st = state(1, "a", "a", 1)
+    p = PrimaryCore(
+        "a", log, st, min_insync=1, lag_timeout=LAG, commit_ts=0, now=0, catchup_chunk=2
+    )
+    p.members_changed(boots("ac"), 0.0)
+    p.publish("prod", 1, "t", recs("u1", "u2", "u3", "u4", "u5"))
+    backup = BackupCore(GroupLog(), 1)
+    backup.on_leader(attach(p, "c", backup.log))
+    sent: list[tuple[int, int]] = []
+    acts = p.pump("c")
+    while rep := [a for a in acts if isinstance(a, Replicate)]:
+        sent.append((rep[0].start, rep[0].end))
+        acts = p.acked(
+            "c", 1, backup.on_append(Append(*p.entries_for(rep[0].start, rep[0].end))), 1.0
+        )
+    assert sent == [(1, 2), (3, 4), (5, 5)]
+
+
 # --- ISR shrinks ----------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from websockets.asyncio.server import Server, ServerConnection
 
 from tritonmq import tlsconfig
 from tritonmq.broker import clients, replica
+from tritonmq.broker.admission import Admission
 from tritonmq.broker.credentials import BrokerCredentials, load_credentials, warn_if_insecure
 from tritonmq.broker.origin import origin_check
 from tritonmq.broker.outbound import Outbound
@@ -101,6 +102,7 @@ class Broker:
         self.repl_tls = tlsconfig.replication_context(cfg) if cfg.tls_ca else None
         self._session = None
         self._groups_read: asyncio.Task[dict[str, Any] | None] | None = None
+        self.admission = Admission(cfg.max_connections)
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
         self.tokens = TokenVerifier.from_config(cfg)
@@ -115,7 +117,7 @@ class Broker:
         # there (HTTP 400), so a client connection can never become a replication link.
         tls = tlsconfig.server_context(self.cfg)
         self.server = await websockets.serve(
-            self._serve_client,
+            self._admitted,
             host or "127.0.0.1",
             int(port),
             subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
@@ -126,7 +128,7 @@ class Broker:
             close_timeout=1,
             max_queue=self.cfg.max_queue,
             ssl=tls,
-            process_request=origin_check(self.cfg.allowed_origins),
+            process_request=self.admission.after(origin_check(self.cfg.allowed_origins)),
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
@@ -231,6 +233,9 @@ class Broker:
         while True:
             await asyncio.sleep(TICK)
             self.feed(Tick(time.monotonic()))
+
+    async def _admitted(self, ws: ServerConnection) -> None:
+        await self.admission.serve(ws, self._serve_client)
 
     async def _serve_client(self, ws: ServerConnection) -> None:
         await clients.serve(ws, self.cfg, self.feed, self.outbound.accepting, self.tokens.verify)

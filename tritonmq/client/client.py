@@ -255,7 +255,7 @@ class Client:
         return got
 
     async def topics(self) -> dict[str, str]:
-        """Every topic the groups' primaries hold or held records of: topic -> group."""
+        """Every topic the groups' primaries hold records of or have subscribers on: topic -> group."""
         out: dict[str, str] = {}
         for group in sorted(self._view.groups):
             for t in (await self.group_meta(group)).topics or ():

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
-from tritonmq.core import requests
+from tritonmq.core import limits, requests
 from tritonmq.core.actions import (
     Action,
     CloseLink,
@@ -88,7 +88,7 @@ from tritonmq.core.events import (
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.log import GroupLog
 from tritonmq.core.peerauth import FollowGate, follow_proof
-from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
+from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore, Rejected
 from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
@@ -121,11 +121,20 @@ STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be 
 
 
 class BrokerCore:
-    def __init__(self, cfg: BrokerConfig, me: Member, cluster_secret: bytes | None = None) -> None:
+    def __init__(
+        self,
+        cfg: BrokerConfig,
+        me: Member,
+        cluster_secret: bytes | None = None,
+        *,
+        catchup_chunk: int = CATCHUP_CHUNK,
+    ) -> None:
         self.cfg = cfg
         self.me = me
         self.cluster_secret = cluster_secret  # None: insecure_cluster (no follow proofs)
         self.follow_gate = FollowGate(cluster_secret)
+        self.caps = limits.Caps.of(cfg)
+        self.catchup_chunk = catchup_chunk  # entries per catch-up append (the sim scales it)
         self.log = GroupLog()
         self.delivery = Delivery(
             self.log,
@@ -244,7 +253,7 @@ class BrokerCore:
             "members": {m.id: m.url for m in self.members.values()},
             "commit": self.commit_ts,
             "bytes": self.log.bytes,
-            "records": sum(len(t.records) for t in self.log.topics.values()),
+            "records": self.log.records,
         }
 
     # --- clients --------------------------------------------------------------------
@@ -264,6 +273,8 @@ class BrokerCore:
         p = self.primary
         if refused := self.auth.check(conn, frame, ev.verified, ev.wall_ms):
             return [refused]
+        if (bad_name := limits.check_names(conn, frame, self.caps)) is not None:
+            return [bad_name]
         if isinstance(frame, Pub | Sub | Fetch | Commit | SubDelete | SubReset) and (
             owner := self._other_owner(frame.topic)
         ):
@@ -275,6 +286,8 @@ class BrokerCore:
             case Pub(id=pub_id, topic=topic, records=records):
                 if p is None:
                     return [self._not_primary(conn, id=pub_id)]
+                if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
+                    return [cap]
                 return self._primary_out(
                     p, p.publish(conn, pub_id, topic, records, ev.wall_ms), now
                 )
@@ -330,6 +343,8 @@ class BrokerCore:
     def _subscribe(self, conn: Any, frame: Sub, p: PrimaryCore, now: float) -> list[Action]:
         if refused := self.auth.may_use(conn, frame, self.delivery.durables, p.commit_ts):
             return [refused]
+        if cap := limits.check_sub(self.delivery, self.cfg.group, conn, frame, self.caps):
+            return [cap]
         try:
             next_ts, first = self.delivery.subscribe(
                 conn,
@@ -355,7 +370,9 @@ class BrokerCore:
         """Turn PrimaryCore's requests into shell actions; deliver what newly committed."""
         out: list[Action] = []
         for a in actions:
-            if type(a) is Replicate:
+            if type(a) is Replicate and a.start < self.log.base_ts:
+                out.extend(self._resync(p, a.followers, now))
+            elif type(a) is Replicate:
                 links = tuple(self.links[f] for f in a.followers if f in self.links)
                 if links:
                     out.append(SendEntries(links, p.epoch, p.commit_ts, a.start, a.end))
@@ -366,6 +383,19 @@ class BrokerCore:
         if p.commit_ts > self.commit_ts:
             self.commit_ts = p.commit_ts
             out.extend(self.delivery.on_commit(p.commit_ts, now))
+        return out
+
+    def _resync(self, p: PrimaryCore, followers: Sequence[str], now: float) -> list[Action]:
+        """A purge overtook these followers' catch-up: close their links, so that they follow
+        again and start by reset at our base (else they would be sent nothing for good)."""
+        out: list[Action] = []
+        for fid in followers:
+            link = self.links.pop(fid, None)
+            if link is not None:
+                self.link_ids.pop(id(link), None)
+                p.detach(fid, now)
+                out.append(CloseLink(link, "the entries you need next were purged; follow again"))
+                out.append(LogLine(L.INFO, f"{fid} needs purged entries: it follows again"))
         return out
 
     def _propose_isr(self, p: PrimaryCore, prop: ProposeIsr) -> list[Action]:
@@ -392,10 +422,14 @@ class BrokerCore:
             now=now,
             max_bytes=self.cfg.max_bytes,
             dedup_max=self.cfg.dedup_max,
+            catchup_chunk=self.catchup_chunk,
         )
         self.primary = p
         self.role = Role.LEADING
         self.state = state
+        # Our suspicion has done its work; kept, it would make us ignore the suspect if it
+        # is elected after us (simulator, seed 157 with refusals).
+        self.suspect = None
         self.commit_ts = p.commit_ts
         self.durables_ready = False
         # The old primary's unnamed subscribers are unknown here: purge nothing until
@@ -674,6 +708,9 @@ class BrokerCore:
             return [
                 LogLine(L.INFO, f"isr at epoch {ev.state.epoch} is now {list(ev.state.isr)}"),
                 *self._primary_out(p, p.isr_changed(ev.state), now),
+                # A view that came while the CAS was in flight was not acted on (a member
+                # that registered meanwhile would never be admitted: simulator, seed 80).
+                *self._reconcile(now),
             ]
         p.proposal_failed()
         return [ReadState()]

@@ -48,12 +48,12 @@ FRAME_BYTES = 1024 * 1024
 def check_retained(log: GroupLog, topic: str, start: int) -> None:
     """Raise :class:`Purged` when records of ``topic`` at or after ``start`` were purged:
     a reader starting there would skip them without knowing."""
-    t = log.topics.get(topic)
-    if t is not None and t.last_purged >= start:
+    last = log.last_purged(topic)
+    if last >= start:
         raise Purged(
-            f"records of topic {topic!r} from ts {start} to {t.last_purged} were purged",
+            f"records of topic {topic!r} from ts {start} to {last} were purged",
             first=start,
-            last=t.last_purged,
+            last=last,
         )
 
 
@@ -157,6 +157,11 @@ class Delivery:
         self.shared_hold = shared_hold
         self.consumers: dict[tuple[int, int], Consumer] = {}
         self.by_topic: dict[str, list[Consumer]] = {}
+        self.by_conn: dict[int, set[int]] = {}  # id(conn) -> its sids: caps, drop_conn
+        self.pushed = 0  # the commit point on_commit last pushed up to
+        self.topic_order: dict[str, int] = {}  # topic of by_topic -> when it entered it
+        self._topic_seq = 0
+        self.shared_topics: dict[str, int] = {}  # topic -> its consumers in shared mode
         self.durables: dict[tuple[str, str], Durable] = {}
         self.ghosts: list[
             tuple[str, int, float]
@@ -267,7 +272,15 @@ class Delivery:
         c.window = min(window or self.window, self.window)
         c.window_bytes = self.window_bytes
         self.consumers[(id(conn), sid)] = c
-        self.by_topic.setdefault(topic, []).append(c)
+        if topic not in self.by_topic:
+            self.by_topic[topic] = []
+            self._topic_seq += 1
+            self.topic_order[topic] = self._topic_seq
+        self.by_topic[topic].append(c)
+        self.by_conn.setdefault(id(conn), set()).add(sid)
+        self.log.topic(topic).subscribers += 1  # a subscribed topic is not freed
+        if d is not None and d.mode is Mode.SHARED:
+            self.shared_topics[topic] = self.shared_topics.get(topic, 0) + 1
         if d is not None:
             d.consumers.append(c)
             if d.mode is Mode.BROADCAST:
@@ -305,6 +318,15 @@ class Delivery:
         peers.remove(c)
         if not peers:
             del self.by_topic[c.topic]
+            del self.topic_order[c.topic]
+        sids = self.by_conn[id(conn)]
+        sids.discard(sid)
+        if not sids:
+            del self.by_conn[id(conn)]
+        t = self.log.topics.get(c.topic)
+        if t is not None:
+            t.subscribers -= 1
+            self.log.free_if_unused(c.topic)
         d = c.durable
         if d is None:
             if self.grace > 0:
@@ -312,6 +334,9 @@ class Delivery:
             return []
         d.consumers.remove(c)
         if d.mode is Mode.SHARED:
+            self.shared_topics[c.topic] -= 1
+            if not self.shared_topics[c.topic]:
+                del self.shared_topics[c.topic]
             for ts in [ts for ts, (who, _) in d.inflight.items() if who is c]:
                 del d.inflight[ts]
                 heapq.heappush(d.redeliver, ts)
@@ -319,14 +344,23 @@ class Delivery:
             self._broadcast_offset(d)
         return []
 
+    def subscriptions_of(self, conn: Any) -> int:
+        return len(self.by_conn.get(id(conn), ()))
+
     def drop_conn(self, conn: Any, now: float = 0.0) -> None:
-        for c in [c for c in self.consumers.values() if c.conn is conn]:
-            self.unsubscribe(conn, c.sid, now)
+        for sid in list(self.by_conn.get(id(conn), ())):
+            self.unsubscribe(conn, sid, now)
 
     def drop_all(self) -> None:
         """We stopped being primary: consumers will resubscribe at the new one."""
         self.consumers.clear()
         self.by_topic.clear()
+        self.topic_order.clear()
+        self.shared_topics.clear()
+        self.by_conn.clear()
+        for name, t in list(self.log.topics.items()):
+            t.subscribers = 0
+            self.log.free_if_unused(name)
         self.durables.clear()
         self.ghosts.clear()
         self.loaded = False
@@ -424,9 +458,22 @@ class Delivery:
     # --- pushing -----------------------------------------------------------------
 
     def on_commit(self, commit_ts: int, now: float = 0.0) -> list[Deliver]:
+        """Push what newly committed. Only consumers of topics with records in the newly
+        committed range are visited (a consumer of another topic has nothing new: its
+        window opens on acks, which pump it); all of them when that range is the longer."""
+        prev, self.pushed = self.pushed, max(self.pushed, commit_ts)
+        if commit_ts - prev > len(self.consumers):
+            visit: Iterable[list[Consumer]] = self.by_topic.values()
+        else:
+            fresh = self.log.entries_between(prev + 1, commit_ts)
+            order = self.topic_order
+            topics = {e[0] for e in fresh if e is not None and e[0] in order}
+            topics.update(self.shared_topics)  # shared ones also redeliver on every commit
+            # in by_topic's order, as a full scan would
+            visit = [self.by_topic[t] for t in sorted(topics, key=order.__getitem__)]
         out: list[Deliver] = []
         shared: set[int] = set()
-        for consumers in self.by_topic.values():
+        for consumers in visit:
             for c in consumers:
                 d = c.durable
                 if d is not None and d.mode is Mode.SHARED:

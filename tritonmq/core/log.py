@@ -10,13 +10,14 @@ say they do (see :func:`divergence`).
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 from tritonmq.errors import LogGap
-from tritonmq.wire.frames import Entry, Record
+from tritonmq.wire.frames import Entry, PubRecord, Record
 
 
 def _ts_of(rec: Record) -> int:
@@ -28,6 +29,41 @@ def _first(pair: tuple[int, int]) -> int:
 
 
 RECORD_OVERHEAD = 32  # ts, uuid and framing, roughly, on the wire
+
+
+# What a retained record costs in memory beyond the bytes of its value, key and headers:
+# the record and entry tuples, its ts int and uuid bytes (16 bytes), its slots in the
+# group's and the topic's lists with their two cumulative-size ints, and its dedup-table
+# entry. tracemalloc counts ~334 bytes of objects; a broker's RSS grows ~395 bytes per
+# empty record (allocator and list/dict over-allocation included: docs/security.md).
+# ``max_bytes`` counts this, so that it bounds what the process really grows by.
+RECORD_MEMORY = 360
+BYTES_OBJECT = 33  # a non-empty bytes object's own header (an empty value is shared)
+HEADERS_MEMORY = 150  # a small dict (estimated, not measured per size)
+HEADER_MEMORY = 60  # one header's entry and its key and value objects (estimated)
+
+
+def memory_size(rec: Record, size: int) -> int:
+    """What ``rec`` (of wire size ``size``) costs retained in the log: what ``max_bytes``
+    counts."""
+    mem = size + RECORD_MEMORY
+    if rec[3]:
+        mem += BYTES_OBJECT
+    if rec[2] is not None:
+        mem += BYTES_OBJECT
+    h = rec[4]
+    if h:
+        mem += HEADERS_MEMORY + HEADER_MEMORY * len(h)
+    return mem
+
+
+def pub_memory(records: Sequence[PubRecord]) -> int:
+    """What a ``pub`` batch's records will cost once appended (see :func:`memory_size`)."""
+    total = 0
+    for uuid, key, value, headers in records:
+        rec: Record = (0, uuid, key, value, headers)
+        total += memory_size(rec, record_size(rec))
+    return total
 
 
 def record_size(rec: Record) -> int:
@@ -50,13 +86,16 @@ class TopicLog:
     subtraction and a byte limit is one bisect.
     """
 
-    __slots__ = ("records", "cum", "cum0", "last_purged")
+    __slots__ = ("records", "cum", "cum0", "last_purged", "subscribers")
 
-    def __init__(self) -> None:
+    def __init__(self, last_purged: int = 0) -> None:
         self.records: list[Record] = []
         self.cum: list[int] = []
         self.cum0 = 0
-        self.last_purged = 0  # ts of the newest record purged: a reader before it missed some
+        self.last_purged = (
+            last_purged  # ts of the newest record purged: a reader before it missed some
+        )
+        self.subscribers = 0  # consumers attached (Delivery): a topic is freed only without any
 
     @property
     def bytes(self) -> int:
@@ -117,7 +156,12 @@ COMPACT_AT = 4096  # purged placeholders at the head of the group log before it 
 class GroupLog:
     """Entries are dense by ``ts``; a purged record leaves a ``None`` placeholder so that
     indexing stays one subtraction, and runs of placeholders at the head are dropped.
-    Purged records' uuids stay in the dedup table until :meth:`forget_uuids_upto`."""
+    Purged records' uuids stay in the dedup table until :meth:`forget_uuids_upto`.
+
+    A topic with no records and no subscribers is dropped from ``topics`` (a flood of
+    distinct topics must not cost memory for good); what it had purged is remembered in
+    ``freed`` until the dedup window forgets it, so a reader resuming there is still told
+    PURGED. ``bytes`` is what the records cost in memory (:func:`memory_size`)."""
 
     __slots__ = (
         "base_ts",
@@ -125,11 +169,16 @@ class GroupLog:
         "cum",
         "cum0",
         "topics",
+        "freed",
+        "freed_order",
         "uuids",
         "purged",
         "epochs",
         "bytes",
         "published",
+        "_head",
+        "_deleted",
+        "records",
     )
 
     def __init__(self, base_ts: int = 1) -> None:
@@ -138,13 +187,18 @@ class GroupLog:
         self.cum: list[int] = []  # cum[i]: size of everything up to entries[i]
         self.cum0 = 0
         self.topics: dict[str, TopicLog] = {}
+        self.freed: dict[str, int] = {}  # dropped topic -> the last ts it purged
+        self.freed_order: list[tuple[int, str]] = []  # heap of (last purged ts, topic)
         self.uuids: dict[bytes, int] = {}
         self.purged: deque[tuple[int, bytes]] = deque()  # (ts, uuid) still in the dedup table
         self.epochs: list[tuple[int, int]] = []
-        self.bytes = 0  # retained record bytes
+        self.bytes = 0  # what the retained records cost in memory
+        self.records = 0  # retained records (meta answers it without walking every topic)
         # (first ts of a batch, wall-clock ms at which the primary accepted it), ascending:
         # recorded once per batch by the primary and replicated, so every replica agrees.
         self.published: list[tuple[int, int]] = []
+        self._head = 0  # entries before it are purged placeholders (see _compact)
+        self._deleted = 0  # keys deleted from uuids, topics, freed since they were rebuilt
 
     @property
     def last_ts(self) -> int:
@@ -156,8 +210,24 @@ class GroupLog:
     def topic(self, name: str) -> TopicLog:
         t = self.topics.get(name)
         if t is None:
-            t = self.topics[name] = TopicLog()
+            t = self.topics[name] = TopicLog(self.freed.pop(name, 0))
         return t
+
+    def last_purged(self, topic: str) -> int:
+        """The newest ``ts`` of ``topic`` purged (0: none, or forgotten)."""
+        t = self.topics.get(topic)
+        return t.last_purged if t is not None else self.freed.get(topic, 0)
+
+    def free_if_unused(self, topic: str) -> None:
+        """Drop ``topic`` if it holds no records and has no subscribers."""
+        t = self.topics.get(topic)
+        if t is None or t.records or t.subscribers > 0:
+            return
+        del self.topics[topic]
+        self._deleted += 1
+        if t.last_purged:
+            self.freed[topic] = t.last_purged
+            heapq.heappush(self.freed_order, (t.last_purged, topic))
 
     def begin_epoch(self, epoch: int, start_ts: int) -> None:
         """A primary starts writing ``epoch`` at ``start_ts`` (== last_ts + 1)."""
@@ -186,11 +256,12 @@ class GroupLog:
         self.entries.append((topic, rec))
         t = self.topics.get(topic)
         if t is None:
-            t = self.topics[topic] = TopicLog()
+            t = self.topic(topic)
         size = record_size(rec)
         t.add(rec, size)
         self.cum.append((self.cum[-1] if self.cum else self.cum0) + size)
-        self.bytes += size
+        self.bytes += memory_size(rec, size)
+        self.records += 1
         self.uuids[uuid] = ts
         return ts
 
@@ -213,11 +284,12 @@ class GroupLog:
                 topic, rec = e
                 t = topics.get(topic)
                 if t is None:
-                    t = topics[topic] = TopicLog()
+                    t = self.topic(topic)
                 size = record_size(rec)
                 t.add(rec, size)
                 total += size
-                self.bytes += size
+                self.bytes += memory_size(rec, size)
+                self.records += 1
                 uuids[rec[1]] = rec[0]
             cum.append(total)
         self.entries.extend(entries)
@@ -276,14 +348,18 @@ class GroupLog:
             return 0
         dropped = self.entries[keep:]
         del self.entries[keep:]
+        self._head = min(self._head, keep)
         del self.cum[keep:]
         for e in reversed(dropped):
             if e is None:
                 continue
             topic, rec = e
             t = self.topics[topic]
-            self.bytes -= t.bytes_in(len(t.records) - 1, len(t.records))
+            self.bytes -= memory_size(rec, t.bytes_in(len(t.records) - 1, len(t.records)))
+            self.records -= 1
             t.pop()
+            if not t.records:
+                self.free_if_unused(topic)
             if self.uuids.get(rec[1]) == rec[0]:
                 del self.uuids[rec[1]]
         self.epochs = [e for e in self.epochs if e[1] <= ts]
@@ -294,12 +370,20 @@ class GroupLog:
         """Forget everything: the primary has purged what precedes ``base_ts``."""
         self.base_ts = base_ts
         self.entries = []
+        self._head = 0
         self.cum = []
         self.cum0 = 0
+        pinned = {t: tl.subscribers for t, tl in self.topics.items() if tl.subscribers}
         self.topics = {}
+        for t, n in pinned.items():
+            self.topics[t] = TopicLog()
+            self.topics[t].subscribers = n
+        self.freed = {}
+        self.freed_order = []
         self.uuids = {}
         self.purged = deque()
         self.bytes = 0
+        self.records = 0
         self.epochs = [e for e in self.epochs if e[1] < base_ts]
         self.published = []  # the primary's next append carries the pair covering base_ts
 
@@ -309,29 +393,37 @@ class GroupLog:
         t = self.topics.get(topic)
         if t is None:
             return 0
-        before = t.bytes
         gone = t.purge_upto(upto)
         if not gone:
             return 0
-        self.bytes -= before - t.bytes
         base, entries, purged = self.base_ts, self.entries, self.purged
+        freed = 0
         for rec in gone:
             entries[rec[0] - base] = None
             purged.append((rec[0], rec[1]))
+            freed += memory_size(rec, record_size(rec))
+        self.bytes -= freed
+        self.records -= len(gone)
+        if not t.records:
+            self.free_if_unused(topic)
         self._compact()
         return len(gone)
 
     def _compact(self) -> None:
+        # entries[:head] are known placeholders: each purge scans on from there, not from 0
+        # (200,000 one-record topics purged in one cycle scanned ~4096 entries each).
         entries = self.entries
-        k = 0
         n = len(entries)
+        k = min(self._head, n)
         while k < n and entries[k] is None:
             k += 1
+        self._head = k
         if k and (k >= COMPACT_AT or k == n):
             self.cum0 = self.cum[k - 1]
             del entries[:k]
             del self.cum[:k]
             self.base_ts += k
+            self._head = 0
             self._trim_published()
 
     def forget_uuids_upto(self, ts: int) -> None:
@@ -341,6 +433,18 @@ class GroupLog:
             old_ts, uuid = purged.popleft()
             if uuids.get(uuid) == old_ts:
                 del uuids[uuid]
+                self._deleted += 1
+        order, freed = self.freed_order, self.freed
+        while order and order[0][0] <= ts:
+            old_ts, topic = heapq.heappop(order)
+            if freed.get(topic) == old_ts:
+                del freed[topic]
+                self._deleted += 1
+        if self._deleted > max(1024, len(uuids) + len(self.topics) + len(freed)):
+            # A dict keeps its peak size after deletions: rebuilt, a past flood of topics or
+            # records stops costing memory (the cost is paid for by the deletions).
+            self.uuids, self.topics, self.freed = dict(uuids), dict(self.topics), dict(freed)
+            self._deleted = 0
 
     def dedup_after(self, ts: int) -> tuple[tuple[int, bytes], ...]:
         """(ts, uuid) of purged records after ``ts`` that still deduplicate."""

@@ -26,12 +26,12 @@ from typing import Any
 
 from tritonmq.core.actions import Action, ProposeIsr, Replicate, SendError, SendPubAck
 from tritonmq.core.group import GroupState
-from tritonmq.core.log import RECORD_OVERHEAD, GroupLog, divergence
+from tritonmq.core.log import GroupLog, divergence, pub_memory
 from tritonmq.errors import LogGap, StaleEpoch
 from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord, Purge
 
 MAX_INFLIGHT_ENTRIES = 20_000
-CATCHUP_CHUNK = 5_000
+CATCHUP_CHUNK = 5_000  # the default of PrimaryCore's ``catchup_chunk``
 CATCHUP_BYTES = 8 * 1024 * 1024
 
 
@@ -78,6 +78,7 @@ class PrimaryCore:
         now: float,
         max_bytes: int = 1 << 62,
         dedup_max: int = 2_000_000,
+        catchup_chunk: int = CATCHUP_CHUNK,
     ) -> None:
         if state.start_ts != log.last_ts + 1:
             raise ValueError("the epoch must start right after the primary's log end")
@@ -93,6 +94,9 @@ class PrimaryCore:
         # with FULL, because forgetting a uuid younger than the dedup window is not allowed.
         self.dedup_max = dedup_max
         self.lag_timeout = lag_timeout
+        # Entries per catch-up append; a parameter so that the simulator, whose logs are a
+        # few dozen entries, can make a catch-up take several appends (issue 6, bug 1).
+        self.catchup_chunk = catchup_chunk
         # The new epoch's start: a follower joins the ISR only once it holds everything
         # before it (the Kafka leader-epoch rule), whatever commit point we inherited.
         self.start_ts = state.start_ts
@@ -144,8 +148,7 @@ class PrimaryCore:
         if len(self.isr) < self.min_insync:
             msg = f"{len(self.isr)} in-sync replica(s), {self.min_insync} required"
             return [self._refuse(conn, pub_id, ErrorCode.NOT_ENOUGH_REPLICAS, msg)]
-        incoming = sum(len(r[2]) + len(r[1] or b"") for r in records)
-        incoming += RECORD_OVERHEAD * len(records)
+        incoming = pub_memory(records)  # what they will cost retained, as log.bytes counts
         if incoming > self.max_bytes:
             msg = f"a batch of {incoming} bytes can never fit in max_bytes={self.max_bytes}"
             return [SendError(conn, ErrorCode.TOO_LARGE, msg, pub_id)]
@@ -304,7 +307,7 @@ class PrimaryCore:
         if f is None or f.sent >= last or f.sent - f.acked >= MAX_INFLIGHT_ENTRIES:
             return []
         start = f.sent + 1
-        end = self.log.end_within(start, min(last, f.sent + CATCHUP_CHUNK), CATCHUP_BYTES)
+        end = self.log.end_within(start, min(last, f.sent + self.catchup_chunk), CATCHUP_BYTES)
         f.sent = end
         return [Replicate((fid,), start, end)]
 

@@ -24,7 +24,7 @@ from tritonmq.core.actions import (
 from tritonmq.core.delivery import Delivery, Mode
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.log import GroupLog
-from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
+from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore, Rejected
 from tritonmq.core.retention import Retention
 from tritonmq.errors import RequestRejected, TritonError
 from tritonmq.sim.network import Dial
@@ -71,6 +71,8 @@ class BrokerParams:
     dedup_window: float = 60.0
     window: int = 64
     legacy_lost_cas: bool = False  # behave as the shell did before the fix of issue 6 bug 3
+    # Entries per catch-up append (BrokerCore only); the real default is far above these logs.
+    catchup_chunk: int = CATCHUP_CHUNK
 
 
 def group_prefix(group: str) -> str:

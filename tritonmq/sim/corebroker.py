@@ -123,7 +123,7 @@ class SimCoreBroker:
             offset_interval=params.offset_interval,
         )
         self.me = Member(name, name, boot)
-        self.core = BrokerCore(cfg, self.me)
+        self.core = BrokerCore(cfg, self.me, catchup_chunk=params.catchup_chunk)
         self.session: SessionState | None = None
         self.registered = False
         self.registering = False

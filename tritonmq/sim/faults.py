@@ -37,8 +37,8 @@ DRAWN: tuple[tuple[FaultKind, int], ...] = (
     (FaultKind.ZK_LOSS, 2),
     (FaultKind.SLOW_WATCHES, 1),
 )
-# Drawn too with ``params.refusals`` (off in CI until the core holes they find are fixed:
-# docs/testing.md, "Refusals from live processes").
+# Drawn too with ``params.refusals`` (on in CI since the core holes they found are fixed:
+# docs/testing.md, "Random refusals find holes in the core").
 REFUSALS: tuple[tuple[FaultKind, int], ...] = ((FaultKind.REFUSE, 2),)
 
 

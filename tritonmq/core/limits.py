@@ -1,0 +1,128 @@
+"""Caps and names: what one connection or one group may create, decided in the core.
+
+* **Names.** A topic or subscription name becomes one ZooKeeper path segment
+  (``/subscriptions/<topic>/<name>``, ``/offsets/...``) and a key in every replica's
+  maps. Names that ZooKeeper cannot store as they are (``.``, ``..``, ``/``), control
+  characters, and names over ``max_name_len`` characters are refused with
+  ``BAD_REQUEST`` naming the rule.
+* **Subscriptions per connection** (``max_subscriptions_per_conn``): each one is a
+  consumer the commit path visits; past the cap a new ``sub`` gets ``LIMIT``.
+* **Topics per group** (``max_topics``): a topic costs memory on every replica
+  while it holds records or has a subscriber (empty, unsubscribed topics are freed);
+  a ``pub`` or ``sub`` that would create one more than the cap gets ``LIMIT``.
+
+Connections per broker are counted and refused by the shell (they are sockets).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tritonmq.config import BrokerConfig
+from tritonmq.core.actions import SendError
+from tritonmq.core.delivery import Delivery
+from tritonmq.core.log import GroupLog
+from tritonmq.wire.frames import (
+    ClientFrame,
+    Commit,
+    ErrorCode,
+    Fetch,
+    Pub,
+    Sub,
+    SubDelete,
+    SubReset,
+)
+
+MAX_NAME_LEN = 249  # the wire's own bound on a name (wire/codec.py): max_name_len cannot exceed it
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True, slots=True)
+class Caps:
+    max_subscriptions_per_conn: int
+    max_topics: int
+    max_name_len: int
+
+    @classmethod
+    def of(cls, cfg: BrokerConfig) -> Caps:
+        return cls(cfg.max_subscriptions_per_conn, cfg.max_topics, cfg.max_name_len)
+
+
+def name_problem(kind: str, name: str, max_len: int) -> str | None:
+    """Why ``name`` cannot be a ``kind`` ("topic", "subscription") name, or None."""
+    if not name:
+        return f"a {kind} name must not be empty"
+    if len(name) > max_len:
+        return f"a {kind} name has at most max_name_len={max_len} characters, not {len(name)}"
+    if name in (".", ".."):
+        return f"{name!r} is not a valid {kind} name ('.' and '..' are reserved)"
+    if "/" in name:
+        return f"a {kind} name must not contain '/': {name[:60]!r}"
+    bad = _CONTROL.search(name)
+    if bad is not None:
+        return f"a {kind} name must not contain control characters (U+{ord(bad.group()):04X})"
+    return None
+
+
+def check_names(conn: Any, frame: ClientFrame, caps: Caps) -> SendError | None:
+    """A ``BAD_REQUEST`` for a frame naming a topic or subscription that is not valid
+    (admin ops included: a name that cannot be stored names nothing to delete or reset)."""
+    match frame:
+        case Pub() | Fetch():
+            problem = name_problem("topic", frame.topic, caps.max_name_len)
+            return _bad(conn, problem, id=frame.id)
+        case Commit() | SubDelete() | SubReset():
+            problem = name_problem("topic", frame.topic, caps.max_name_len) or name_problem(
+                "subscription", frame.subscription, caps.max_name_len
+            )
+            return _bad(conn, problem, id=frame.id)
+        case Sub():
+            problem = name_problem("topic", frame.topic, caps.max_name_len)
+            if problem is None and frame.subscription is not None:
+                problem = name_problem("subscription", frame.subscription, caps.max_name_len)
+            return _bad(conn, problem, sid=frame.sid)
+        case _:
+            return None
+
+
+def _bad(
+    conn: Any, problem: str | None, *, id: int | None = None, sid: int | None = None
+) -> SendError | None:
+    if problem is None:
+        return None
+    return SendError(conn, ErrorCode.BAD_REQUEST, problem, id, sid)
+
+
+def check_pub(log: GroupLog, group: str, conn: Any, frame: Pub, caps: Caps) -> SendError | None:
+    """``LIMIT`` for a ``pub`` that would create a topic past ``max_topics``."""
+    why = _topic_refusal(log, group, frame.topic, caps)
+    return None if why is None else SendError(conn, ErrorCode.LIMIT, why, id=frame.id)
+
+
+def check_sub(
+    delivery: Delivery, group: str, conn: Any, frame: Sub, caps: Caps
+) -> SendError | None:
+    """``LIMIT`` for a ``sub`` past ``max_subscriptions_per_conn`` on its connection (a
+    ``sub`` that replaces its own ``sid`` is not a new one) or creating a topic past
+    ``max_topics``."""
+    why = None
+    if (id(conn), frame.sid) not in delivery.consumers:
+        n = delivery.subscriptions_of(conn)
+        if n >= caps.max_subscriptions_per_conn:
+            why = (
+                f"this connection has {n} subscriptions, max_subscriptions_per_conn="
+                f"{caps.max_subscriptions_per_conn}; unsubscribe one first"
+            )
+    why = why or _topic_refusal(delivery.log, group, frame.topic, caps)
+    return None if why is None else SendError(conn, ErrorCode.LIMIT, why, sid=frame.sid)
+
+
+def _topic_refusal(log: GroupLog, group: str, topic: str, caps: Caps) -> str | None:
+    if topic in log.topics or len(log.topics) < caps.max_topics:
+        return None
+    return (
+        f"group {group} holds max_topics={caps.max_topics} topics; {topic[:60]!r} would be one"
+        " more (a topic is freed once it has no records and no subscribers)"
+    )
