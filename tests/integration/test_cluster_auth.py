@@ -23,7 +23,7 @@ from tritonmq.coord import paths
 from tritonmq.coord.zkclient import ENV_AUTH, ENV_AUTH_FILE, ZkCredential, new_client
 from tritonmq.devtools.cluster import DevCluster, wait_for
 from tritonmq.wire import codec
-from tritonmq.wire.frames import REPL_SUBPROTOCOL, Follow
+from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, Follow
 
 pytestmark = pytest.mark.integration
 
@@ -98,6 +98,11 @@ async def test_follow_without_the_cluster_secret_is_refused_on_both_ports(
     # The client port never speaks replication: the handshake itself fails.
     with pytest.raises(InvalidStatus) as refused:
         async with websockets.connect(primary["url"], subprotocols=[REPL_SUBPROTOCOL]):  # type: ignore[list-item]
+            pass
+    assert refused.value.response.status_code == 400
+    # ...and the replication port never speaks the client protocol.
+    with pytest.raises(InvalidStatus) as refused:
+        async with websockets.connect(primary["repl_url"], subprotocols=[SUBPROTOCOL]):  # type: ignore[list-item]
             pass
     assert refused.value.response.status_code == 400
 
