@@ -96,6 +96,7 @@ def broker(
     log_level: str | None,
 ) -> None:
     """Run one broker process."""
+    from tritonmq.broker.credentials import load_credentials
     from tritonmq.broker.main import run_broker
     from tritonmq.config import load_config
     from tritonmq.tlsconfig import replication_context, server_context
@@ -123,7 +124,11 @@ def broker(
         _fail(str(e))
     if ":" not in cfg.listen:
         _fail("--listen must be HOST:PORT")
-    sys.exit(run_broker(cfg))
+    try:
+        creds = load_credentials(cfg)
+    except TritonError as e:
+        _fail(str(e))
+    sys.exit(run_broker(cfg, creds))
 
 
 @main.command()
@@ -165,6 +170,8 @@ def dev(
     try:
         cluster.start()
         click.echo(f"zookeeper {cluster.zk_hosts}")
+        click.echo(f"export TRITONMQ_ZK_AUTH_FILE={cluster.zk_auth_file}")
+        click.echo(f"# read-only, for zk:// clients: {cluster.zk_reader_file}")
         if cluster.ca_file:
             click.echo(f"ca-file {cluster.ca_file}")
         for b in cluster.brokers.values():
@@ -233,12 +240,11 @@ def subscriptions(zk_hosts: str, chroot: str, as_json: bool, ca_file: str | None
     """
     import asyncio
 
-    from kazoo.client import KazooClient
-
     from tritonmq.client import Client
     from tritonmq.coord.inspect import read_subscriptions
+    from tritonmq.coord.zkclient import new_client
 
-    zk = KazooClient(hosts=zk_hosts, timeout=2.0)
+    zk = new_client(zk_hosts, timeout=2.0)
     try:
         zk.start(timeout=10)
         subs = read_subscriptions(zk, chroot)
@@ -508,15 +514,27 @@ def demo(records: int, rate: int) -> None:
 @click.option("--chroot", default="/tritonmq", show_default=True)
 @click.option("--groups", required=True, help="Comma-separated group names, e.g. g1,g2.")
 @click.option("--slots", type=click.IntRange(1, 4096), default=64, show_default=True)
-def init(zk_hosts: str, chroot: str, groups: str, slots: int) -> None:
-    """Create the slot map (topics -> slots -> groups) unless the cluster has one."""
+@click.option(
+    "--insecure", is_flag=True, help="No ZooKeeper credential: leave the chroot open to anyone."
+)
+def init(zk_hosts: str, chroot: str, groups: str, slots: int, insecure: bool) -> None:
+    """Close the chroot to all but the cluster's ZooKeeper credential (from env
+    TRITONMQ_ZK_AUTH_FILE or TRITONMQ_ZK_AUTH), then create the slot map (topics ->
+    slots -> groups) unless the cluster has one."""
     from tritonmq.coord.slots import init_cluster
+    from tritonmq.coord.zkclient import ENV_AUTH, ENV_AUTH_FILE, credential_from
 
     names = [g.strip() for g in groups.split(",") if g.strip()]
     if not names:
         _fail("--groups needs at least one group name")
     try:
-        smap = init_cluster(zk_hosts, chroot, names, slots)
+        cred = credential_from()
+    except TritonError as e:
+        _fail(str(e))
+    if cred is None and not insecure:
+        _fail(f"no ZooKeeper credential: set {ENV_AUTH_FILE} or {ENV_AUTH} (or give --insecure)")
+    try:
+        smap = init_cluster(zk_hosts, chroot, names, slots, auth=cred)
     except TritonError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)

@@ -47,6 +47,11 @@ class BrokerConfig:
     shared_resume_hold_s: float = 1.0
 
     # --- security: cluster (replication authentication, ZooKeeper ACLs) ---
+    repl_listen: str = ""  # HOST:PORT of the replication listener; empty: listen's host, port 0
+    cluster_secret_file: str = ""  # else env TRITONMQ_CLUSTER_SECRET (never a flag)
+    zk_auth_file: str = ""  # "user:password" for ZooKeeper; else env TRITONMQ_ZK_AUTH(_FILE)
+    zk_reader_file: str = ""  # zk:// clients' read-only identity; else TRITONMQ_ZK_READER_FILE
+    insecure_cluster: bool = False  # no secret, no ZooKeeper ACLs: a local experiment only
 
     # --- security: TLS ---
     tls_cert: str = ""  # PEM certificate (chain) file: serve wss:// (clients and replication)
@@ -105,6 +110,8 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
     cfg = BrokerConfig(**values)
     if cfg.replicas < 1 or cfg.min_insync < 1:
         raise ConfigError("replicas and min_insync must be at least 1")
+    if cfg.repl_listen and ":" not in cfg.repl_listen:
+        raise ConfigError("repl_listen must be HOST:PORT")
     if cfg.advertise_repl and not cfg.advertise_repl.startswith(("ws://", "wss://")):
         raise ConfigError("advertise_repl must be a ws:// or wss:// URL")
     if not all(isinstance(v, int | float) and v >= 0 for v in cfg.topic_retention.values()):

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 import websockets
-from kazoo.client import KazooClient
 from websockets.exceptions import InvalidStatus
 
 from tests.integration.conftest import zk_url
 from tritonmq import Client
 from tritonmq.client import SyncClient
+from tritonmq.coord.zkclient import new_client
 from tritonmq.devtools.cluster import DevCluster
 from tritonmq.errors import Forbidden, RequestRejected, TokenExpired, Unauthenticated
 from tritonmq.tokens import mint
@@ -238,7 +238,7 @@ async def test_hijacking_locking_and_jumping_another_principals_subscription_fai
 
 
 def _subscription_node(c: DevCluster, topic: str, name: str) -> dict[str, Any] | None:
-    zk = KazooClient(hosts=str(c.zk_hosts))
+    zk = new_client(str(c.zk_hosts), auth=c.zk_auth)  # subscriptions are the cluster's alone
     zk.start(timeout=10)
     try:
         raw_data, _ = zk.get(f"{c.chroot}/subscriptions/{topic}/{name}")

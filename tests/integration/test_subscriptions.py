@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import websockets
-from kazoo.client import KazooClient
 
 from tests.integration.conftest import wait_in_isr, wait_new_primary, zk_url
 from tritonmq import Client
+from tritonmq.coord.zkclient import new_client
 from tritonmq.core.slots import SlotMap
 from tritonmq.devtools.cluster import DevCluster, wait_for
 from tritonmq.errors import Full
@@ -44,7 +44,7 @@ def topics_in_both_groups(c: DevCluster, n: int = 4) -> list[str]:
 
 
 def stored_offset(c: DevCluster, topic: str, name: str) -> int | None:
-    zk = KazooClient(hosts=str(c.zk_hosts))
+    zk = new_client(str(c.zk_hosts), auth=c.zk_auth)  # offsets are the cluster's alone
     zk.start(timeout=10)
     try:
         raw, _ = zk.get(f"{c.chroot}/offsets/{topic}/{name}")

@@ -37,6 +37,8 @@ def test_flags_override_the_file_and_none_means_not_given(tmp_path: Path) -> Non
         ("session_timeout = 0.1", "session_timeout"),
         ("min_insync = 0", "min_insync"),
         ("this is not toml", "TOML"),
+        ("repl_listen = '7001'", "repl_listen"),
+        ("insecure_cluster = 'yes'", "insecure_cluster"),
         ("tls_cert = 'b.pem'", "tls_key"),
         ("tls_key = 'b-key.pem'", "tls_cert"),
         ("tls_cert = 'b.pem'\ntls_key = 'k.pem'\nadvertise_repl = 'ws://h:1'", "wss://"),

@@ -137,6 +137,70 @@ def test_a_claim_of_unknown_outcome_is_adopted_when_the_re_read_shows_it_written
     assert c.role is Role.LEADING and c.primary is not None and c.primary.epoch == 2
 
 
+def stale_reclaim(first_reign: Sequence[str] = ()) -> tuple[BrokerCore, ProposeState]:
+    """b wins epoch 2 (a is gone; c follows it and acks ``first_reign``); a late watch then
+    shows epoch 1 again: b steps down and claims again from that stale view."""
+    c = core("b", min_insync=2)
+    c.handle(ZkView(state(1, "a", "abc"), members("abc"), None, 0.0))
+    [first] = only(c.handle(ZkView(state(1, "a", "abc"), members("bc"), None, 1.0)), ProposeState)
+    won = dataclasses.replace(first.state, version=1)
+    [load] = only(c.handle(CasDone(first.request, CasOutcome.OK, won, 1.1)), LoadSubscriptions)
+    c.handle(SubscriptionsLoaded(load.request, [], 1.1))
+    attach(c, "c", "link-c", 1.2)
+    if first_reign:
+        c.handle(ClientFrameIn("prod", Pub(1, "t", recs(*first_reign)), 1.3))
+        c.handle(FollowerFrame("link-c", ReplAck(2, len(first_reign)), 1.4))
+    stale = c.handle(ZkView(state(1, "a", "abc"), members("bc"), None, 2.0))
+    assert c.primary is None and only(stale, CloseLink)
+    [again] = only(stale, ProposeState)
+    assert again.state.epoch == 2 and again.request != first.request
+    return c, again
+
+
+def test_a_re_claim_from_a_stale_view_answered_with_our_own_epoch_leads_it_again() -> None:
+    """Simulator, seed 1215 (variant branch): b led epoch 2, a late watch made it step down
+    and claim epoch 2 again with the same content; that CAS's outcome was unknown and the
+    re-read showed epoch 2 naming b (its first claim), so b became primary of an epoch its
+    log had already begun: ``epoch 2 does not follow 2`` took the process down."""
+    c, again = stale_reclaim()
+    assert only(c.handle(CasDone(again.request, CasOutcome.UNKNOWN, None, 2.1)), ReadState)
+    reread = dataclasses.replace(again.state, version=1)  # what the first claim wrote
+    c.handle(ZkView(reread, members("bc"), None, 2.2))
+    assert c.role is Role.LEADING and c.primary is not None and c.primary.epoch == 2
+    assert c.log.epochs == [(2, 1)], "epoch 2 began once"
+    attach(c, "c", "link-c2", 2.3)
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 2.4))
+    out = c.handle(FollowerFrame("link-c2", ReplAck(2, 1), 2.5))
+    assert only(out, SendPubAck) == [SendPubAck("prod", 1, (1,))]
+
+
+def test_a_re_claim_of_our_own_epoch_that_succeeds_leads_it_again_without_a_crash() -> None:
+    """The other way into the same epoch twice: the re-claim's CAS answers OK. ZooKeeper's
+    versioned CAS from a stale view cannot succeed, but a core that raises would end the
+    process, so the answer is taken as the re-read above is."""
+    c, again = stale_reclaim()
+    ok = dataclasses.replace(again.state, version=2)
+    c.handle(CasDone(again.request, CasOutcome.OK, ok, 2.1))
+    assert c.role is Role.LEADING and c.primary is not None and c.primary.epoch == 2
+    assert c.log.epochs == [(2, 1)]
+
+
+def test_a_stale_re_claim_after_writing_in_our_epoch_claims_the_next_one_on_top() -> None:
+    """Same, but b wrote u1 in its first reign: the re-claim names start 2, the re-read shows
+    start 1, so it did not happen; b claims epoch 3 after u1 and keeps u1, which c holds."""
+    c, again = stale_reclaim(first_reign=["u1"])
+    assert again.state.start_ts == 2
+    c.handle(CasDone(again.request, CasOutcome.UNKNOWN, None, 2.1))
+    reread = c.handle(ZkView(state(2, "b", "bc", start_ts=1, version=1), members("bc"), None, 2.2))
+    [third] = only(reread, ProposeState)
+    assert (third.state.epoch, third.state.start_ts) == (3, 2)
+    c.handle(
+        CasDone(third.request, CasOutcome.OK, dataclasses.replace(third.state, version=2), 2.3)
+    )
+    assert c.role is Role.LEADING and c.primary is not None and c.primary.epoch == 3
+    assert c.log.epochs == [(2, 1), (3, 2)] and c.log.lookup(b"u1") == 1
+
+
 # --- bug 3: an ISR CAS of unknown outcome ------------------------------------------------
 
 
@@ -530,3 +594,59 @@ def test_meta_reports_the_commit_point_and_the_topics_held() -> None:
     c.handle(ClientFrameIn("prod", Pub(2, "a-topic", recs("u2")), 0.1))
     [meta] = only(c.handle(ClientFrameIn("spark", Meta(3), 0.2)), SendMeta)
     assert meta.info["commit"] == 2 and meta.info["topics"] == ["a-topic", "b-topic"]
+
+
+# --- follow admission (issue 8: attacks 1 and 2) ---------------------------------------
+
+SECRET = b"cluster-secret-of-32-bytes......"
+
+
+def secured(c: BrokerCore) -> BrokerCore:
+    """``c`` as if built with the cluster secret (after the election the helpers drive)."""
+    c.cluster_secret = c.follow_gate.secret = SECRET
+    return c
+
+
+def test_a_follow_as_an_unknown_id_gets_nothing_of_the_log() -> None:
+    c = leading(live="abc")
+    out = attach(c, "zz", "link-zz")  # attack 1: a made-up id
+    assert not only(out, SendLeader) and not only(out, CloseLink), "held for the next view"
+    out = c.handle(ZkView(state(1, "a", "abc", version=1), members("abc"), None, 0.1))
+    [close] = only(out, CloseLink)
+    assert close.link == "link-zz" and close.code is ErrorCode.FORBIDDEN
+    assert not only(out, SendLeader) and "zz" not in c.links
+
+
+def test_a_backup_our_view_does_not_show_yet_follows_once_a_fresh_read_shows_it() -> None:
+    c = leading(live="ab")
+    assert attach(c, "c", "link-c") == []
+    out = c.handle(ZkView(state(1, "a", "ab", version=1), members("abc"), None, 0.1))
+    assert only(out, SendLeader) and c.links["c"] == "link-c"
+
+
+def test_a_follow_with_another_boot_than_zookeeper_shows_is_refused() -> None:
+    c = leading(live="abc")
+    hello = Follow(c.cfg.group, "b", "boot-forged", 1, 0, [])
+    [close] = only(c.handle(FollowerFrame("link-b", hello, 0.0)), CloseLink)
+    assert close.code is ErrorCode.FORBIDDEN
+
+
+def test_with_a_secret_the_backup_signs_the_challenge_and_the_primary_admits_it() -> None:
+    p, b = secured(leading(live="ab")), secured(following())
+    [f] = [b.follow]
+    assert f is not None
+    [send] = only(b.handle(LinkEvent(f.id, LinkEnd.CONNECTED, 1.0, nonce=b"N" * 32)), SendToPrimary)
+    assert isinstance(send.frame, Follow) and send.frame.proof
+    assert only(p.handle(FollowerFrame("link-b", send.frame, 1.0, b"N" * 32)), SendLeader)
+    # the same proof on another link (another challenge) is a replay
+    [close] = only(p.handle(FollowerFrame("link-x", send.frame, 1.1, b"M" * 32)), CloseLink)
+    assert close.code is ErrorCode.UNAUTHENTICATED
+
+
+def test_with_a_secret_a_follow_with_the_right_id_and_boot_but_no_proof_is_refused() -> None:
+    c = secured(leading(live="abc"))
+    hello = Follow(c.cfg.group, "b", "boot-b", 1, 0, [])  # attack 2: id and boot read from ZK
+    out = c.handle(FollowerFrame("link-b", hello, 0.0, b"N" * 32))
+    [close] = only(out, CloseLink)
+    assert close.code is ErrorCode.UNAUTHENTICATED and not only(out, SendLeader)
+    assert "b" not in c.links

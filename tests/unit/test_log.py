@@ -176,6 +176,18 @@ def test_begin_epoch_requires_a_newer_epoch_at_the_log_end() -> None:
     assert log.epochs == [(1, 1), (2, 3)]
 
 
+def test_beginning_the_last_epoch_again_with_nothing_written_changes_nothing() -> None:
+    """A primary named again for the epoch it began (a stale view made it step down)."""
+    log = GroupLog()
+    log.begin_epoch(1, 1)
+    log.begin_epoch(1, 1)
+    assert log.epochs == [(1, 1)]
+    Producer().write(log, [("chat", b"a")])
+    with pytest.raises(ValueError):  # once written in, the epoch is not begun again
+        log.begin_epoch(1, 1)
+    assert log.epochs == [(1, 1)]
+
+
 def test_truncation_forgets_epochs_that_started_after_the_cut() -> None:
     log = GroupLog()
     producer = Producer()

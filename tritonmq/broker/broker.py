@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ from websockets.asyncio.server import Server, ServerConnection
 from tritonmq import tlsconfig
 from tritonmq.broker import clients, replica
 from tritonmq.broker.admission import Admission
+from tritonmq.broker.credentials import BrokerCredentials, load_credentials, warn_if_insecure
 from tritonmq.broker.origin import origin_check
 from tritonmq.broker.outbound import Outbound
 from tritonmq.broker.spawner import Spawner
@@ -82,14 +84,18 @@ CLOSE_DEADLINE = 2.0  # closing the server and its connections on a planned stop
 
 
 class Broker:
-    def __init__(self, cfg: BrokerConfig) -> None:
+    def __init__(self, cfg: BrokerConfig, creds: BrokerCredentials | None = None) -> None:
         self.cfg = cfg
+        self.creds = creds
         self.boot = uuid.uuid4().hex[:12]
         self.core: BrokerCore | None = None
         self.coord: GroupCoordinator | None = None
         self.offsets: Offsets | None = None
         self.server: Server | None = None
+        self.repl_server: Server | None = None  # only brokers of the group connect here
         self.url = ""
+        self.repl_url = ""  # what peers dial (advertise_repl, e.g. a proxy, or the listener)
+        self.repl_bound = ""  # HOST:PORT the replication listener is bound to
         self.tasks = Spawner()
         self.outbound = Outbound(cfg.max_outbound_bytes, self.tasks.spawn)
         self.follows: dict[int, asyncio.Task[None]] = {}
@@ -105,13 +111,17 @@ class Broker:
     # --- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
+        creds = self.creds = self.creds or load_credentials(self.cfg)
+        warn_if_insecure(creds)
         host, _, port = self.cfg.listen.rpartition(":")
+        # The client port speaks tritonmq.v1 only: a handshake asking for replication fails
+        # there (HTTP 400), so a client connection can never become a replication link.
         tls = tlsconfig.server_context(self.cfg)
         self.server = await websockets.serve(
             self._admitted,
             host or "127.0.0.1",
             int(port),
-            subprotocols=[SUBPROTOCOL, REPL_SUBPROTOCOL],  # type: ignore[list-item]
+            subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
             max_size=self.cfg.max_frame_bytes,
             compression=None,
             ping_interval=5,
@@ -125,8 +135,28 @@ class Broker:
         bound_host, bound_port = sock.getsockname()[:2]
         scheme = "wss" if tls is not None else "ws"
         self.url = f"{scheme}://{self.cfg.advertise_host or bound_host}:{bound_port}"
-        me = Member(self.cfg.id, self.url, self.boot, self.cfg.advertise_repl)
-        self.core = BrokerCore(self.cfg, me)
+        repl_host, _, repl_port = (self.cfg.repl_listen or f"{host}:0").rpartition(":")
+        self.repl_server = await websockets.serve(
+            self._serve_follower,
+            repl_host or "127.0.0.1",
+            int(repl_port),
+            subprotocols=[REPL_SUBPROTOCOL],  # type: ignore[list-item]
+            max_size=replica.FOLLOWER_MAX_FRAME,
+            compression=None,
+            ping_interval=5,
+            ping_timeout=max(5.0, self.cfg.session_timeout * 2),
+            close_timeout=1,
+            max_queue=16,
+            ssl=tls,
+        )
+        repl_sock = next(iter(self.repl_server.sockets))
+        repl_bound_host, repl_bound_port = repl_sock.getsockname()[:2]
+        self.repl_bound = f"{repl_bound_host}:{repl_bound_port}"
+        self.repl_url = self.cfg.advertise_repl or (
+            f"{scheme}://{self.cfg.advertise_host or repl_bound_host}:{repl_bound_port}"
+        )
+        me = Member(self.cfg.id, self.url, self.boot, self.repl_url)
+        self.core = BrokerCore(self.cfg, me, creds.secret)
         self.coord = GroupCoordinator(
             self.cfg.zk,
             self.cfg.chroot,
@@ -135,14 +165,17 @@ class Broker:
             session_timeout=self.cfg.session_timeout,
             on_change=self._zk_changed,
             spawn=self.tasks.spawn,
+            auth=creds.zk,
+            reader=creds.zk_reader,
         )
         await self.coord.start()
         self.offsets = Offsets(self.coord)
         log.info(
-            "broker %s of group %s listening on %s (boot %s)",
+            "broker %s of group %s listening on %s, replication on %s (boot %s)",
             self.cfg.id,
             self.cfg.group,
             self.url,
+            self.repl_url,
             self.boot,
         )
         if not self.cfg.auth_required:
@@ -171,12 +204,14 @@ class Broker:
         await self.tasks.cancel_all(timeout=1.0)
         if self.coord is not None:
             await self.coord.stop()
-        if self.server is not None:
-            self.server.close()
-            try:
-                await asyncio.wait_for(self.server.wait_closed(), CLOSE_DEADLINE)
-            except TimeoutError:
-                log.warning("connections still open after %.1fs; exiting anyway", CLOSE_DEADLINE)
+        servers = [s for s in (self.server, self.repl_server) if s is not None]
+        for server in servers:
+            server.close()
+        try:
+            closed = asyncio.gather(*(server.wait_closed() for server in servers))
+            await asyncio.wait_for(closed, CLOSE_DEADLINE)
+        except TimeoutError:
+            log.warning("connections still open after %.1fs; exiting anyway", CLOSE_DEADLINE)
 
     # --- events in ----------------------------------------------------------------
 
@@ -201,15 +236,13 @@ class Broker:
             self.feed(Tick(time.monotonic()))
 
     async def _admitted(self, ws: ServerConnection) -> None:
-        await self.admission.serve(ws, self._handle)
+        await self.admission.serve(ws, self._serve_client)
 
-    async def _handle(self, ws: ServerConnection) -> None:
-        if ws.subprotocol == REPL_SUBPROTOCOL:
-            await replica.serve_follower(ws, self.feed)
-        else:
-            await clients.serve(
-                ws, self.cfg, self.feed, self.outbound.accepting, self.tokens.verify
-            )
+    async def _serve_client(self, ws: ServerConnection) -> None:
+        await clients.serve(ws, self.cfg, self.feed, self.outbound.accepting, self.tokens.verify)
+
+    async def _serve_follower(self, ws: ServerConnection) -> None:
+        await replica.serve_follower(ws, self.feed, secrets.token_bytes(replica.NONCE_BYTES))
 
     # --- actions out -----------------------------------------------------------------
 

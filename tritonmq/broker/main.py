@@ -9,6 +9,7 @@ import signal
 import sys
 
 from tritonmq.broker.broker import Broker
+from tritonmq.broker.credentials import BrokerCredentials
 from tritonmq.config import BrokerConfig
 
 
@@ -32,13 +33,16 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
 
-async def serve(cfg: BrokerConfig, ready: asyncio.Event | None = None) -> None:
-    broker = Broker(cfg)
+async def serve(
+    cfg: BrokerConfig, ready: asyncio.Event | None = None, creds: BrokerCredentials | None = None
+) -> None:
+    broker = Broker(cfg, creds)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
     await broker.start()
-    print(f"broker {cfg.id} {broker.url}", flush=True)
+    # the ready line: id, client URL, replication listener's HOST:PORT (DevCluster reads it)
+    print(f"broker {cfg.id} {broker.url} {broker.repl_bound}", flush=True)
     try:
         await broker.serve_forever()
     finally:
@@ -59,12 +63,12 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 50, 1000)
 
 
-def run_broker(cfg: BrokerConfig) -> int:
+def run_broker(cfg: BrokerConfig, creds: BrokerCredentials | None = None) -> int:
     setup_logging(cfg.log_level, f"{cfg.group}/{cfg.id}")
     tune_gc()
     loop = new_event_loop()
     try:
-        loop.run_until_complete(serve(cfg))
+        loop.run_until_complete(serve(cfg, creds=creds))
     finally:
         loop.close()
     return 0

@@ -36,6 +36,7 @@ from tritonmq.wire import codec
 from tritonmq.wire.frames import (
     REPL_SUBPROTOCOL,
     Append,
+    Challenge,
     ErrorCode,
     Follow,
     Leader,
@@ -46,26 +47,29 @@ from tritonmq.wire.frames import (
 
 log = logging.getLogger("tritonmq.replica")
 REPL_MAX_FRAME = 256 * 1024 * 1024
+FOLLOWER_MAX_FRAME = 1024 * 1024  # a follower sends only `follow` and `rack`: small frames
+NONCE_BYTES = 32
+CHALLENGE_TIMEOUT = 5.0  # the challenge, and the answer to it, come within this (seconds)
 
 
 # --- primary side -------------------------------------------------------------------
 
 
-async def serve_follower(ws: ServerConnection, feed: Callable[[Event], None]) -> None:
-    """Feed a follower's frames to the core until the link closes."""
+async def serve_follower(ws: ServerConnection, feed: Callable[[Event], None], nonce: bytes) -> None:
+    """Challenge the follower with ``nonce`` (its ``follow`` must sign it: the core
+    checks), then feed its frames to the core until the link closes. A link that does
+    not answer within ``CHALLENGE_TIMEOUT`` is closed: an idle outsider holds nothing."""
     try:
+        await ws.send(codec.enc_challenge(Challenge(nonce)))
+        try:
+            first = await asyncio.wait_for(ws.recv(), CHALLENGE_TIMEOUT)
+        except TimeoutError:
+            await ws.close(1008, "no follow in time")
+            return
+        if not await _take(ws, first, feed, nonce):
+            return
         async for data in ws:
-            try:
-                frame = codec.decode_repl(data)
-            except ProtocolError as e:
-                await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
-                return
-            if isinstance(frame, Follow | ReplAck):
-                feed(FollowerFrame(ws, frame, time.monotonic()))
-            else:
-                await ws.send(
-                    codec.enc_error(ErrorCode.BAD_REQUEST, "a follower sends follow/rack")
-                )
+            if not await _take(ws, data, feed, nonce):
                 return
     except ConnectionClosed as e:
         log.debug("replication link ended: %s", e)
@@ -73,7 +77,32 @@ async def serve_follower(ws: ServerConnection, feed: Callable[[Event], None]) ->
         feed(FollowerGone(ws, time.monotonic()))
 
 
+async def _take(
+    ws: ServerConnection, data: bytes | str, feed: Callable[[Event], None], nonce: bytes
+) -> bool:
+    """Feed one follower frame to the core; False (after an error frame) to end the link."""
+    try:
+        frame = codec.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
+    except ProtocolError as e:
+        await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
+        return False
+    if not isinstance(frame, Follow | ReplAck):
+        await ws.send(codec.enc_error(ErrorCode.BAD_REQUEST, "a follower sends follow/rack"))
+        return False
+    feed(FollowerFrame(ws, frame, time.monotonic(), nonce))
+    return True
+
+
 # --- backup side --------------------------------------------------------------------
+
+
+async def _challenge(ws: Any) -> bytes:
+    """The nonce of the primary's first frame (a ``challenge``), which our ``follow`` signs."""
+    data = await asyncio.wait_for(ws.recv(), CHALLENGE_TIMEOUT)
+    frame = codec.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
+    if not isinstance(frame, Challenge):
+        raise ProtocolError(f"the primary's first frame is {type(frame).__name__}, not challenge")
+    return frame.nonce
 
 
 def dial_from(listen: str, url: str) -> tuple[str, int] | None:
@@ -139,9 +168,10 @@ async def follow(
                 ping_timeout=10,
                 close_timeout=1,
             ) as ws:
+                nonce = await _challenge(ws)
                 links[follow_id] = ws
                 backoff = 0.05
-                report(LinkEnd.CONNECTED)
+                feed(LinkEvent(follow_id, LinkEnd.CONNECTED, time.monotonic(), nonce=nonce))
                 async for data in ws:
                     try:
                         frame = codec.decode_repl(data, max_frame=REPL_MAX_FRAME)

@@ -122,13 +122,12 @@ class Client:
     async def _read_zk(self) -> dict[str, Any]:
         """The cluster view from ZooKeeper, over one session kept for the client's life
         (it also carries the watches on each group's state, bug 8)."""
-        from kazoo.client import KazooClient
-
         from tritonmq.coord.inspect import read_cluster
+        from tritonmq.coord.zkclient import new_client
 
         zk = self._zk
         if zk is None:
-            zk = KazooClient(hosts=self._zk_hosts, timeout=2.0)
+            zk = new_client(self._zk_hosts, timeout=2.0)  # credential: TRITONMQ_ZK_AUTH(_FILE)
             try:
                 await asyncio.to_thread(zk.start, 5.0)
             except Exception as e:

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from tritonmq.coord import paths
 from tritonmq.coord.bridge import to_future
 from tritonmq.coord.inspect import read_cluster
 from tritonmq.coord.slots import cluster_path, parse_cluster, slot_path
+from tritonmq.coord.zkclient import ClusterAcls, ZkCredential, new_client, secure
 from tritonmq.core.events import SessionState
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.slots import SlotMap
@@ -50,12 +51,19 @@ class GroupCoordinator:
         session_timeout: float,
         on_change: Callable[[], None],
         spawn: Spawn | None = None,
+        auth: ZkCredential | None = None,
+        reader: ZkCredential | None = None,
     ) -> None:
         self.me = me
+        self.group = group
+        # None: an insecure cluster, znodes open to anyone
+        self.acls = ClusterAcls(auth, reader) if auth is not None else None
         self.members_path, self.state_path = group_paths(chroot, group)
-        self.zk = KazooClient(
-            hosts=hosts,
+        self.zk = new_client(
+            hosts,
             timeout=session_timeout,
+            auth=auth,
+            reader=reader,
             connection_retry={"max_tries": -1, "max_delay": 0.5},
         )
         self.session = Session.LOST
@@ -84,6 +92,8 @@ class GroupCoordinator:
         except Exception as e:
             raise CoordinationError(f"cannot reach ZooKeeper at {self.zk.hosts}: {e}") from e
         self.session = Session.CONNECTED
+        if self.acls is not None:  # our path closed to anyone without the credential
+            await asyncio.to_thread(secure, self.zk, self.chroot, self.acls, self.group)
         await self._call(self.zk.ensure_path_async(self.members_path))
         await self.register()
         self._started = True

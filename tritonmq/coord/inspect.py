@@ -6,10 +6,11 @@ import json
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoAuthError, NoNodeError
 
 from tritonmq.coord import paths
 from tritonmq.coord.slots import read_slot_map
+from tritonmq.coord.zkclient import FROM_ENV, FromEnv, ZkCredential, denied, new_client
 from tritonmq.errors import CoordinationError
 
 
@@ -17,7 +18,15 @@ def read_cluster(
     zk: KazooClient, chroot: str = "/tritonmq", *, with_slots: bool = True
 ) -> dict[str, Any]:
     """``{"groups": {G: {"epoch", "primary", "isr", "members": {id: url}, "primary_url"}},
-    "slots": SlotMap.as_dict() or None}`` (``slots`` only ``with_slots``)."""
+    "slots": SlotMap.as_dict() or None}`` (``slots`` only ``with_slots``); a
+    CoordinationError when ZooKeeper refuses our credential."""
+    try:
+        return _read_cluster(zk, chroot, with_slots)
+    except NoAuthError as e:
+        raise denied(f"the cluster under {chroot}") from e
+
+
+def _read_cluster(zk: KazooClient, chroot: str, with_slots: bool) -> dict[str, Any]:
     root = paths.groups(chroot)
     out: dict[str, Any] = {}
     try:
@@ -83,8 +92,13 @@ def read_subscriptions(zk: KazooClient, chroot: str = "/tritonmq") -> list[dict[
     return out
 
 
-def fetch_cluster(hosts: str, chroot: str = "/tritonmq", timeout: float = 10.0) -> dict[str, Any]:
-    zk = KazooClient(hosts=hosts, timeout=2.0)
+def fetch_cluster(
+    hosts: str,
+    chroot: str = "/tritonmq",
+    timeout: float = 10.0,
+    auth: ZkCredential | None | FromEnv = FROM_ENV,
+) -> dict[str, Any]:
+    zk = new_client(hosts, timeout=2.0, auth=auth)
     try:
         zk.start(timeout=timeout)
     except Exception as e:

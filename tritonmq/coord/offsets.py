@@ -39,13 +39,16 @@ class Offsets:
         data: dict[str, str] = {"mode": mode}
         if owner:
             data["owner"] = owner
+        acl = self.coord.acls.private if self.coord.acls is not None else None  # no reader
         try:
-            await call(zk.create_async(sub_path, json.dumps(data).encode(), makepath=True))
+            await call(zk.create_async(sub_path, json.dumps(data).encode(), acl=acl, makepath=True))
         except NodeExistsError:
             pass
         try:
             await call(
-                zk.create_async(off_path, json.dumps({"ts": offset}).encode(), makepath=True)
+                zk.create_async(
+                    off_path, json.dumps({"ts": offset}).encode(), acl=acl, makepath=True
+                )
             )
         except NodeExistsError:
             raw, _ = await call(zk.get_async(off_path))

@@ -13,6 +13,16 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from tritonmq.coord import paths
+from tritonmq.coord.zkclient import (
+    FROM_ENV,
+    ClusterAcls,
+    FromEnv,
+    ZkCredential,
+    credential_from,
+    new_client,
+    reader_from,
+    secure_tree,
+)
 from tritonmq.core.slots import SlotMap
 from tritonmq.errors import CoordinationError
 
@@ -59,14 +69,27 @@ def read_slot_map(zk: KazooClient, chroot: str) -> SlotMap | None:
     return SlotMap(tuple(owners), version)
 
 
-def init_cluster(hosts: str, chroot: str, groups: list[str], slots: int) -> SlotMap:
-    """Create the slot map over ``groups`` if the cluster has none (`tritonmq init`)."""
-    zk = KazooClient(hosts=hosts, timeout=5.0)
+def init_cluster(
+    hosts: str,
+    chroot: str,
+    groups: list[str],
+    slots: int,
+    auth: ZkCredential | None | FromEnv = FROM_ENV,
+    reader: ZkCredential | None | FromEnv = FROM_ENV,
+) -> SlotMap:
+    """Close the chroot to anyone without the credential (every znode already there
+    included; ``reader`` may read what routing needs), then create the slot map over
+    ``groups`` if the cluster has none (`tritonmq init`)."""
+    cred = credential_from() if isinstance(auth, FromEnv) else auth
+    reads = reader_from() if isinstance(reader, FromEnv) else reader
+    zk = new_client(hosts, timeout=5.0, auth=cred, reader=reads)
     try:
         zk.start(timeout=15)
     except Exception as e:
         raise CoordinationError(f"cannot reach ZooKeeper at {hosts}: {e}") from e
     try:
+        if cred is not None:
+            secure_tree(zk, chroot, ClusterAcls(cred, reads))
         return create_slot_map(zk, chroot, SlotMap.spread(groups, slots))
     finally:
         zk.stop()

@@ -88,6 +88,7 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.log import GroupLog
+from tritonmq.core.peerauth import FollowGate, follow_proof
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore, Rejected
 from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
@@ -123,10 +124,17 @@ STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be 
 
 class BrokerCore:
     def __init__(
-        self, cfg: BrokerConfig, me: Member, *, catchup_chunk: int = CATCHUP_CHUNK
+        self,
+        cfg: BrokerConfig,
+        me: Member,
+        cluster_secret: bytes | None = None,
+        *,
+        catchup_chunk: int = CATCHUP_CHUNK,
     ) -> None:
         self.cfg = cfg
         self.me = me
+        self.cluster_secret = cluster_secret  # None: insecure_cluster (no follow proofs)
+        self.follow_gate = FollowGate(cluster_secret)
         self.caps = limits.Caps.of(cfg)
         self.catchup_chunk = catchup_chunk  # entries per catch-up append (the sim scales it)
         self.log = GroupLog()
@@ -471,7 +479,7 @@ class BrokerCore:
 
     # --- followers of ours ----------------------------------------------------------------
 
-    def _follower_frame(self, ev: FollowerFrame) -> list[Action]:
+    def _follower_frame(self, ev: FollowerFrame, final: bool = False) -> list[Action]:
         link, frame, now = ev.link, ev.frame, ev.now
         p = self.primary
         if isinstance(frame, ReplAck):
@@ -481,6 +489,13 @@ class BrokerCore:
             return self._primary_out(p, p.acked(fid, frame.epoch, frame.ts, now), now)
         if p is None or frame.group != self.cfg.group:
             return [CloseLink(link, "not the primary", ErrorCode.NOT_PRIMARY)]
+        refused = self.follow_gate.judge(ev, self.me.id, self.members, final=final)
+        if refused is True:  # not in our view yet: its registration's watch brings a view
+            return []
+        if isinstance(refused, Rejected):
+            level = L.WARNING if refused.code is ErrorCode.UNAUTHENTICATED else L.INFO
+            why = f"follow as {frame.id[:40]!r} refused: {refused.message}"
+            return [CloseLink(link, refused.message, refused.code), LogLine(level, why)]
         res = p.attach(frame.id, frame.boot, frame.epoch, frame.epochs, frame.last_ts, now)
         if isinstance(res, Rejected):
             return [CloseLink(link, res.message, res.code)]
@@ -497,6 +512,7 @@ class BrokerCore:
         return out
 
     def _follower_gone(self, link: Any, now: float) -> list[Action]:
+        self.follow_gate.drop(link)
         fid = self.link_ids.pop(id(link), None)
         if fid is None or self.links.get(fid) is not link:
             return []
@@ -547,6 +563,9 @@ class BrokerCore:
                 # (simulator, seed 559 with refusals).
                 self.suspect = None
             self.backup.synced = False
+            proof = follow_proof(
+                self.cluster_secret, ev.nonce, self.cfg.group, self.me.id, self.me.boot
+            )
             hello = Follow(
                 self.cfg.group,
                 self.me.id,
@@ -554,6 +573,7 @@ class BrokerCore:
                 f.epoch,
                 self.log.last_ts,
                 list(self.log.epochs),
+                proof,
             )
             return [SendToPrimary(f.id, hello)]
         if ev.what is LinkEnd.REFUSED:
@@ -573,8 +593,13 @@ class BrokerCore:
             return []
         f.refused = 0  # closed, timed out, rejected: not a run of refusals any more
         self.backup.synced = False
-        if ev.what is LinkEnd.REJECTED:
-            return [LogLine(L.DEBUG, f"following {f.primary.id}: {ev.detail}")]
+        if ev.what is LinkEnd.REJECTED:  # a wrong secret must be loud: nothing replicates
+            bad_secret = ev.detail.startswith(ErrorCode.UNAUTHENTICATED.value)
+            return [
+                LogLine(
+                    L.WARNING if bad_secret else L.DEBUG, f"following {f.primary.id}: {ev.detail}"
+                )
+            ]
         return []
 
     def _primary_frame(self, ev: PrimaryFrame) -> list[Action]:
@@ -628,7 +653,10 @@ class BrokerCore:
         cas = self.cas
         if cas is not None and cas.unknown:
             out.extend(self._judge_unknown(cas, ev.now))
-        return out + self._reconcile(ev.now)
+        out += self._reconcile(ev.now)
+        for held in self.follow_gate.take_held():
+            out += self._follower_frame(held, final=True)
+        return out
 
     def _judge_unknown(self, cas: PendingCas, now: float) -> list[Action]:
         """A re-read after a CAS of unknown outcome: did our write happen?"""

@@ -64,6 +64,7 @@ class FollowerFrame:
     link: Any
     frame: Follow | ReplAck
     now: float
+    nonce: bytes = b""  # the challenge the shell sent on ``link`` (a follow must sign it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ class PrimaryFrame:
 
 
 class LinkEnd(enum.Enum):
-    CONNECTED = "connected"  # the replication socket opened (the follow frame is due)
+    CONNECTED = "connected"  # the primary's challenge came (the follow frame is due)
     REFUSED = "refused"  # nothing listens on the primary's port: its process is gone
     CLOSED = "closed"  # the link closed after it had been connected
     TIMED_OUT = "timed out"  # no answer: frozen, partitioned, or overloaded
@@ -100,6 +101,7 @@ class LinkEvent:
     now: float
     clean: bool = False  # CLOSED: the close handshake completed
     detail: str = ""
+    nonce: bytes = b""  # CONNECTED: the primary's challenge, to sign in the follow frame
 
 
 # --- ZooKeeper -------------------------------------------------------------------

@@ -230,7 +230,14 @@ class GroupLog:
             heapq.heappush(self.freed_order, (t.last_purged, topic))
 
     def begin_epoch(self, epoch: int, start_ts: int) -> None:
-        """A primary starts writing ``epoch`` at ``start_ts`` (== last_ts + 1)."""
+        """A primary starts writing ``epoch`` at ``start_ts`` (== last_ts + 1).
+
+        Beginning the epoch the log last began, at the same start and with nothing written
+        since, changes nothing: a primary that stepped down on a stale view and is named
+        again by ZooKeeper goes on leading it (simulator, seed 1215 on a variant branch).
+        """
+        if self.epochs and self.epochs[-1] == (epoch, start_ts) and start_ts == self.last_ts + 1:
+            return
         if self.epochs and self.epochs[-1][0] >= epoch:
             raise ValueError(f"epoch {epoch} does not follow {self.epochs[-1][0]}")
         if start_ts != self.last_ts + 1:

@@ -18,6 +18,16 @@ own. Cutting a proxy for one source address is a network partition between
 two brokers, or between a broker and ZooKeeper, while clients keep using the
 brokers' real URLs.
 
+Local use stays one command although the cluster is locked (issue 8): the cluster
+generates a ZooKeeper credential, a read-only one for zk:// clients and a cluster
+secret into its work directory (files of mode 0600), hands them to its brokers
+through the environment (``TRITONMQ_ZK_AUTH_FILE``, ``TRITONMQ_ZK_READER_FILE``,
+``TRITONMQ_CLUSTER_SECRET_FILE``), and when this process
+has no ZooKeeper credential of its own it points ``TRITONMQ_ZK_AUTH_FILE`` at the
+generated one, so that zk:// clients and the CLI it runs reach the cluster. When
+``TRITONMQ_ZK_AUTH_FILE`` is already set, the cluster uses that credential instead
+(a test session shares one across its clusters).
+
 A *tls* cluster makes a local CA and a broker certificate in its work directory
 (:mod:`tritonmq.devtools.certs`), for every address its brokers and proxies use;
 its brokers serve ``wss://`` and verify each other with that CA, and clients need
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -39,12 +50,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from tritonmq.broker.credentials import ENV_SECRET, ENV_SECRET_FILE
 from tritonmq.coord import paths
 from tritonmq.coord.inspect import fetch_cluster
 from tritonmq.coord.slots import init_cluster
+from tritonmq.coord.zkclient import (
+    ENV_AUTH,
+    ENV_AUTH_FILE,
+    ENV_READER_FILE,
+    ZkCredential,
+    new_client,
+    read_credential,
+)
 from tritonmq.devtools.certs import DEFAULT_HOSTS, DevCerts, make_dev_certs
 from tritonmq.devtools.netproxy import Proxy
 from tritonmq.devtools.zkserver import ZooKeeperServer
@@ -77,6 +96,14 @@ class BrokerProc:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a new file only this user may read (mode 0600 from the start)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
 
 
 def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -126,6 +153,24 @@ class DevCluster:
         self.spawned: list[int] = []  # every process it started, so a harness can check they end
         self.tls = tls
         self.certs: DevCerts | None = None
+        self.zk_auth_file, self.secret_file = self._credentials()
+        self.zk_auth: ZkCredential = read_credential(self.zk_auth_file)
+        self.zk_reader_file = self.workdir / "zk.reader"  # for zk:// clients: read-only
+        _write_private(self.zk_reader_file, f"reader:{secrets.token_urlsafe(24)}")
+        self.zk_reader: ZkCredential = read_credential(self.zk_reader_file)
+
+    def _credentials(self) -> tuple[Path, Path]:
+        """The ZooKeeper credential file (the environment's, else a new one) and a new
+        cluster secret, both readable by this user only."""
+        secret = self.workdir / "cluster.secret"
+        _write_private(secret, secrets.token_urlsafe(32))
+        if os.environ.get(ENV_AUTH_FILE):
+            return Path(os.environ[ENV_AUTH_FILE]), secret
+        auth = self.workdir / "zk.auth"
+        _write_private(auth, f"tritonmq:{secrets.token_urlsafe(24)}")
+        if not os.environ.get(ENV_AUTH):
+            os.environ[ENV_AUTH_FILE] = str(auth)  # this process's clients and CLI: see above
+        return auth, secret
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -143,7 +188,12 @@ class DevCluster:
             hosts = [*DEFAULT_HOSTS, *(b.host for b in self.brokers.values())]
             self.certs = make_dev_certs(self.workdir / "tls", hosts)
         init_cluster(
-            str(self.zk_hosts), self.chroot, [f"g{g}" for g in range(1, self.n_groups + 1)], 64
+            str(self.zk_hosts),
+            self.chroot,
+            [f"g{g}" for g in range(1, self.n_groups + 1)],
+            64,
+            auth=self.zk_auth,
+            reader=self.zk_reader,
         )
         for b in self.brokers.values():
             self._spawn(b)
@@ -219,7 +269,15 @@ class DevCluster:
             cmd += ["--tls-cert", str(c.cert), "--tls-key", str(c.key), "--tls-ca", str(c.ca)]
         cmd += self.broker_args + b.extra
         logf = open(b.log_path, "ab")  # noqa: SIM115 - handed to the child
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = {k: v for k, v in os.environ.items() if k not in (ENV_AUTH, ENV_SECRET)}
+        env.update(
+            PYTHONUNBUFFERED="1",
+            **{
+                ENV_AUTH_FILE: str(self.zk_auth_file),
+                ENV_READER_FILE: str(self.zk_reader_file),
+                ENV_SECRET_FILE: str(self.secret_file),
+            },
+        )
         b.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=logf, env=env, start_new_session=True
         )
@@ -227,17 +285,17 @@ class DevCluster:
         self.spawned.append(b.proc.pid)
 
     def _await_url(self, b: BrokerProc, timeout: float) -> None:
-        """Read the ``broker <id> <url>`` line the broker prints once it listens; learn its
-        port from it (and aim its replication proxy there)."""
+        """Read the ``broker <id> <url> <repl url>`` line the broker prints once it listens;
+        learn its port from it (and aim its replication proxy at its replication port)."""
         line = self._read_ready_line(b, timeout).split()
-        if len(line) != 3 or line[0] != "broker":
+        if len(line) != 4 or line[0] != "broker":
             raise CoordinationError(
                 f"broker {b.id} did not start; see {b.log_path}:\n{self.log_tail(b.id)}"
             )
         b.url = line[2]
         b.port = int(b.url.rpartition(":")[2])
         if b.id in self.repl_proxies:
-            self.repl_proxies[b.id].target = (b.host, b.port)
+            self.repl_proxies[b.id].target = (b.host, int(line[3].rpartition(":")[2]))
 
     def _read_ready_line(self, b: BrokerProc, timeout: float) -> str:
         """The first line of the broker's stdout, or "" if it exits or ``timeout`` passes
@@ -351,7 +409,7 @@ class DevCluster:
         """Broker ``bid``'s member znode (``{"url", "boot", ...}``), None while unregistered."""
         b = self.brokers[bid]
         path = paths.member(self.chroot, b.group, bid)
-        zk = KazooClient(hosts=str(self.zk_hosts), timeout=2.0)
+        zk = new_client(str(self.zk_hosts), timeout=2.0, auth=self.zk_auth)
         try:
             zk.start(timeout=10)
         except Exception as e:
@@ -371,7 +429,7 @@ class DevCluster:
         return [f"g{g}" for g in range(1, self.n_groups + 1)]
 
     def status(self) -> dict[str, Any]:
-        return fetch_cluster(str(self.zk_hosts), self.chroot)
+        return fetch_cluster(str(self.zk_hosts), self.chroot, auth=self.zk_auth)
 
     def primary(self, group: str = "g1") -> str | None:
         g = self.status()["groups"].get(group)
@@ -400,6 +458,11 @@ class DevCluster:
     def state(self) -> dict[str, Any]:
         return {
             "zk": self.zk_hosts,
+            "chroot": self.chroot,
+            # clients and the CLI: export TRITONMQ_ZK_AUTH_FILE=<this> (readable by you only)
+            "zk_auth_file": str(self.zk_auth_file),
+            # zk:// clients that should only route: TRITONMQ_ZK_AUTH_FILE=<this> (read-only)
+            "zk_reader_file": str(self.zk_reader_file),
             "ca_file": self.ca_file,
             "brokers": [
                 {"group": b.group, "id": b.id, "url": b.url, "pid": b.pid}

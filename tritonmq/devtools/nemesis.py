@@ -32,6 +32,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from tritonmq.coord import paths
+from tritonmq.coord.zkclient import new_client
 from tritonmq.devtools.cluster import DevCluster
 from tritonmq.errors import TritonError
 
@@ -152,7 +153,7 @@ class Nemesis:
         self._zk: KazooClient | None = None
 
     def start(self) -> None:
-        self._zk = KazooClient(hosts=str(self.cluster.zk_hosts), timeout=2.0)
+        self._zk = new_client(str(self.cluster.zk_hosts), timeout=2.0, auth=self.cluster.zk_auth)
         self._zk.start(timeout=15)
 
     def close(self) -> None:

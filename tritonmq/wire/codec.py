@@ -21,6 +21,7 @@ from tritonmq.wire.frames import (
     Ack,
     Append,
     BrokerFrame,
+    Challenge,
     ClientFrame,
     Commit,
     Committed,
@@ -59,6 +60,7 @@ DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 MAX_TOPIC_LEN = 249
 MAX_NAME_LEN = 249
 MAX_UUID_LEN = 64
+MAX_PROOF_LEN = 64  # a challenge nonce, a follow's proof (HMAC-SHA256: 32 bytes)
 MAX_TOKEN_LEN = 16 * 1024  # a JWT in `hello`; RS256 with a few claims is ~1 KiB
 MAX_ACK_TS = 100_000  # ts in one `ack`, or in the `acked` (or `held`) of one `sub`
 MAX_MEMBER_LEN = 64  # a shared member's id
@@ -193,6 +195,15 @@ def _str(obj: dict[str, Any], key: str, *, max_len: int, optional: bool = False)
         return ""
     if not isinstance(v, str) or not v or len(v) > max_len:
         raise MalformedFrame(f"'{key}' must be a non-empty string of at most {max_len} characters")
+    return v
+
+
+def _bin(obj: dict[str, Any], key: str, *, max_len: int, optional: bool = False) -> bytes:
+    v = obj.get(key)
+    if v is None and optional:
+        return b""
+    if type(v) is not bytes or len(v) > max_len:
+        raise MalformedFrame(f"'{key}' must be binary of at most {max_len} bytes")
     return v
 
 
@@ -467,7 +478,13 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             _int(obj, "epoch"),
             _int(obj, "last_ts"),
             _epochs(obj.get("epochs")),
+            _bin(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
         )
+    if op == "challenge":
+        nonce = _bin(obj, "nonce", max_len=MAX_PROOF_LEN)
+        if not nonce:
+            raise MalformedFrame("'nonce' must not be empty")
+        return Challenge(nonce)
     if op == "leader":
         return Leader(
             _int(obj, "epoch"),
@@ -818,8 +835,13 @@ def enc_follow(f: Follow) -> bytes:
             "epoch": f.epoch,
             "last_ts": f.last_ts,
             "epochs": f.epochs,
+            **({"proof": f.proof} if f.proof else {}),
         }
     )
+
+
+def enc_challenge(c: Challenge) -> bytes:
+    return _packb({"op": "challenge", "nonce": c.nonce})
 
 
 def enc_leader(lead: Leader) -> bytes:

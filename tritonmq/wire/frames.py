@@ -189,6 +189,16 @@ class Follow:
     epoch: int
     last_ts: int
     epochs: list[tuple[int, int]]
+    # HMAC-SHA256 of the primary's challenge nonce and who this is, keyed with the
+    # cluster secret (docs/protocol.md §10); empty from a broker without a secret
+    proof: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Challenge:
+    """The primary's first frame on a replication link: the nonce a ``follow`` must sign."""
+
+    nonce: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,4 +408,4 @@ class SharedState:
     subs: tuple[SharedSub, ...]
 
 
-ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge | SharedState
+ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge | SharedState | Challenge
