@@ -18,6 +18,7 @@ from tritonmq.client.client import Client
 from tritonmq.client.types import Fetched
 from tritonmq.errors import TritonError
 from tritonmq.tokens import read_token_file
+from tritonmq.wire.codec import MAX_SAFE_INT
 
 T = TypeVar("T")
 PUBLISH_CHUNK = 10_000
@@ -79,7 +80,7 @@ class Remote:
         return self.call(self.client.fetch_raw(topic, start, end, max=max, skip_purged=True))
 
     def first_retained(self, topic: str) -> int | None:
-        got = self.fetch(topic, 0, 1 << 62, 1)
+        got = self.fetch(topic, 0, MAX_SAFE_INT, 1)  # the largest ts the wire carries
         return got.records[0][0] if got.records else None
 
     def publish(
