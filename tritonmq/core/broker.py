@@ -5,7 +5,8 @@ state znode), the commit point, ISR proposals, the follow handshake, suspicion o
 dead primary, step-down, purge ordering and the purge freeze after an election,
 and what each client frame gets. It composes :class:`PrimaryCore` (the primary's
 commit and ISR rules), :class:`BackupCore` (the backup's append rules),
-:class:`Delivery`, :class:`Retention` and :func:`decide`.
+:class:`Delivery`, :class:`Retention` and :func:`decide`; its replication links
+(both ends of the follow handshake) are :class:`~tritonmq.core.links.ReplicationLinks`.
 
 How to drive it
 ---------------
@@ -52,14 +53,10 @@ from tritonmq.core.actions import (
     Replicate,
     SendEntries,
     SendError,
-    SendLeader,
     SendMeta,
     SendPurge,
     SendShared,
     SendSubOk,
-    SendToPrimary,
-    StartFollowing,
-    StopFollowing,
     Stopped,
 )
 from tritonmq.core.actions import Level as L
@@ -74,7 +71,6 @@ from tritonmq.core.events import (
     Event,
     FollowerFrame,
     FollowerGone,
-    LinkEnd,
     LinkEvent,
     OffsetsStored,
     PrimaryFrame,
@@ -87,42 +83,35 @@ from tritonmq.core.events import (
     ZkView,
 )
 from tritonmq.core.group import GroupState, Member, Verdict, decide
+from tritonmq.core.links import ReplicationLinks
 from tritonmq.core.log import GroupLog
-from tritonmq.core.peerauth import FollowGate, follow_proof
-from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore, Rejected
+from tritonmq.core.peerauth import FollowGate
+from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
 from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
 from tritonmq.core.slots import SlotMap
-from tritonmq.errors import ReplicationError, RequestRejected
+from tritonmq.errors import RequestRejected
 from tritonmq.wire.frames import (
     Ack,
-    Append,
     Commit,
     ErrorCode,
     Fetch,
-    Follow,
     Hello,
-    Leader,
     Meta,
     Nack,
     Pub,
-    Purge,
-    ReplAck,
-    SharedState,
     Sub,
     SubDelete,
     SubReset,
     Unsub,
 )
 
-DEAD_AFTER_REFUSALS = 3  # refused follow connections in a row...
-DEAD_AFTER_SECONDS = 0.1  # ...over at least this long: the primary's process is gone
 DURABLES_WAIT_S = 5.0  # a durable `sub` waits this long for a new primary's subscriptions
 STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be written
 
 
-class BrokerCore:
+class BrokerCore(ReplicationLinks):
     def __init__(
         self,
         cfg: BrokerConfig,
@@ -476,162 +465,6 @@ class BrokerCore:
         if self.cas is not None and self.cas.kind is CasKind.ISR:
             self.cas = None
         return out
-
-    # --- followers of ours ----------------------------------------------------------------
-
-    def _follower_frame(self, ev: FollowerFrame, final: bool = False) -> list[Action]:
-        link, frame, now = ev.link, ev.frame, ev.now
-        p = self.primary
-        if isinstance(frame, ReplAck):
-            fid = self.link_ids.get(id(link))
-            if p is None or fid is None:
-                return []
-            return self._primary_out(p, p.acked(fid, frame.epoch, frame.ts, now), now)
-        if p is None or frame.group != self.cfg.group:
-            return [CloseLink(link, "not the primary", ErrorCode.NOT_PRIMARY)]
-        refused = self.follow_gate.judge(ev, self.me.id, self.members, final=final)
-        if refused is True:  # not in our view yet: its registration's watch brings a view
-            return []
-        if isinstance(refused, Rejected):
-            level = L.WARNING if refused.code is ErrorCode.UNAUTHENTICATED else L.INFO
-            why = f"follow as {frame.id[:40]!r} refused: {refused.message}"
-            return [CloseLink(link, refused.message, refused.code), LogLine(level, why)]
-        res = p.attach(frame.id, frame.boot, frame.epoch, frame.epochs, frame.last_ts, now)
-        if isinstance(res, Rejected):
-            return [CloseLink(link, res.message, res.code)]
-        out: list[Action] = []
-        old = self.links.get(frame.id)
-        if old is not None and old is not link:
-            self.link_ids.pop(id(old), None)
-            out.append(CloseLink(old, "replaced by a newer link"))
-        self.links[frame.id] = link
-        self.link_ids[id(link)] = frame.id
-        out.append(SendLeader(link, res))
-        out.append(LogLine(L.INFO, f"{frame.id} follows from ts {res.truncate_to}"))
-        out.extend(self._primary_out(p, p.pump(frame.id), now))
-        return out
-
-    def _follower_gone(self, link: Any, now: float) -> list[Action]:
-        self.follow_gate.drop(link)
-        fid = self.link_ids.pop(id(link), None)
-        if fid is None or self.links.get(fid) is not link:
-            return []
-        del self.links[fid]
-        if self.primary is not None:
-            self.primary.detach(fid, now)
-        return [LogLine(L.INFO, f"{fid} stopped following")]
-
-    # --- following a primary --------------------------------------------------------------
-
-    def _start_following(self, primary: Member, epoch: int) -> list[Action]:
-        out = self._stop_following()
-        if self.suspect is not None and self.suspect.id != primary.id:
-            self.suspect = None
-        self._requests += 1
-        self.follow = FollowLink(self._requests, primary, epoch)
-        self.backup = BackupCore(self.log, epoch)
-        self.backup.commit_ts = self.commit_ts
-        self.role = Role.FOLLOWING
-        out.append(StartFollowing(self._requests, primary))
-        out.append(LogLine(L.INFO, f"following {primary.id} at epoch {epoch}"))
-        return out
-
-    def _stop_following(self) -> list[Action]:
-        if self.backup is not None:
-            self.commit_ts = max(self.commit_ts, self.backup.commit_ts)
-        f = self.follow
-        self.follow = None
-        if self.role is Role.FOLLOWING:
-            self.role = Role.JOINING
-        return [StopFollowing(f.id)] if f is not None else []
-
-    def _restart_following(self, why: str) -> list[Action]:
-        f = self.follow
-        assert f is not None
-        out: list[Action] = [LogLine(L.DEBUG, f"following {f.primary.id}: {why}; reconnecting")]
-        out.extend(self._start_following(f.primary, f.epoch))
-        return out
-
-    def _link_event(self, ev: LinkEvent) -> list[Action]:
-        f = self.follow
-        if f is None or ev.follow_id != f.id or self.backup is None:
-            return []
-        if ev.what is LinkEnd.CONNECTED:
-            f.refused = 0
-            if self.suspect == f.primary:
-                # It answers after all: a later claim must not depose it on an old suspicion
-                # (simulator, seed 559 with refusals).
-                self.suspect = None
-            self.backup.synced = False
-            proof = follow_proof(
-                self.cluster_secret, ev.nonce, self.cfg.group, self.me.id, self.me.boot
-            )
-            hello = Follow(
-                self.cfg.group,
-                self.me.id,
-                self.me.boot,
-                f.epoch,
-                self.log.last_ts,
-                list(self.log.epochs),
-                proof,
-            )
-            return [SendToPrimary(f.id, hello)]
-        if ev.what is LinkEnd.REFUSED:
-            # Nothing listens on the primary's port: its process is gone. A few refusals in
-            # a row let us claim before ZooKeeper expires its session (a freeze or a
-            # partition times out instead, and waits for the session).
-            f.refused, f.first_refused = f.refused + 1, f.first_refused if f.refused else ev.now
-            dead = f.refused >= DEAD_AFTER_REFUSALS and ev.now - f.first_refused >= (
-                DEAD_AFTER_SECONDS
-            )
-            if dead and self.suspect != f.primary:
-                self.suspect = f.primary
-                out: list[Action] = [
-                    LogLine(L.WARNING, f"primary {f.primary.id} refuses connections: gone")
-                ]
-                return out + self._reconcile(ev.now)
-            return []
-        f.refused = 0  # closed, timed out, rejected: not a run of refusals any more
-        self.backup.synced = False
-        if ev.what is LinkEnd.REJECTED:  # a wrong secret must be loud: nothing replicates
-            bad_secret = ev.detail.startswith(ErrorCode.UNAUTHENTICATED.value)
-            return [
-                LogLine(
-                    L.WARNING if bad_secret else L.DEBUG, f"following {f.primary.id}: {ev.detail}"
-                )
-            ]
-        return []
-
-    def _primary_frame(self, ev: PrimaryFrame) -> list[Action]:
-        f, b = self.follow, self.backup
-        if f is None or b is None or ev.follow_id != f.id:
-            return []
-        frame = ev.frame
-        try:
-            if isinstance(frame, Leader):
-                cut = b.on_leader(frame)
-                out: list[Action] = [
-                    LogLine(L.INFO, f"caught up from ts {frame.truncate_to} of {f.primary.id}")
-                ]
-                if cut:
-                    out.append(
-                        LogLine(L.WARNING, f"truncated {cut} entries not in epoch {f.epoch}")
-                    )
-                return out
-            if isinstance(frame, Append):
-                ts = b.on_append(frame)
-                self.commit_ts = max(self.commit_ts, b.commit_ts)
-                return [SendToPrimary(f.id, ReplAck(f.epoch, ts))]
-            if isinstance(frame, Purge):
-                b.on_purge(frame)
-                return []
-            if isinstance(frame, SharedState):
-                if frame.epoch == f.epoch:
-                    self.delivery.mirror.adopt(frame)
-                return []
-            assert_never(frame)
-        except ReplicationError as e:
-            return self._restart_following(str(e))
 
     # --- ZooKeeper ------------------------------------------------------------------------
 
