@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
-from tritonmq.core.delivery import Delivery, Mode
+from tritonmq.core.consumers import Mode
+from tritonmq.core.delivery import Delivery
 from tritonmq.core.log import GroupLog
 from tritonmq.errors import RequestRejected
 from tritonmq.wire.codec import decode_repl, enc_shared

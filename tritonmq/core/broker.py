@@ -62,7 +62,8 @@ from tritonmq.core.actions import (
 from tritonmq.core.actions import Level as L
 from tritonmq.core.admin import administer
 from tritonmq.core.auth import ClientAuth
-from tritonmq.core.delivery import Delivery, Mode
+from tritonmq.core.consumers import Mode
+from tritonmq.core.delivery import Delivery
 from tritonmq.core.events import (
     CasDone,
     CasOutcome,

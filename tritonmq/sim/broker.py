@@ -21,7 +21,8 @@ from tritonmq.core.actions import (
     SendError,
     SendPubAck,
 )
-from tritonmq.core.delivery import Delivery, Mode
+from tritonmq.core.consumers import Mode
+from tritonmq.core.delivery import Delivery
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.log import GroupLog
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore, Rejected
