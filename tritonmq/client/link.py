@@ -61,7 +61,7 @@ from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
 from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack
 from tritonmq.errors import ClientClosed, ClientError, ProtocolError
-from tritonmq.wire import codec as wire
+from tritonmq.wire import subprotocols as wire
 from tritonmq.wire.frames import (
     Commit,
     Committed,
