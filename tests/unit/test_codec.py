@@ -13,9 +13,7 @@ from hypothesis import strategies as st
 from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError, UnknownOp
 from tritonmq.wire import codec, repl, subprotocols
 from tritonmq.wire.frames import (
-    SUBPROTOCOL,
     Ack,
-    Append,
     ClientFrame,
     Commit,
     Committed,
@@ -33,9 +31,6 @@ from tritonmq.wire.frames import (
     Nack,
     Pub,
     PubAck,
-    ReplAck,
-    SharedState,
-    SharedSub,
     Sub,
     SubDelete,
     SubInfo,
@@ -153,31 +148,6 @@ def test_subinfo_round_trips() -> None:
         assert subprotocols.MSGPACK.decode_broker(subprotocols.MSGPACK.encode(info)) == info
 
 
-@given(ids, ids, entries)
-def test_append_round_trips_with_its_entries(epoch: int, commit: int, ents: list[Any]) -> None:
-    decoded = repl.decode_repl(repl.enc_append(epoch, commit, 1, ents))
-    assert decoded == Append(epoch, commit, 1, ents)
-
-
-@given(st.builds(Follow, short_names, short_names, short_names, ids, ids, epoch_lists))
-def test_follow_round_trips(frame: Follow) -> None:
-    assert repl.decode_repl(repl.enc_follow(frame)) == frame
-
-
-@given(
-    st.builds(
-        Leader,
-        ids,
-        ids,
-        epoch_lists,
-        st.booleans(),
-        st.lists(st.tuples(ids, uuids), max_size=5).map(tuple),
-    )
-)
-def test_leader_round_trips(frame: Leader) -> None:
-    assert repl.decode_repl(repl.enc_leader(frame)) == frame
-
-
 def test_a_shared_member_id_round_trips_and_is_checked() -> None:
     frame = Sub(1, "t", "s", From.LATEST, None, "shared", True, (3,), (4,), "a1b2")
     assert codec.decode_client(codec.enc_client(frame)) == frame
@@ -189,48 +159,6 @@ def test_a_shared_member_id_round_trips_and_is_checked() -> None:
     ):
         with pytest.raises(MalformedFrame):
             codec.decode_client(msgpack.packb(bad))
-
-
-ranges = st.lists(st.tuples(ids, ids), max_size=4).map(tuple)
-
-
-@given(
-    st.lists(
-        st.builds(
-            SharedSub,
-            short_names,
-            short_names,
-            ids,
-            ids,
-            st.lists(st.tuples(short_names, ranges), max_size=3).map(tuple),
-            ranges,
-            ranges,
-            st.lists(short_names, max_size=3).map(tuple),
-        ),
-        max_size=3,
-    ).map(tuple),
-    ids,
-)
-def test_shared_state_round_trips(subs: tuple[SharedSub, ...], epoch: int) -> None:
-    frame = SharedState(epoch, subs)
-    assert repl.decode_repl(repl.enc_shared(frame)) == frame
-
-
-def test_a_malformed_shared_state_is_refused() -> None:
-    for subs in ([["t", "s", 0, 1, [], [[1]], [], []]], [["t", "s", 0]], "x"):
-        with pytest.raises(MalformedFrame):
-            repl.decode_repl(msgpack.packb({"op": "shared", "epoch": 1, "subs": subs}))
-
-
-def test_leader_with_a_malformed_dedup_state_is_refused() -> None:
-    frame = {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [], "dedup": [[1, "x"]]}
-    with pytest.raises(MalformedFrame):
-        repl.decode_repl(msgpack.packb(frame))
-
-
-@given(ids, ids)
-def test_rack_round_trips(epoch: int, ts: int) -> None:
-    assert repl.decode_repl(repl.enc_rack(epoch, ts)) == ReplAck(epoch, ts)
 
 
 def test_broker_frames_decode_to_their_maps() -> None:
@@ -361,21 +289,6 @@ def test_bad_broker_frames_are_malformed(frame: dict[str, Any]) -> None:
         subprotocols.MSGPACK.decode_broker(codec.packb(frame))
 
 
-def test_unknown_broker_op_and_the_codec_seam() -> None:
-    with pytest.raises(UnknownOp):
-        subprotocols.MSGPACK.decode_broker(codec.packb({"op": "pub", "id": 1}))
-    with pytest.raises(MalformedFrame):
-        subprotocols.MSGPACK.decode_broker("a text frame")
-    assert subprotocols.CODECS[SUBPROTOCOL] is subprotocols.MSGPACK
-    small = subprotocols.MsgpackCodec(max_frame=10, max_records=1, max_value=1)
-    with pytest.raises(FrameTooLarge):
-        small.decode_broker(codec.enc_subok(1, 2) * 2)
-    with pytest.raises(FrameTooLarge):
-        small.decode_client(codec.enc_subok(1, 2) * 2)
-    pub = Pub(1, "t", [(b"u", None, b"v", None)])
-    assert subprotocols.MSGPACK.decode_client(subprotocols.MSGPACK.encode(pub)) == pub
-
-
 # --- defaults -----------------------------------------------------------------------
 
 
@@ -479,32 +392,6 @@ def test_unknown_ops_are_reported_as_such() -> None:
         codec.decode_client(repl.enc_rack(1, 1))  # a replication frame on a client link
     with pytest.raises(UnknownOp):
         repl.decode_repl(codec.enc_client(Ack(1, 1)))  # a client frame on a replication link
-
-
-@pytest.mark.parametrize(
-    "frame",
-    [
-        {"op": "append", "epoch": 1, "commit": 0, "entries": "x"},
-        {"op": "append", "epoch": 1, "commit": 0, "entries": [["t", [1, b"u", None, b"v"]]]},
-        {"op": "append", "epoch": -1, "commit": 0, "entries": []},
-        {"op": "rack", "epoch": 1},
-        {"op": "follow", "group": "g", "id": "b", "boot": "x", "epoch": 1, "last_ts": 0},
-        {
-            "op": "follow",
-            "group": "",
-            "id": "b",
-            "boot": "x",
-            "epoch": 1,
-            "last_ts": 0,
-            "epochs": [],
-        },
-        {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [[1, "1"]]},
-        {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [[1, 2, 3]]},
-    ],
-)
-def test_bad_replication_frames_are_malformed(frame: dict[str, Any]) -> None:
-    with pytest.raises(MalformedFrame):
-        repl.decode_repl(codec.packb(frame))
 
 
 # --- hostile input never escapes as anything but ProtocolError ---------------------
@@ -648,22 +535,6 @@ def test_any_msgpack_value_only_raises_protocol_errors(value: Any) -> None:
 
 
 # --- spark support: published times, commit, skip_purged ----------------------------
-
-
-def test_append_carries_published_pairs_and_old_appends_still_decode() -> None:
-    frame = repl.decode_repl(repl.enc_append(1, 5, 3, [], [(1, 1700), (3, 1800)]))
-    assert isinstance(frame, Append)
-    assert frame.published == ((1, 1700), (3, 1800))
-    plain = repl.decode_repl(repl.enc_append(1, 5, 3, []))
-    assert isinstance(plain, Append) and plain.published == ()
-
-
-def test_bad_published_pairs_are_refused() -> None:
-    data = codec.packb(
-        {"op": "append", "epoch": 1, "commit": 0, "start": 1, "entries": [], "published": [[1]]}
-    )
-    with pytest.raises(MalformedFrame):
-        repl.decode_repl(data)
 
 
 @pytest.mark.parametrize(
