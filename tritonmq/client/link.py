@@ -57,7 +57,8 @@ from tritonmq.client.events import (
     Unsubscribe,
     WakeAt,
 )
-from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
+from tritonmq.client.protocol import ClientProtocol, Settings
+from tritonmq.client.states import ConnState
 from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack
 from tritonmq.errors import ClientClosed, ClientError, ProtocolError
