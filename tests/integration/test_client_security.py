@@ -26,7 +26,7 @@ from tritonmq.coord.zkclient import new_client
 from tritonmq.devtools.cluster import DevCluster
 from tritonmq.errors import Forbidden, RequestRejected, TokenExpired, Unauthenticated
 from tritonmq.tokens import mint
-from tritonmq.wire import codec
+from tritonmq.wire import codec, subprotocols
 from tritonmq.wire.frames import SUBPROTOCOL
 
 pytestmark = pytest.mark.integration
@@ -113,7 +113,7 @@ async def raw(url: str, *frames: dict[str, Any], origin: str | None = None) -> l
         out = []
         for f in frames:
             await ws.send(codec.packb(f))
-            out.append(codec.MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 10)))
+            out.append(subprotocols.MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 10)))
         return out
 
 
@@ -156,7 +156,7 @@ async def test_a_token_required_broker_refuses_anonymous_and_expired_tokens_and_
 
             async def ask(frame: dict[str, Any]) -> Any:
                 await ws.send(codec.packb(frame))
-                return codec.MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 10))
+                return subprotocols.MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 10))
 
             assert (await ask({"op": "hello", "token": short})).role == "primary"
             assert (await ask(pub_frame(4))).id == 4

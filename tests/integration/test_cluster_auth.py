@@ -22,7 +22,7 @@ from tritonmq import Client
 from tritonmq.coord import paths
 from tritonmq.coord.zkclient import ENV_AUTH, ENV_AUTH_FILE, ZkCredential, new_client
 from tritonmq.devtools.cluster import DevCluster, wait_for
-from tritonmq.wire import codec
+from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, Follow
 
 pytestmark = pytest.mark.integration
@@ -70,7 +70,7 @@ async def follow_as_outsider(repl_url: str, follow: Follow) -> list[dict[str, An
     async with websockets.connect(repl_url, subprotocols=[REPL_SUBPROTOCOL]) as ws:  # type: ignore[list-item]
         challenge = codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))
         assert challenge["op"] == "challenge" and len(challenge["nonce"]) >= 16
-        await ws.send(codec.enc_follow(follow))
+        await ws.send(repl.enc_follow(follow))
         try:
             while True:
                 got.append(codec.decode_broker(await asyncio.wait_for(ws.recv(), 10)))

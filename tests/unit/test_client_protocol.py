@@ -11,9 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tritonmq.client.consuming as consuming_module
 import tritonmq.client.events as events_module
 import tritonmq.client.pending as pending_module
 import tritonmq.client.protocol as protocol_module
+import tritonmq.client.states as states_module
 from tritonmq.client.events import (
     AckRecord,
     Action,
@@ -46,7 +48,8 @@ from tritonmq.client.events import (
     WakeAt,
 )
 from tritonmq.client.pending import RECENT_ACKS_S
-from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
+from tritonmq.client.protocol import ClientProtocol, Settings
+from tritonmq.client.states import ConnState
 from tritonmq.errors import (
     ClientClosed,
     PublishTimeout,
@@ -124,7 +127,7 @@ def recs(n: int, tag: str = "u") -> list[Any]:
 
 def test_the_protocol_modules_do_no_io() -> None:
     banned = {"asyncio", "socket", "kazoo", "websockets", "time", "random", "os", "threading"}
-    for module in (protocol_module, events_module, pending_module):
+    for module in (protocol_module, consuming_module, states_module, events_module, pending_module):
         tree = ast.parse(Path(module.__file__ or "").read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

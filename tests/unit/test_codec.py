@@ -11,11 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError, UnknownOp
-from tritonmq.wire import codec
+from tritonmq.wire import codec, repl, subprotocols
 from tritonmq.wire.frames import (
-    SUBPROTOCOL,
     Ack,
-    Append,
     ClientFrame,
     Commit,
     Committed,
@@ -33,9 +31,6 @@ from tritonmq.wire.frames import (
     Nack,
     Pub,
     PubAck,
-    ReplAck,
-    SharedState,
-    SharedSub,
     Sub,
     SubDelete,
     SubInfo,
@@ -150,32 +145,7 @@ def test_subinfo_round_trips() -> None:
         SubInfo(3, "t", "s", "shared", "alice", 7, 0, "reset", 9, True),
         SubInfo(4, "t", "s", "broadcast", "", 7, 2, "delete"),
     ):
-        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(info)) == info
-
-
-@given(ids, ids, entries)
-def test_append_round_trips_with_its_entries(epoch: int, commit: int, ents: list[Any]) -> None:
-    decoded = codec.decode_repl(codec.enc_append(epoch, commit, 1, ents))
-    assert decoded == Append(epoch, commit, 1, ents)
-
-
-@given(st.builds(Follow, short_names, short_names, short_names, ids, ids, epoch_lists))
-def test_follow_round_trips(frame: Follow) -> None:
-    assert codec.decode_repl(codec.enc_follow(frame)) == frame
-
-
-@given(
-    st.builds(
-        Leader,
-        ids,
-        ids,
-        epoch_lists,
-        st.booleans(),
-        st.lists(st.tuples(ids, uuids), max_size=5).map(tuple),
-    )
-)
-def test_leader_round_trips(frame: Leader) -> None:
-    assert codec.decode_repl(codec.enc_leader(frame)) == frame
+        assert subprotocols.MSGPACK.decode_broker(subprotocols.MSGPACK.encode(info)) == info
 
 
 def test_a_shared_member_id_round_trips_and_is_checked() -> None:
@@ -189,48 +159,6 @@ def test_a_shared_member_id_round_trips_and_is_checked() -> None:
     ):
         with pytest.raises(MalformedFrame):
             codec.decode_client(msgpack.packb(bad))
-
-
-ranges = st.lists(st.tuples(ids, ids), max_size=4).map(tuple)
-
-
-@given(
-    st.lists(
-        st.builds(
-            SharedSub,
-            short_names,
-            short_names,
-            ids,
-            ids,
-            st.lists(st.tuples(short_names, ranges), max_size=3).map(tuple),
-            ranges,
-            ranges,
-            st.lists(short_names, max_size=3).map(tuple),
-        ),
-        max_size=3,
-    ).map(tuple),
-    ids,
-)
-def test_shared_state_round_trips(subs: tuple[SharedSub, ...], epoch: int) -> None:
-    frame = SharedState(epoch, subs)
-    assert codec.decode_repl(codec.enc_shared(frame)) == frame
-
-
-def test_a_malformed_shared_state_is_refused() -> None:
-    for subs in ([["t", "s", 0, 1, [], [[1]], [], []]], [["t", "s", 0]], "x"):
-        with pytest.raises(MalformedFrame):
-            codec.decode_repl(msgpack.packb({"op": "shared", "epoch": 1, "subs": subs}))
-
-
-def test_leader_with_a_malformed_dedup_state_is_refused() -> None:
-    frame = {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [], "dedup": [[1, "x"]]}
-    with pytest.raises(MalformedFrame):
-        codec.decode_repl(msgpack.packb(frame))
-
-
-@given(ids, ids)
-def test_rack_round_trips(epoch: int, ts: int) -> None:
-    assert codec.decode_repl(codec.enc_rack(epoch, ts)) == ReplAck(epoch, ts)
 
 
 def test_broker_frames_decode_to_their_maps() -> None:
@@ -281,7 +209,7 @@ _records = st.lists(
 @given(st.integers(0, 2**31), st.text(min_size=1, max_size=20), _records)
 def test_deliver_and_fetched_round_trip_typed(sid: int, topic: str, records: Any) -> None:
     for frame in (Deliver(sid, topic, records), Fetched(sid, records, sid + 1)):
-        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(frame)) == frame
+        assert subprotocols.MSGPACK.decode_broker(subprotocols.MSGPACK.encode(frame)) == frame
 
 
 def test_typed_broker_frames_round_trip() -> None:
@@ -311,19 +239,19 @@ def test_typed_broker_frames_round_trip() -> None:
         Error.of(ErrorCode.BAD_REQUEST, "no"),
     ]
     for frame in frames:
-        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(frame)) == frame
+        assert subprotocols.MSGPACK.decode_broker(subprotocols.MSGPACK.encode(frame)) == frame
     # The functions the broker calls encode the same bytes as the codec object.
-    assert codec.enc_puback(3, (5, 6), "g1") == codec.MSGPACK.encode(frames[0])
-    assert codec.enc_meta(meta) == codec.MSGPACK.encode(meta)
+    assert codec.enc_puback(3, (5, 6), "g1") == subprotocols.MSGPACK.encode(frames[0])
+    assert codec.enc_meta(meta) == subprotocols.MSGPACK.encode(meta)
 
 
 def test_retriable_comes_from_the_code_not_from_the_frame() -> None:
     lying = codec.packb({"op": "error", "code": "BAD_REQUEST", "message": "", "retriable": True})
-    assert codec.MSGPACK.decode_broker(lying) == Error(ErrorCode.BAD_REQUEST, "", False)
+    assert subprotocols.MSGPACK.decode_broker(lying) == Error(ErrorCode.BAD_REQUEST, "", False)
     hiding = codec.packb({"op": "error", "code": "FULL", "message": "m", "retriable": False})
-    assert codec.MSGPACK.decode_broker(hiding).retriable is True  # type: ignore[union-attr]
+    assert subprotocols.MSGPACK.decode_broker(hiding).retriable is True  # type: ignore[union-attr]
     newer = codec.packb({"op": "error", "code": "LATER_CODE", "message": "", "retriable": True})
-    assert codec.MSGPACK.decode_broker(newer) == Error("LATER_CODE", "", True)
+    assert subprotocols.MSGPACK.decode_broker(newer) == Error("LATER_CODE", "", True)
     assert [c for c in ErrorCode if c.retriable] == [
         ErrorCode.NOT_PRIMARY,
         ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -358,22 +286,7 @@ def test_retriable_comes_from_the_code_not_from_the_frame() -> None:
 )
 def test_bad_broker_frames_are_malformed(frame: dict[str, Any]) -> None:
     with pytest.raises(MalformedFrame):
-        codec.MSGPACK.decode_broker(codec.packb(frame))
-
-
-def test_unknown_broker_op_and_the_codec_seam() -> None:
-    with pytest.raises(UnknownOp):
-        codec.MSGPACK.decode_broker(codec.packb({"op": "pub", "id": 1}))
-    with pytest.raises(MalformedFrame):
-        codec.MSGPACK.decode_broker("a text frame")
-    assert codec.CODECS[SUBPROTOCOL] is codec.MSGPACK
-    small = codec.MsgpackCodec(max_frame=10, max_records=1, max_value=1)
-    with pytest.raises(FrameTooLarge):
-        small.decode_broker(codec.enc_subok(1, 2) * 2)
-    with pytest.raises(FrameTooLarge):
-        small.decode_client(codec.enc_subok(1, 2) * 2)
-    pub = Pub(1, "t", [(b"u", None, b"v", None)])
-    assert codec.MSGPACK.decode_client(codec.MSGPACK.encode(pub)) == pub
+        subprotocols.MSGPACK.decode_broker(codec.packb(frame))
 
 
 # --- defaults -----------------------------------------------------------------------
@@ -401,7 +314,7 @@ def _pub(records: Any, topic: Any = "t", id: Any = 1) -> bytes:
 def test_frame_over_the_size_limit_is_too_large() -> None:
     data = _pub([[b"u", None, b"x" * 100, None]])
     assert isinstance(codec.decode_client(data, max_frame=len(data)), Pub)
-    for decode in (codec.decode_client, codec.decode_repl, codec.decode_broker):
+    for decode in (codec.decode_client, repl.decode_repl, codec.decode_broker):
         with pytest.raises(FrameTooLarge):
             decode(data, max_frame=len(data) - 1)
 
@@ -476,45 +389,19 @@ def test_unknown_ops_are_reported_as_such() -> None:
     with pytest.raises(UnknownOp):
         codec.decode_client(codec.packb({"op": "teleport"}))
     with pytest.raises(UnknownOp):
-        codec.decode_client(codec.enc_rack(1, 1))  # a replication frame on a client link
+        codec.decode_client(repl.enc_rack(1, 1))  # a replication frame on a client link
     with pytest.raises(UnknownOp):
-        codec.decode_repl(codec.enc_client(Ack(1, 1)))  # a client frame on a replication link
-
-
-@pytest.mark.parametrize(
-    "frame",
-    [
-        {"op": "append", "epoch": 1, "commit": 0, "entries": "x"},
-        {"op": "append", "epoch": 1, "commit": 0, "entries": [["t", [1, b"u", None, b"v"]]]},
-        {"op": "append", "epoch": -1, "commit": 0, "entries": []},
-        {"op": "rack", "epoch": 1},
-        {"op": "follow", "group": "g", "id": "b", "boot": "x", "epoch": 1, "last_ts": 0},
-        {
-            "op": "follow",
-            "group": "",
-            "id": "b",
-            "boot": "x",
-            "epoch": 1,
-            "last_ts": 0,
-            "epochs": [],
-        },
-        {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [[1, "1"]]},
-        {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [[1, 2, 3]]},
-    ],
-)
-def test_bad_replication_frames_are_malformed(frame: dict[str, Any]) -> None:
-    with pytest.raises(MalformedFrame):
-        codec.decode_repl(codec.packb(frame))
+        repl.decode_repl(codec.enc_client(Ack(1, 1)))  # a client frame on a replication link
 
 
 # --- hostile input never escapes as anything but ProtocolError ---------------------
 
 _DECODERS = (
     codec.decode_client,
-    codec.decode_repl,
+    repl.decode_repl,
     codec.decode_broker,
-    codec.MSGPACK.decode_broker,
-    codec.MSGPACK.decode_client,
+    subprotocols.MSGPACK.decode_broker,
+    subprotocols.MSGPACK.decode_client,
 )
 
 
@@ -560,12 +447,12 @@ _anything = st.recursive(
 _valid_frames = st.one_of(
     st.builds(Pub, ids, names, st.lists(pub_records, min_size=1, max_size=4)).map(codec.enc_client),
     client_frames.map(codec.enc_client),
-    st.builds(codec.enc_append, ids, ids, ids, entries),
+    st.builds(repl.enc_append, ids, ids, ids, entries),
     st.builds(Follow, short_names, short_names, short_names, ids, ids, epoch_lists).map(
-        codec.enc_follow
+        repl.enc_follow
     ),
-    st.builds(Leader, ids, ids, epoch_lists).map(codec.enc_leader),
-    st.builds(codec.enc_rack, ids, ids),
+    st.builds(Leader, ids, ids, epoch_lists).map(repl.enc_leader),
+    st.builds(repl.enc_rack, ids, ids),
 )
 
 
@@ -650,22 +537,6 @@ def test_any_msgpack_value_only_raises_protocol_errors(value: Any) -> None:
 # --- spark support: published times, commit, skip_purged ----------------------------
 
 
-def test_append_carries_published_pairs_and_old_appends_still_decode() -> None:
-    frame = codec.decode_repl(codec.enc_append(1, 5, 3, [], [(1, 1700), (3, 1800)]))
-    assert isinstance(frame, Append)
-    assert frame.published == ((1, 1700), (3, 1800))
-    plain = codec.decode_repl(codec.enc_append(1, 5, 3, []))
-    assert isinstance(plain, Append) and plain.published == ()
-
-
-def test_bad_published_pairs_are_refused() -> None:
-    data = codec.packb(
-        {"op": "append", "epoch": 1, "commit": 0, "start": 1, "entries": [], "published": [[1]]}
-    )
-    with pytest.raises(MalformedFrame):
-        codec.decode_repl(data)
-
-
 @pytest.mark.parametrize(
     "frame",
     [
@@ -701,9 +572,9 @@ def test_spark_answers_round_trip_typed() -> None:
         MetaReply(3, "g1", "b1", "primary", commit=12, topics=("a", "b")),
     ]
     for frame in frames:
-        assert codec.MSGPACK.decode_broker(codec.MSGPACK.encode(frame)) == frame
-    assert codec.enc_committed(2, 7, 10) == codec.MSGPACK.encode(frames[2])
-    plain = codec.MSGPACK.decode_broker(codec.enc_meta(MetaReply(1, "g1", "b1", "backup")))
+        assert subprotocols.MSGPACK.decode_broker(subprotocols.MSGPACK.encode(frame)) == frame
+    assert codec.enc_committed(2, 7, 10) == subprotocols.MSGPACK.encode(frames[2])
+    plain = subprotocols.MSGPACK.decode_broker(codec.enc_meta(MetaReply(1, "g1", "b1", "backup")))
     assert isinstance(plain, MetaReply) and plain.topics is None and plain.commit == 0
 
 
@@ -853,7 +724,7 @@ def test_client_integers_above_2_53_are_bad_frames_with_the_id(
 )
 def test_broker_integers_above_2_53_are_refused_by_the_client(frame: Any) -> None:
     with pytest.raises(MalformedFrame):
-        codec.MSGPACK.decode_broker(codec.MSGPACK.encode(frame))
+        subprotocols.MSGPACK.decode_broker(subprotocols.MSGPACK.encode(frame))
 
 
 def test_nil_in_an_optional_field_means_absent_everywhere() -> None:

@@ -13,8 +13,8 @@ from tritonmq.core.consumers import Mode
 from tritonmq.core.delivery import Delivery
 from tritonmq.core.log import GroupLog
 from tritonmq.errors import RequestRejected
-from tritonmq.wire.codec import decode_repl, enc_shared
 from tritonmq.wire.frames import From, SharedState
+from tritonmq.wire.repl import decode_repl, enc_shared
 
 BIG = 1 << 30
 

@@ -8,7 +8,7 @@ import pytest
 from kazoo.exceptions import ConnectionLoss
 
 from tritonmq.client.link import Link
-from tritonmq.client.protocol import ConnState
+from tritonmq.client.states import ConnState
 from tritonmq.errors import ClientClosed, ClientError, PublishTimeout, Unavailable
 
 

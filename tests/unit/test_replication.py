@@ -17,7 +17,7 @@ from tritonmq.core.replication import (
     Rejected,
 )
 from tritonmq.errors import LogGap, StaleEpoch
-from tritonmq.wire import codec
+from tritonmq.wire import repl
 from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord
 
 BOOTS = {m: f"boot-{m}" for m in "abcdxy"}
@@ -75,7 +75,7 @@ def run(
         if not isinstance(a, Replicate):
             out.append(a)
             continue
-        frame = codec.decode_repl(codec.enc_append(*p.entries_for(a.start, a.end)))
+        frame = repl.decode_repl(repl.enc_append(*p.entries_for(a.start, a.end)))
         assert isinstance(frame, Append)
         for fid in a.followers:
             if fid in backups:
@@ -575,7 +575,7 @@ def test_a_follower_that_missed_purged_records_still_dedups_a_late_retry_once_el
     y = BackupCore(GroupLog(), 1)
     lead = x.attach("y", "boot-y", 1, [], 0, 1.0)
     assert isinstance(lead, Leader) and lead.reset is reset
-    y.on_leader(codec.decode_repl(codec.enc_leader(lead)))  # type: ignore[arg-type]
+    y.on_leader(repl.decode_repl(repl.enc_leader(lead)))  # type: ignore[arg-type]
     run(x, {"y": y}, x.pump("y"))
     assert y.log.last_ts == x.log.last_ts
     st = state(2, "y", "y", y.log.last_ts + 1)
@@ -649,7 +649,7 @@ def test_backups_learn_when_the_primary_accepted_each_batch() -> None:
 def test_a_backup_catching_up_mid_batch_gets_the_covering_time() -> None:
     p = primary(isr="a", members="ab", min_insync=1)
     p.publish("c1", 1, "t", recs("u1", "u2", "u3"), wall_ms=1000)
-    frame = codec.decode_repl(codec.enc_append(*p.entries_for(2, 3)))
+    frame = repl.decode_repl(repl.enc_append(*p.entries_for(2, 3)))
     assert isinstance(frame, Append) and frame.published == ((1, 1000),)
     b = BackupCore(GroupLog(), 1)
     b.on_leader(Leader(1, 1, list(p.log.epochs), reset=True))  # starts at ts 2

@@ -74,7 +74,7 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.group import GroupState, Member
 from tritonmq.tokens import TokenVerifier
-from tritonmq.wire import codec
+from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode, Follow
 
 log = logging.getLogger("tritonmq.broker")
@@ -289,14 +289,14 @@ class Broker:
                     self.tasks.spawn(self.outbound.close(conn, code, reason), "close-conn")
                 case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
                     entries, published = core.entries_for(start, end)
-                    data = codec.enc_append(epoch, commit, start, entries, published)
+                    data = repl.enc_append(epoch, commit, start, entries, published)
                     websockets.broadcast(links, data)
                 case SendLeader(link=link, leader=leader):
-                    self.send(link, codec.enc_leader(leader))
+                    self.send(link, repl.enc_leader(leader))
                 case SendPurge(links=links, purge=purge):
-                    websockets.broadcast(links, codec.enc_purge(purge))
+                    websockets.broadcast(links, repl.enc_purge(purge))
                 case SendShared(links=links, shared=shared):
-                    websockets.broadcast(links, codec.enc_shared(shared))
+                    websockets.broadcast(links, repl.enc_shared(shared))
                 case CloseLink(link=link, reason=reason, code=code):
                     if code is not None:
                         self.send(link, codec.enc_error(code, reason))
@@ -321,9 +321,9 @@ class Broker:
                     ws = self.follow_links.get(fid)
                     if ws is not None:
                         if isinstance(frame, Follow):
-                            self.send(ws, codec.enc_follow(frame))
+                            self.send(ws, repl.enc_follow(frame))
                         else:
-                            self.send(ws, codec.enc_rack(frame.epoch, frame.ts))
+                            self.send(ws, repl.enc_rack(frame.epoch, frame.ts))
                 case ProposeState(request=request, state=state, reason=reason):
                     self.tasks.spawn(self._cas(request, state, reason), "cas")
                 case ReadState():

@@ -32,7 +32,7 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.group import Member
 from tritonmq.errors import ProtocolError
-from tritonmq.wire import codec
+from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import (
     REPL_SUBPROTOCOL,
     Append,
@@ -60,7 +60,7 @@ async def serve_follower(ws: ServerConnection, feed: Callable[[Event], None], no
     checks), then feed its frames to the core until the link closes. A link that does
     not answer within ``CHALLENGE_TIMEOUT`` is closed: an idle outsider holds nothing."""
     try:
-        await ws.send(codec.enc_challenge(Challenge(nonce)))
+        await ws.send(repl.enc_challenge(Challenge(nonce)))
         try:
             first = await asyncio.wait_for(ws.recv(), CHALLENGE_TIMEOUT)
         except TimeoutError:
@@ -82,7 +82,7 @@ async def _take(
 ) -> bool:
     """Feed one follower frame to the core; False (after an error frame) to end the link."""
     try:
-        frame = codec.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
+        frame = repl.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
     except ProtocolError as e:
         await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
         return False
@@ -99,7 +99,7 @@ async def _take(
 async def _challenge(ws: Any) -> bytes:
     """The nonce of the primary's first frame (a ``challenge``), which our ``follow`` signs."""
     data = await asyncio.wait_for(ws.recv(), CHALLENGE_TIMEOUT)
-    frame = codec.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
+    frame = repl.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
     if not isinstance(frame, Challenge):
         raise ProtocolError(f"the primary's first frame is {type(frame).__name__}, not challenge")
     return frame.nonce
@@ -174,7 +174,7 @@ async def follow(
                 feed(LinkEvent(follow_id, LinkEnd.CONNECTED, time.monotonic(), nonce=nonce))
                 async for data in ws:
                     try:
-                        frame = codec.decode_repl(data, max_frame=REPL_MAX_FRAME)
+                        frame = repl.decode_repl(data, max_frame=REPL_MAX_FRAME)
                     except ProtocolError:
                         err = codec.decode_broker(data)
                         report(LinkEnd.REJECTED, detail=f"{err.get('code')}: {err.get('message')}")

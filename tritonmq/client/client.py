@@ -28,7 +28,6 @@ from tritonmq.errors import (
     error_from_wire,
 )
 from tritonmq.wire import frames
-from tritonmq.wire.codec import MSGPACK
 from tritonmq.wire.frames import (
     SUBPROTOCOL,
     BrokerFrame,
@@ -42,6 +41,7 @@ from tritonmq.wire.frames import (
     SubInfo,
     SubReset,
 )
+from tritonmq.wire.subprotocols import MSGPACK
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient

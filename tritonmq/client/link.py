@@ -57,11 +57,12 @@ from tritonmq.client.events import (
     Unsubscribe,
     WakeAt,
 )
-from tritonmq.client.protocol import ClientProtocol, ConnState, Settings
+from tritonmq.client.protocol import ClientProtocol, Settings
+from tritonmq.client.states import ConnState
 from tritonmq.client.subscription import Subscription
 from tritonmq.client.types import Ack
 from tritonmq.errors import ClientClosed, ClientError, ProtocolError
-from tritonmq.wire import codec as wire
+from tritonmq.wire import subprotocols as wire
 from tritonmq.wire.frames import (
     Commit,
     Committed,

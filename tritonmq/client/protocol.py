@@ -83,18 +83,17 @@ Rules
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tritonmq.client.consuming import Consuming
 from tritonmq.client.events import (
     AckRecord,
     Action,
     Answered,
     Close,
     Connect,
-    DeliverRecords,
     Disconnect,
     EpochSeen,
     Event,
@@ -124,6 +123,7 @@ from tritonmq.client.pending import Batch as _Batch
 from tritonmq.client.pending import Request as _Request
 from tritonmq.client.pending import Subscription as _Sub
 from tritonmq.client.pending import Ticket as _Ticket
+from tritonmq.client.states import ConnState
 from tritonmq.errors import (
     ClientClosed,
     PublishTimeout,
@@ -134,7 +134,6 @@ from tritonmq.errors import (
     error_from_wire,
 )
 from tritonmq.wire.frames import (
-    Ack,
     BrokerFrame,
     Committed,
     Deliver,
@@ -145,21 +144,11 @@ from tritonmq.wire.frames import (
     Pub,
     PubAck,
     PubRecord,
-    Record,
     SubInfo,
     SubOk,
-    Unsub,
 )
 
 CLIENT_NAME = "tritonmq-python"
-
-
-class ConnState(enum.Enum):
-    DISCONNECTED = "disconnected"  # waiting to (re)connect
-    RESOLVING = "resolving"  # asked for candidate URLs
-    CONNECTING = "connecting"  # transport opening, or hello sent and meta awaited
-    CONNECTED = "connected"  # talking to the group's primary
-    CLOSED = "closed"  # for good
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +168,14 @@ class Settings:
 
 
 _NEVER = float("inf")
-HANDED_MAX = 100_000  # shared records handed over and not yet acknowledged, remembered
 
 
 @dataclass(slots=True)
-class ClientProtocol:
-    """The connection to one group's primary, as a state machine. See the module rules."""
+class ClientProtocol(Consuming):
+    """The connection to one group's primary, as a state machine. See the module rules.
+
+    Subscribing, delivering and acknowledging are :class:`Consuming`'s (client/consuming.py).
+    """
 
     settings: Settings
     rand: Callable[[], float]
@@ -427,94 +418,6 @@ class ClientProtocol:
             return
         del self._requests[r.frame.id]
         self._out.append(RequestFailed(r.ticket, err))
-
-    # --- consuming ----------------------------------------------------------------
-
-    def _subscribe(self, e: Subscribe, now: float) -> None:
-        sub = _Sub(e.sid, e.topic, e.name, e.start, e.window, e.mode == "shared", now)
-        if sub.shared:
-            sub.member = e.member or "".join(f"{int(self.rand() * 2**32):08x}" for _ in "ab")
-        self._subs[e.sid] = sub
-        if self.state is ConnState.CONNECTED:
-            self._out.append(Send(sub.frame(now)))
-
-    def _unsubscribe(self, sid: int) -> None:
-        if sid not in self._subs:
-            return
-        self._flush_acks()  # acks queued for this turn reach the broker first
-        del self._subs[sid]
-        if self.state is ConnState.CONNECTED:
-            self._out.append(Send(Unsub(sid)))
-
-    def _ack(self, sid: int, ts: int, now: float) -> None:
-        sub = self._subs.get(sid)
-        if sub is None:
-            return
-        if sub.shared:
-            self._shared_acks.setdefault(sid, []).append(ts)
-            sub.acknowledged(ts, now)
-        elif ts > self._acks.get(sid, -1):
-            self._acks[sid] = ts
-        self._wake = min(self._wake, now)
-        self._out.append(WakeAt(now))
-
-    def _flush_acks(self) -> None:
-        if self.state is not ConnState.CONNECTED:
-            return  # kept until connected: resume does not bring those records back
-        acks, self._acks = self._acks, {}
-        shared, self._shared_acks = self._shared_acks, {}
-        for sid, ts in acks.items():
-            if sid in self._subs:
-                self._out.append(Send(Ack(sid, ts)))
-        for sid, many in shared.items():
-            if sid in self._subs and many:
-                self._out.append(Send(Ack(sid, many[0], tuple(many[1:]))))
-
-    def _deliver(self, f: Deliver, now: float) -> None:
-        sub = self._subs.get(f.sid)
-        if sub is None or not f.records:
-            return
-        records = f.records
-        if sub.shared:
-            records = self._shared_repeats_dropped(sub, records, now)
-            if not records:
-                return
-        else:
-            seen = sub.max_seen
-            if records[0][0] <= seen:  # a redelivery after a failover: drop what was handed over
-                records = tuple(r for r in records if r[0] > seen)
-                if not records:
-                    return
-            sub.max_seen = records[-1][0]
-        self._out.append(DeliverRecords(f.sid, records))
-
-    def _shared_repeats_dropped(
-        self, sub: _Sub, records: tuple[Record, ...], now: float
-    ) -> tuple[Record, ...]:
-        """Rule 6 for a shared record this member already handed to its application."""
-        keep: list[Record] = []
-        for r in records:
-            ts = r[0]
-            if ts in sub.acked:  # acknowledged already, perhaps to an old primary: say so again
-                self._shared_acks.setdefault(sub.sid, []).append(ts)
-                self._wake = min(self._wake, now)
-                self._out.append(WakeAt(now))
-            elif sub.handed.get(ts, self.conn) != self.conn:
-                sub.handed[ts] = self.conn  # the application has it; its ack will come
-            else:
-                sub.handed[ts] = self.conn
-                if len(sub.handed) > HANDED_MAX:
-                    del sub.handed[next(iter(sub.handed))]
-                keep.append(r)
-        return tuple(keep) if len(keep) < len(records) else records
-
-    def _sub_error(self, sub: _Sub, err: TritonError, now: float) -> None:
-        if err.retriable and not isinstance(err, WrongGroup):
-            self.last_error = f"subscription {sub.sid}: {err.code}"
-            self._drop(now, self._pause)
-            return
-        del self._subs[sub.sid]
-        self._out.append(SubscriptionFailed(sub.sid, err))
 
     # --- frames from the broker -----------------------------------------------------
 

@@ -1,58 +1,47 @@
-"""msgpack codec for ``tritonmq.v1`` and ``tritonmq.repl.v1``.
+"""msgpack codec for ``tritonmq.v1`` (``tritonmq.repl.v1`` is :mod:`tritonmq.wire.repl`;
+the codec objects per subprotocol are :mod:`tritonmq.wire.subprotocols`).
 
 Decoders check size, shape and types before anything else trusts a frame and
 raise a :class:`~tritonmq.errors.ProtocolError` subclass; they never raise
 anything else. Encoders build plain maps: the hot ones (``deliver``,
-``append``, ``puback``) take already-stamped record tuples so nothing is
-converted record by record.
+``puback``) take already-stamped record tuples so nothing is converted record
+by record.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import msgpack
 
 from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError, UnknownOp
 from tritonmq.wire.frames import (
-    SUBPROTOCOL,
     Ack,
-    Append,
     BrokerFrame,
-    Challenge,
     ClientFrame,
     Commit,
     Committed,
     Deliver,
-    Entry,
     Error,
     ErrorCode,
     Fetch,
     Fetched,
-    Follow,
     From,
     Hello,
-    Leader,
     Meta,
     MetaReply,
     Nack,
     Pub,
     PubAck,
     PubRecord,
-    Purge,
     Record,
-    ReplAck,
-    ReplFrame,
-    SharedState,
-    SharedSub,
     Sub,
     SubDelete,
     SubInfo,
     SubOk,
     SubReset,
-    TsRanges,
     Unsub,
 )
 
@@ -392,25 +381,6 @@ def _ts_list(obj: dict[str, Any], field: str, mode: str) -> tuple[int, ...]:
     return raw
 
 
-def _epochs(raw: Any) -> list[tuple[int, int]]:
-    if not isinstance(raw, tuple):
-        raise MalformedFrame("'epochs' must be an array of [epoch, start_ts]")
-    out = []
-    for e in raw:
-        if type(e) is not tuple or len(e) != 2 or not all(type(x) is int for x in e):
-            raise MalformedFrame("'epochs' must be an array of [epoch, start_ts]")
-        out.append((e[0], e[1]))
-    return out
-
-
-def _dedup(raw: Any) -> tuple[tuple[int, bytes], ...]:
-    if not isinstance(raw, tuple) or not all(
-        type(d) is tuple and len(d) == 2 and type(d[0]) is int and type(d[1]) is bytes for d in raw
-    ):
-        raise MalformedFrame("'dedup' must be an array of [ts, uuid]")
-    return raw
-
-
 def _published(obj: dict[str, Any]) -> tuple[tuple[int, int], ...]:
     published = obj.get("published", ())
     if type(published) is not tuple or not all(
@@ -419,116 +389,6 @@ def _published(obj: dict[str, Any]) -> tuple[tuple[int, int], ...]:
     ):
         raise MalformedFrame("'published' must be an array of [first_ts, ms]")
     return published
-
-
-def _entry_ok(e: Any) -> bool:
-    if type(e) is not tuple or len(e) != 2 or type(e[0]) is not str:
-        return False
-    rec = e[1]
-    if type(rec) is not tuple or len(rec) != 5:
-        return False
-    ts, u, k, v, h = rec
-    return (
-        type(ts) is int
-        and type(u) is bytes
-        and (k is None or type(k) is bytes)
-        and type(v) is bytes
-        and (h is None or type(h) is dict)
-    )
-
-
-def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> ReplFrame:
-    """Decode a broker-to-broker frame. Entries are trusted in shape once the frame checks out."""
-    obj = _unpack(data, max_frame)
-    op = obj["op"]
-    if op == "append":
-        entries = obj.get("entries")
-        if not isinstance(entries, tuple):
-            raise MalformedFrame("'entries' must be an array")
-        for e in entries:
-            if e is not None and not _entry_ok(e):
-                raise MalformedFrame("an entry is nil or [topic, [ts, uuid, key, value, headers]]")
-        return Append(
-            _int(obj, "epoch"),
-            _int(obj, "commit"),
-            _int(obj, "start"),
-            list(entries),
-            _published(obj),
-        )
-    if op == "purge":
-        topics = obj.get("topics")
-        if not isinstance(topics, tuple) or not all(
-            type(t) is tuple and len(t) == 2 and type(t[0]) is str and type(t[1]) is int
-            for t in topics
-        ):
-            raise MalformedFrame("'topics' must be an array of [topic, ts]")
-        return Purge(_int(obj, "epoch"), [(t, u) for t, u in topics], _int(obj, "forget"))
-    if op == "rack":
-        return ReplAck(_int(obj, "epoch"), _int(obj, "ts"))
-    if op == "shared":
-        subs = obj.get("subs")
-        if not isinstance(subs, tuple):
-            raise MalformedFrame("'subs' must be an array")
-        return SharedState(_int(obj, "epoch"), tuple(_shared_sub(s) for s in subs))
-    if op == "follow":
-        return Follow(
-            _str(obj, "group", max_len=MAX_NAME_LEN),
-            _str(obj, "id", max_len=MAX_NAME_LEN),
-            _str(obj, "boot", max_len=MAX_NAME_LEN),
-            _int(obj, "epoch"),
-            _int(obj, "last_ts"),
-            _epochs(obj.get("epochs")),
-            _bin(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
-        )
-    if op == "challenge":
-        nonce = _bin(obj, "nonce", max_len=MAX_PROOF_LEN)
-        if not nonce:
-            raise MalformedFrame("'nonce' must not be empty")
-        return Challenge(nonce)
-    if op == "leader":
-        return Leader(
-            _int(obj, "epoch"),
-            _int(obj, "truncate_to"),
-            _epochs(obj.get("epochs")),
-            obj.get("reset") is True,
-            _dedup(obj.get("dedup", ())),
-        )
-    raise UnknownOp(f"unknown replication op {op[:40]!r}")
-
-
-def _ranges(raw: Any) -> TsRanges:
-    if not isinstance(raw, tuple) or not all(
-        type(r) is tuple and len(r) == 2 and type(r[0]) is int and type(r[1]) is int for r in raw
-    ):
-        raise MalformedFrame("ts ranges must be an array of [first, last]")
-    return raw
-
-
-def _shared_sub(raw: Any) -> SharedSub:
-    if type(raw) is not tuple or len(raw) != 8:
-        raise MalformedFrame("a shared subscription is [topic, name, offset, cursor, held, ...]")
-    topic, name, offset, cursor, held, free, ahead, members = raw
-    if not (
-        type(topic) is str
-        and type(name) is str
-        and type(offset) is int
-        and type(cursor) is int
-        and type(held) is tuple
-        and all(type(h) is tuple and len(h) == 2 and type(h[0]) is str for h in held)
-        and type(members) is tuple
-        and all(type(m) is str for m in members)
-    ):
-        raise MalformedFrame("a shared subscription is [topic, name, offset, cursor, held, ...]")
-    return SharedSub(
-        topic,
-        name,
-        offset,
-        cursor,
-        tuple((m, _ranges(r)) for m, r in held),
-        _ranges(free),
-        _ranges(ahead),
-        members,
-    )
 
 
 def decode_broker(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> dict[str, Any]:
@@ -791,72 +651,6 @@ def enc_committed(id: int, ts: int, head: int) -> bytes:
     return _packb({"op": "committed", "id": id, "ts": ts, "head": head})
 
 
-def enc_append(
-    epoch: int,
-    commit: int,
-    start: int,
-    entries: Sequence[Entry | None],
-    published: Sequence[tuple[int, int]] = (),
-) -> bytes:
-    frame: dict[str, Any] = {
-        "op": "append",
-        "epoch": epoch,
-        "commit": commit,
-        "start": start,
-        "entries": entries,
-    }
-    if published:
-        frame["published"] = published
-    return _packb(frame)
-
-
-def enc_purge(p: Purge) -> bytes:
-    return _packb({"op": "purge", "epoch": p.epoch, "topics": p.topics, "forget": p.forget})
-
-
-def enc_shared(st: SharedState) -> bytes:
-    subs = [
-        (s.topic, s.name, s.offset, s.cursor, s.held, s.free, s.ahead, s.members) for s in st.subs
-    ]
-    return _packb({"op": "shared", "epoch": st.epoch, "subs": subs})
-
-
-def enc_rack(epoch: int, ts: int) -> bytes:
-    return _packb({"op": "rack", "epoch": epoch, "ts": ts})
-
-
-def enc_follow(f: Follow) -> bytes:
-    return _packb(
-        {
-            "op": "follow",
-            "group": f.group,
-            "id": f.id,
-            "boot": f.boot,
-            "epoch": f.epoch,
-            "last_ts": f.last_ts,
-            "epochs": f.epochs,
-            **({"proof": f.proof} if f.proof else {}),
-        }
-    )
-
-
-def enc_challenge(c: Challenge) -> bytes:
-    return _packb({"op": "challenge", "nonce": c.nonce})
-
-
-def enc_leader(lead: Leader) -> bytes:
-    frame: dict[str, Any] = {
-        "op": "leader",
-        "epoch": lead.epoch,
-        "truncate_to": lead.truncate_to,
-        "epochs": lead.epochs,
-        "reset": lead.reset,
-    }
-    if lead.dedup:
-        frame["dedup"] = lead.dedup
-    return _packb(frame)
-
-
 def enc_client(frame: ClientFrame) -> bytes:
     """Encode a client frame (used by the Python client and tests)."""
     if isinstance(frame, Pub):
@@ -955,68 +749,3 @@ def enc_broker(frame: BrokerFrame) -> bytes:
         case SubInfo():
             return enc_subinfo(frame)
     raise TypeError(f"not a broker frame: {frame!r}")
-
-
-# --- one codec object per subprotocol ------------------------------------------------
-
-
-class Codec(Protocol):
-    """What a websocket subprotocol's codec does; the client and broker see only this.
-
-    ``tritonmq.v1`` is :class:`MsgpackCodec`; a JSON codec for browsers
-    (``tritonmq.v1.json``, text frames) plugs in beside it without touching either side.
-    """
-
-    subprotocol: str
-
-    def encode(self, frame: ClientFrame | BrokerFrame) -> bytes | str: ...
-
-    def decode_client(self, data: bytes | str) -> ClientFrame: ...
-
-    def decode_broker(self, data: bytes | str) -> BrokerFrame: ...
-
-
-class MsgpackCodec:
-    """``tritonmq.v1``: msgpack maps in binary websocket messages, with the limits given."""
-
-    subprotocol = SUBPROTOCOL
-
-    def __init__(
-        self,
-        *,
-        max_frame: int = DEFAULT_MAX_FRAME,
-        max_records: int = 10_000,
-        max_value: int = 1024 * 1024,
-        max_elements: int = DEFAULT_MAX_ELEMENTS,
-    ) -> None:
-        self.max_frame = max_frame
-        self.max_records = max_records
-        self.max_value = max_value
-        self.max_elements = max_elements
-
-    def encode(self, frame: ClientFrame | BrokerFrame) -> bytes:
-        if isinstance(
-            frame, PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error | SubInfo
-        ):
-            return enc_broker(frame)
-        return enc_client(frame)
-
-    def decode_client(self, data: bytes | str) -> ClientFrame:
-        return decode_client(
-            data,
-            max_frame=self.max_frame,
-            max_records=self.max_records,
-            max_value=self.max_value,
-            max_elements=self.max_elements,
-        )
-
-    def decode_broker(self, data: bytes | str) -> BrokerFrame:
-        """A typed broker frame; anything else raises a :class:`ProtocolError`."""
-        return _broker_frame(_unpack(data, self.max_frame))
-
-
-MSGPACK = MsgpackCodec(max_frame=64 * 1024 * 1024)
-"""The client side's ``tritonmq.v1`` codec (a broker's frames may be as large as it allows)."""
-
-CODECS: dict[str, Codec] = {SUBPROTOCOL: MSGPACK}
-"""Client codecs by subprotocol, in order of preference."""
