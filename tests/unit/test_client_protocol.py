@@ -843,3 +843,25 @@ def test_admin_ops_are_requests_answered_by_subinfo() -> None:
     refused = h.frame(Error.of(ErrorCode.FORBIDDEN, "not an admin", id=frame.id))
     [failed] = [a for a in refused if isinstance(a, RequestFailed)]
     assert failed.ticket == 8 and failed.error.code == "FORBIDDEN"
+
+
+def test_batches_are_cut_by_bytes_as_well_as_by_count() -> None:
+    """1,000 records of 8 KB were one 8 MB frame, over the broker's max_frame_bytes: the
+    broker closed with 1009 and the client resent the same batch until its timeout."""
+    h = Harness(batch_size=1000, batch_bytes=100_000)
+    h.connect()
+    big = [(f"u{i}".encode(), None, b"x" * 8192, None) for i in range(30)]
+    h(Publish(1, "t", big[:10]))
+    h(Publish(2, "t", big[10:]))
+    pubs = h.pubs(h(Tick()))
+    assert [len(p.records) for p in pubs] == [12, 12, 6]
+    assert [r for p in pubs for r in p.records] == big  # in order, nothing lost or repeated
+    assert all(sum(len(r[2]) for r in p.records) <= 100_000 for p in pubs)
+    # The tickets are answered from the parts that span the cut batches.
+    assert h.frame(PubAck(1, tuple(range(1, 13)), "g1")) == [
+        PublishDone(1, tuple(range(1, 11)), "g1")
+    ]
+    assert h.frame(PubAck(2, tuple(range(13, 25)), "g1")) == []
+    assert h.frame(PubAck(3, tuple(range(25, 31)), "g1")) == [
+        PublishDone(2, tuple(range(11, 31)), "g1")
+    ]

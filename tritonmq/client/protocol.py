@@ -23,7 +23,8 @@ Rules
    fix a certificate, and a caller must not hang on one.
 2. **Batching.** Records are gathered per topic; a batch is sent at
    ``batch_size`` records or ``linger`` seconds after the first (0: the next turn
-   of the event loop). Batch ids count 1, 2, 3, ... for the protocol's lifetime.
+   of the event loop), and is cut before ``batch_bytes`` (1 MiB) of records so that
+   a frame stays under the broker's ``max_frame_bytes``. Batch ids count 1, 2, 3, ... for the protocol's lifetime.
 3. **In-flight window.** At most ``max_in_flight`` batches are on the wire; the
    next goes when a ``puback`` (or a final failure) frees a slot.
 4. **Retry in order with the same uuids.** When the connection drops, or a
@@ -155,6 +156,7 @@ CLIENT_NAME = "tritonmq-python"
 class Settings:
     max_in_flight: int = 32
     batch_size: int = 1000
+    batch_bytes: int = 1024 * 1024  # a batch's records' bytes, well under max_frame_bytes (8 MiB)
     linger: float = 0.0
     timeout: float = 30.0
     retries: int = 1000
@@ -168,6 +170,14 @@ class Settings:
 
 
 _NEVER = float("inf")
+
+
+def _record_bytes(r: PubRecord) -> int:
+    """What a record adds to a ``pub`` frame, near enough to keep batches under the frame
+    limit: uuid, key and value, plus a few bytes per header and of framing."""
+    uuid, key, value, headers = r
+    extra = sum(len(k) + 16 for k in headers) if headers else 0
+    return len(uuid) + len(value) + (len(key) if key else 0) + extra + 8
 
 
 @dataclass(slots=True)
@@ -295,21 +305,26 @@ class ClientProtocol(Consuming):
 
     def _flush(self, now: float) -> None:
         self._flush_at = _NEVER
-        size = self.settings.batch_size
+        size, max_bytes = self.settings.batch_size, self.settings.batch_bytes
         deadline = now + self.settings.timeout
         for topic, segments in self._buffer.items():
             records: list[PubRecord] = []
             parts: list[tuple[int, int, int]] = []
+            nbytes = 0
             for ticket, recs in segments:  # whole publish calls, cut where a batch is full
                 at = 0
-                while at < len(recs):
-                    n = min(len(recs) - at, size - len(records))
-                    records.extend(recs[at : at + n])
-                    parts.append((ticket, at, n))
-                    at += n
-                    if len(records) == size:
+                for i, r in enumerate(recs):
+                    cost = _record_bytes(r)
+                    if records and (len(records) == size or nbytes + cost > max_bytes):
+                        if i > at:
+                            parts.append((ticket, at, i - at))
+                            at = i
                         self._new_batch(topic, records, parts, deadline)
-                        records, parts = [], []
+                        records, parts, nbytes = [], [], 0
+                    records.append(r)
+                    nbytes += cost
+                if len(recs) > at:
+                    parts.append((ticket, at, len(recs) - at))
             if records:
                 self._new_batch(topic, records, parts, deadline)
         self._buffer.clear()
