@@ -232,7 +232,7 @@ async def test_each_record_reaches_a_shared_subscription_once_across_a_primary_f
     SIGSTOPped (thawed once a new primary serves, or SIGKILLed frozen) or cut off from
     ZooKeeper (healed once a new primary serves). Which member holds what and the acks
     above the stored offset the primary replicated to its backups; the members tell the new
-    primary too (docs/replication.md, S6). Each record reaches exactly one member, once.
+    primary too (docs/replication.md, S7). Each record reaches exactly one member, once.
     offset_interval 1 s keeps many acks above the stored offset."""
     c = make_cluster(settings={"offset_interval": 1.0}, isolated=fault == "zk-cut")
     topic, n = "jobs", 4000
@@ -299,7 +299,7 @@ async def test_a_shared_member_frozen_across_a_failover_past_the_old_hold_gets_n
     SIGKILLed; A stays frozen until the new primary has served member B for longer than
     `shared_resume_hold_s` (1 s). The chaos run's case (an 8.9 s pause): the new primary
     knew from the replication stream what A held and acknowledged and kept it for A
-    (docs/replication.md S6). Each record reaches one member, once."""
+    (docs/replication.md S7). Each record reaches one member, once."""
     c = make_cluster(settings={"offset_interval": 1.0})
     topic, n = "jobs", 3000
     values = [f"job-{i}" for i in range(n)]

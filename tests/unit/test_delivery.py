@@ -698,3 +698,18 @@ def test_a_member_that_unsubscribes_or_stays_away_past_the_grace_lets_its_record
     d.ack("a", 1, 5, 6, many=(6,), now=1.3)
     assert shared_ts(d.tick(6, now=11.1)) == {}
     assert shared_ts(d.tick(6, now=11.2)) == {"a": [3, 4]}
+
+
+def test_a_member_back_without_what_the_old_primary_said_it_held_waits_for_the_others() -> None:
+    """S7: the old frame says b holds 3 and 4. b lost them, came back to the old primary
+    (deposed while alive, after its last frame) without them, and the old primary handed
+    them to a. b now comes to the new primary without them: they are unsure and wait for
+    a (which says it acknowledged them), not go to b again; a member that never comes back
+    lets them go after the grace (at least once)."""
+    _, new = failed_over(grace=10.0)
+    assert resub(new, "b", 0.5, (), ()) == {}, "3 and 4 went to b again before a was back"
+    got = resub(new, "a", 0.6, (1, 2, 3, 4), (5, 6))
+    assert sorted(ts for one in got.values() for ts in one) == [7, 8]
+    _, late = failed_over(grace=10.0)
+    assert resub(late, "b", 0.5, (), ()) == {}
+    assert sorted(shared_ts(late.tick(8, 10.0))["b"]) == [1, 2, 3, 4]

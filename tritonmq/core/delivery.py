@@ -162,6 +162,14 @@ class Delivery:
         claim it) or away for too long, and what is uncertain once every member the old
         primary knew is back or ``release_at`` passed."""
         if member:
+            if member in d.awaiting and not d.gap_open:
+                # S7: back at a new primary without claiming what the old one's last frame
+                # said it held: the old primary (perhaps deposed while alive) may have
+                # handed those records to another member since, when this one came back
+                # to it. Unsure now: they wait with the gap for every member it named.
+                for ts, who in d.reserved.items():
+                    if who == member:
+                        d.reserved[ts] = None
             d.awaiting.discard(member)
             d.away.pop(member, None)
         for m in [m for m, until in d.away.items() if now >= until]:

@@ -19,7 +19,7 @@ The invariants, by the name docs/replication.md gives them (and the method that 
   application receives (:meth:`History.app_received`); for a shared subscription, no
   record reaches two of its members either, unless the first was away (disconnected)
   for longer than the brokers' ``ephemeral_grace`` or got it from a primary already
-  deposed (docs/replication.md S6).
+  deposed (docs/replication.md S7).
 * ``offset-not-ahead``: a stored offset is never ahead of what its subscription
   acknowledged (:meth:`History.offset_stored`).
 * ``no-purge-of-needed``: nothing a durable subscription still needs is purged
