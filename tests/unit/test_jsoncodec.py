@@ -1,0 +1,99 @@
+"""tritonmq.v1.json: refusals are typed, named when they can be, and bounded."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError
+from tritonmq.wire import codec
+from tritonmq.wire.frames import Ack, Deliver, Pub
+from tritonmq.wire.jsoncodec import MAX_DEPTH, JsonCodec, transcode
+
+J = JsonCodec()
+
+
+def _pub(value: object) -> str:
+    return json.dumps({"op": "pub", "id": 7, "topic": "t", "records": [["u1", None, value, None]]})
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "named"),
+    [
+        ("{", MalformedFrame, None),
+        ("[1, 2]", MalformedFrame, None),
+        ('"op"', MalformedFrame, None),
+        ('{"id": 3}', MalformedFrame, 3),
+        ('{"op": "ack", "sid": 1, "ts": NaN}', MalformedFrame, None),
+        ('{"op": "ack", "sid": 1, "ts": 1.0}', MalformedFrame, 1),
+        ('{"op": "ack", "sid": 1, "ts": 9007199254740992}', MalformedFrame, 1),
+        ('{"op": "ack", "sid": true, "ts": 1}', MalformedFrame, None),
+        ('{"op": "ack", "sid": 2, "ts": ' + "9" * 5000 + "}", MalformedFrame, None),
+        (_pub({"b64": "not base64!"}), MalformedFrame, 7),
+        (_pub({"b64": "AA==", "x": 1}), MalformedFrame, 7),
+        (_pub(12), MalformedFrame, 7),
+        ('{"op": "pub", "id": 8, "topic": "t", "records": []}', MalformedFrame, 8),
+        ('{"op": "frobnicate", "id": 9}', ProtocolError, 9),
+    ],
+)
+def test_bad_frames_are_refused_with_the_request_named_when_readable(
+    text: str, error: type[ProtocolError], named: int | None
+) -> None:
+    with pytest.raises(error) as e:
+        J.decode_client(text)
+    assert (e.value.id or e.value.sid) == named
+
+
+def test_a_binary_frame_is_refused_on_the_text_subprotocol() -> None:
+    with pytest.raises(MalformedFrame, match="text frames"):
+        J.decode_client(codec.enc_client(Ack(1, 2)))
+
+
+def test_nesting_is_bounded_however_deep_the_frame() -> None:
+    shallow = '{"op": "pub", "id": 4, "x": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}"
+    with pytest.raises(MalformedFrame, match="deeper") as e:
+        J.decode_client(shallow)
+    assert e.value.id == 4
+    with pytest.raises(MalformedFrame):  # past the parser's own recursion limit too
+        J.decode_client("[" * 200_000 + "]" * 200_000)
+
+
+def test_elements_arrays_maps_and_bytes_are_bounded() -> None:
+    small = JsonCodec(max_elements=100, max_records=10, max_frame=10_000)
+    with pytest.raises(FrameTooLarge):
+        small.decode_client(json.dumps({"op": "ack", "sid": 1, "x": [[0] * 60, [0] * 60]}))
+    with pytest.raises(FrameTooLarge):  # acks allow MAX_ACK_TS ts; records fewer
+        small.decode_client(json.dumps({"op": "ack", "sid": 1, "ts": list(range(100_001))}))
+    with pytest.raises(FrameTooLarge):
+        small.decode_client(json.dumps({"op": "hello", **{f"k{i}": 0 for i in range(300)}}))
+    with pytest.raises(FrameTooLarge):
+        small.decode_client(json.dumps({"op": "hello", "client": "x" * 10_000}))
+
+
+def test_values_and_headers_keep_their_types() -> None:
+    pub = Pub(1, "t", [(b"\xff" * 16, b"k", b"text", {"s": "x", "b": b"x", "i": -5, "f": 0.5})])
+    text = J.encode(pub)
+    assert json.loads(text)["records"][0][3]["b"] == {"b64": "eA=="}  # bin stays bin
+    assert J.decode_client(text) == pub
+
+
+def test_transcode_gives_what_the_codec_encodes() -> None:
+    d = Deliver(1, "t", ((5, b"u", None, b"\x80", {"h": b"\x01"}),))
+    assert transcode(codec.enc_broker(d)) == J.encode(d)
+    assert J.decode_broker(J.encode(d)) == d
+
+
+def test_mutated_frames_never_raise_anything_but_a_protocol_error() -> None:
+    rng = random.Random(9)
+    seed = J.encode(Pub(1, "t", [(b"\xff" * 16, b"k", b"v", {"h": b"\x01", "n": 2})]))
+    alphabet = '{}[]",:0123456789-.eE truefalsnul\\b64'
+    for _ in range(3000):
+        chars = list(seed)
+        for _ in range(rng.randint(1, 4)):
+            chars[rng.randrange(len(chars))] = rng.choice(alphabet)
+        try:
+            J.decode_client("".join(chars))
+        except ProtocolError:
+            pass
