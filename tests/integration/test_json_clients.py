@@ -75,3 +75,8 @@ async def test_json_and_msgpack_clients_exchange_text_and_binary(cluster: DevClu
         fetched = await _next(browser, "fetched")
         values = [r[3] for r in fetched["records"]]
         assert values == ["héllo", {"b64": "/wA="}, "hi ☕"]
+
+        # meta (where a topic's primary is) answers in JSON, slot map and groups included
+        await browser.send(json.dumps({"op": "meta", "id": 9}))
+        meta = await _next(browser, "meta")
+        assert meta["id"] == 9 and meta["role"] == "primary" and meta["primary_url"] == url

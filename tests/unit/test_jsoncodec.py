@@ -97,3 +97,13 @@ def test_mutated_frames_never_raise_anything_but_a_protocol_error() -> None:
             J.decode_client("".join(chars))
         except ProtocolError:
             pass
+
+
+def test_transcode_never_fails_on_what_msgpack_carries_outside_records() -> None:
+    frame = codec.packb({"op": "meta", "id": 1, "slots": {0: "g1"}, "extra": b"\xff"})
+    assert json.loads(transcode(frame)) == {
+        "op": "meta",
+        "id": 1,
+        "slots": {"0": "g1"},
+        "extra": {"b64": "/w=="},
+    }
