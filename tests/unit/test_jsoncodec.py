@@ -72,6 +72,15 @@ def test_elements_arrays_maps_and_bytes_are_bounded() -> None:
         small.decode_client(json.dumps({"op": "hello", "client": "x" * 10_000}))
 
 
+def test_values_are_counted_before_the_frame_is_built() -> None:
+    small = JsonCodec(max_elements=1000, max_value=100_000)
+    with pytest.raises(FrameTooLarge, match="JSON values"):
+        small.decode_client("[" + "[]," * 2000 + "[]]")  # ~2000 lists, never built
+    commas = '"' + "a,[{" * 1000 + '"'  # structure inside a string is not counted
+    frame = small.decode_client(_pub(commas.strip('"')))
+    assert isinstance(frame, Pub) and frame.records[0][2] == commas.strip('"').encode()
+
+
 def test_values_and_headers_keep_their_types() -> None:
     pub = Pub(1, "t", [(b"\xff" * 16, b"k", b"text", {"s": "x", "b": b"x", "i": -5, "f": 0.5})])
     text = J.encode(pub)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 import msgpack
@@ -61,15 +62,32 @@ _DELIVERED_BIN = (1, 2, 3)
 _RECORD_OPS = {"pub": (_PUB_BIN, 3), "deliver": (_DELIVERED_BIN, 4), "fetched": (_DELIVERED_BIN, 4)}
 
 
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+"""A JSON string literal (what :func:`_loads` skips when it counts values)."""
+
+
+def _structure(text: str) -> int:
+    """At least as many as the values a JSON text holds in containers, if its strings are out."""
+    return text.count(",") + text.count("[") + text.count("{")
+
+
 def _refuse_constant(name: str) -> Any:
     raise MalformedFrame(f"{name} is not a JSON number")
 
 
-def _loads(data: bytes | str, max_frame: int) -> Any:
+def _loads(data: bytes | str, max_frame: int, max_elements: int) -> Any:
     if isinstance(data, bytes):
         raise MalformedFrame("binary frame on tritonmq.v1.json; send JSON in text frames")
     if len(data) > max_frame:  # characters, at most the bytes the websocket layer bounded
         raise FrameTooLarge(f"frame of {len(data)} characters exceeds the limit of {max_frame}")
+    if len(data) > max_elements and _structure(data) > max_elements:
+        # A JSON value takes at least one character, so a shorter frame cannot hold more;
+        # a longer one is counted before it is built ("[[],[],...]" would make ~150 MB of
+        # lists from 8 MB): each value is a container or follows a comma. Counting in the
+        # raw text is C-fast and may overcount (commas inside strings); only then are the
+        # strings taken out (a regex, a few times slower than parsing) and counted again.
+        if _structure(_STRINGS.sub("", data)) > max_elements:
+            raise FrameTooLarge(f"frame holds more than {max_elements} JSON values")
     try:
         return json.loads(data, parse_constant=_refuse_constant)
     except MalformedFrame:
@@ -225,7 +243,7 @@ class JsonCodec:
     def _shaped(self, data: bytes | str) -> dict[str, Any]:
         """Parse and shape ``data``; a frame refused while shaping is named by the
         ``id``/``sid`` its top object holds, when it parsed as JSON at all."""
-        parsed = _loads(data, self.max_frame)
+        parsed = _loads(data, self.max_frame, self.max_elements)
         try:
             shape = _Shape(self.max_elements, max(MAX_ACK_TS, self.max_records))
             obj = _frame_map(shape.walk(parsed, 0))
