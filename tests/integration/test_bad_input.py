@@ -145,6 +145,7 @@ async def test_bad_text_frames_get_error_frames_and_others_are_served(cluster: D
         (_text({"op": "pub"}).encode(), "BAD_FRAME", {}),  # a binary frame on the text protocol
         ("[1, 2, 3]", "BAD_FRAME", {}),
         ("[" * 100_000 + "]" * 100_000, "BAD_FRAME", {}),
+        ("[" + "[]," * 2_700_000 + "[]]", "TOO_LARGE", {}),  # 2.7M values in 8 MB
         (_text({"op": "pub", "id": 4, "deep": deep}), "BAD_FRAME", {"id": 4}),
         (_text({"op": 42}), "BAD_FRAME", {}),
         (_text({"op": "teleport", "id": 5}), "UNKNOWN_OP", {"id": 5}),
