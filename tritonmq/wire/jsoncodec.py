@@ -53,7 +53,7 @@ from tritonmq.wire.frames import (
 JSON_SUBPROTOCOL = "tritonmq.v1.json"
 BROKER_FRAMES = (PubAck, Deliver, SubOk, Fetched, Committed, MetaReply, Error, SubInfo)
 MAX_DEPTH = 16
-"""JSON nesting a frame may have (a frame needs 6: frame, records, record, headers, b64)."""
+"""JSON nesting a frame may have (a frame needs 5: frame, records, record, headers, b64)."""
 
 # Which positions of a record are binary: pub records are [uuid, key, value, headers];
 # delivered and fetched records are [ts, uuid, key, value, headers].
