@@ -176,6 +176,12 @@ async def test_bad_text_frames_get_error_frames_and_others_are_served(cluster: D
         ),
         (_text({"op": "ack", "sid": "x", "ts": 1}), "BAD_FRAME", {}),
         ('{"op": "ack", "sid": 12, "ts": NaN}', "BAD_FRAME", {}),
+        (r'{"op": "sub", "sid": 14, "topic": "\ud800"}', "BAD_FRAME", {"sid": 14}),
+        (
+            r'{"op": "pub", "id": 15, "topic": "t", "records": [["u", null, "\udfff", null]]}',
+            "BAD_FRAME",
+            {"id": 15},
+        ),
         (_text({"op": "ack", "sid": 13, "ts": 2**53}), "BAD_FRAME", {"sid": 13}),
     ]
     async with Client(zk_url(cluster)) as good:

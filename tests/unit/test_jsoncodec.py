@@ -116,3 +116,19 @@ def test_transcode_never_fails_on_what_msgpack_carries_outside_records() -> None
         "slots": {"0": "g1"},
         "extra": {"b64": "/w=="},
     }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r'{"op": "pub", "id": 5, "topic": "\ud800", "records": [["u", null, "v", null]]}',
+        r'{"op": "pub", "id": 5, "topic": "t", "records": [["u", null, "\udfff", null]]}',
+        r'{"op": "pub", "id": 5, "topic": "t", "records": [["u", null, "v", {"\ud800": 1}]]}',
+    ],
+)
+def test_a_lone_surrogate_is_a_bad_frame_not_an_encoding_crash_later(text: str) -> None:
+    """JSON escapes can spell text UTF-8 cannot hold; msgpack would fail to encode it on the
+    way out (a topic in a ``deliver``), so it is refused on the way in."""
+    with pytest.raises(MalformedFrame) as e:
+        J.decode_client(text)
+    assert e.value.id == 5

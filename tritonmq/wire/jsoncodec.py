@@ -66,6 +66,9 @@ _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 """A JSON string literal (what :func:`_loads` skips when it counts values)."""
 
 
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def _structure(text: str) -> int:
     """At least as many as the values a JSON text holds in containers, if its strings are out."""
     return text.count(",") + text.count("[") + text.count("{")
@@ -101,9 +104,10 @@ def _loads(data: bytes | str, max_frame: int, max_elements: int) -> Any:
 class _Shape:
     """Turns parsed JSON into msgpack's shape (lists to tuples), counting elements and depth."""
 
-    def __init__(self, max_elements: int, max_array: int) -> None:
+    def __init__(self, max_elements: int, max_array: int, check_text: bool) -> None:
         self.left = max_elements
         self.max_array = max_array
+        self.check_text = check_text
 
     def walk(self, v: Any, depth: int) -> Any:
         if isinstance(v, list):
@@ -112,7 +116,12 @@ class _Shape:
             if len(v) > MAX_MAP_LEN:
                 raise FrameTooLarge(f"a map of {len(v)} entries exceeds {MAX_MAP_LEN}")
             self._count(v, depth)
-            return {k: self.walk(x, depth + 1) for k, x in v.items()}
+            return {self.walk(k, depth): self.walk(x, depth + 1) for k, x in v.items()}
+        if self.check_text and isinstance(v, str):
+            try:
+                v.encode()
+            except UnicodeEncodeError:
+                raise MalformedFrame("a string holds a lone surrogate (\\ud800-\\udfff)") from None
         return v
 
     def _items(self, v: list[Any], depth: int) -> list[Any]:
@@ -245,7 +254,10 @@ class JsonCodec:
         ``id``/``sid`` its top object holds, when it parsed as JSON at all."""
         parsed = _loads(data, self.max_frame, self.max_elements)
         try:
-            shape = _Shape(self.max_elements, max(MAX_ACK_TS, self.max_records))
+            # only a \uD800-\uDFFF escape can make a string UTF-8 cannot hold (the text
+            # frame itself was valid UTF-8): msgpack would fail to encode it on the way out
+            surrogates = isinstance(data, str) and _SURROGATE.search(data) is not None
+            shape = _Shape(self.max_elements, max(MAX_ACK_TS, self.max_records), surrogates)
             obj = _frame_map(shape.walk(parsed, 0))
             _records_in(obj)
         except ProtocolError as e:
