@@ -132,3 +132,9 @@ def test_a_lone_surrogate_is_a_bad_frame_not_an_encoding_crash_later(text: str) 
     with pytest.raises(MalformedFrame) as e:
         J.decode_client(text)
     assert e.value.id == 5
+
+
+def test_a_surrogate_pair_is_one_character_and_welcome() -> None:
+    text = r'{"op": "pub", "id": 5, "topic": "t", "records": [["u", null, "\ud83d\ude00", null]]}'
+    frame = J.decode_client(text)
+    assert isinstance(frame, Pub) and frame.records[0][2] == "😀".encode()
