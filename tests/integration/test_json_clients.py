@@ -51,6 +51,12 @@ async def test_json_and_msgpack_clients_exchange_text_and_binary(cluster: DevClu
         assert got[1][3] == {"b64": "/wA="} and got[1][4] == {"kind": {"b64": "AQ=="}, "n": 2}
         await browser.send(json.dumps({"op": "ack", "sid": 1, "ts": [text.ts, raw.ts]}))
 
+        # a float JSON cannot write (NaN from a tritonmq.v1 publisher) reaches it as a string
+        odd = await py.publish("room", b"nan", headers={"f": float("nan")})
+        (got_odd,) = (await _next(browser, "deliver"))["records"]
+        assert got_odd[0] == odd.ts and got_odd[4] == {"f": "NaN"}
+        await browser.send(json.dumps({"op": "ack", "sid": 1, "ts": odd.ts}))
+
         # the browser's publish reaches the Python subscriber as the same bytes
         async with py.subscribe("room", from_="earliest") as sub:
             pub = {
@@ -74,7 +80,7 @@ async def test_json_and_msgpack_clients_exchange_text_and_binary(cluster: DevClu
         )
         fetched = await _next(browser, "fetched")
         values = [r[3] for r in fetched["records"]]
-        assert values == ["héllo", {"b64": "/wA="}, "hi ☕"]
+        assert values == ["héllo", {"b64": "/wA="}, "nan", "hi ☕"]
 
         # meta (where a topic's primary is) answers in JSON, slot map and groups included
         await browser.send(json.dumps({"op": "meta", "id": 9}))

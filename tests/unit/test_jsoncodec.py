@@ -138,3 +138,17 @@ def test_a_surrogate_pair_is_one_character_and_welcome() -> None:
     text = r'{"op": "pub", "id": 5, "topic": "t", "records": [["u", null, "\ud83d\ude00", null]]}'
     frame = J.decode_client(text)
     assert isinstance(frame, Pub) and frame.records[0][2] == "😀".encode()
+
+
+def test_numbers_json_cannot_write_back_are_refused_in_and_named_out() -> None:
+    with pytest.raises(MalformedFrame, match="out of range") as e:
+        J.decode_client(_pub("v").replace("null]]", '{"x": 1e400}]]'))
+    assert e.value.id == 7
+    # a tritonmq.v1 publisher may send NaN; a JSON subscriber still gets its deliver
+    nan = float("nan")
+    d = Deliver(1, "t", ((5, b"u", None, b"v", {"a": nan, "b": -float("inf"), "c": 0.5}),))
+    assert json.loads(transcode(codec.enc_broker(d)))["records"][0][4] == {
+        "a": "NaN",
+        "b": "-Infinity",
+        "c": 0.5,
+    }

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 from typing import Any
 
@@ -117,6 +118,10 @@ class _Shape:
                 raise FrameTooLarge(f"a map of {len(v)} entries exceeds {MAX_MAP_LEN}")
             self._count(v, depth)
             return {self.walk(k, depth): self.walk(x, depth + 1) for k, x in v.items()}
+        if type(v) is float and not math.isfinite(v):
+            # 1e400 parses as infinity, which no JSON encoder writes back (a subscriber's
+            # ``deliver`` would fail), so it is refused here
+            raise MalformedFrame("a number is out of range")
         if self.check_text and isinstance(v, str):
             try:
                 v.encode()
@@ -158,6 +163,19 @@ def _bin_out(v: bytes) -> str | dict[str, str]:
         return {"b64": base64.b64encode(v).decode("ascii")}
 
 
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _header_out(v: Any) -> Any:
+    """A header value as JSON: binary always as base64; a float JSON cannot write (a NaN a
+    ``tritonmq.v1`` publisher sent) as the string JavaScript's ``String()`` gives it."""
+    if isinstance(v, bytes):
+        return _b64(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return _NON_FINITE[repr(v)]
+    return v
+
+
 def _b64(v: bytes) -> dict[str, str]:
     return {"b64": base64.b64encode(v).decode("ascii")}
 
@@ -193,7 +211,7 @@ def _records_out(op: str, records: Any) -> list[Any]:
                 r[i] = _bin_out(r[i])
         h = r[hpos]
         if h:
-            r[hpos] = {k: (_b64(x) if isinstance(x, bytes) else x) for k, x in h.items()}
+            r[hpos] = {k: _header_out(x) for k, x in h.items()}
         out.append(r)
     return out
 
