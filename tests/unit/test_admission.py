@@ -12,6 +12,7 @@ from websockets.http11 import Request, Response
 
 from tritonmq.broker.admission import Admission
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL
+from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL
 
 
 class Conn:
@@ -43,6 +44,8 @@ def test_clients_past_the_cap_are_refused_with_503_naming_it_and_let_in_once_one
         assert b"max_connections=2" in refused.body
         # a connection offering both subprotocols is a client one: refused too
         assert a.process_request(conn, request(f"{REPL_SUBPROTOCOL}, {SUBPROTOCOL}")) is not None
+        both = request(f"{REPL_SUBPROTOCOL}, {JSON_SUBPROTOCOL}")  # the JSON one is a client too
+        assert a.process_request(conn, both) is not None
         # a replication link is not refused, nor counted
         assert a.process_request(conn, request(REPL_SUBPROTOCOL)) is None
         await a.serve(Conn(REPL_SUBPROTOCOL), lambda _: asyncio.sleep(0))  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL
+from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL
 
 log = logging.getLogger("tritonmq.broker")
 Hook = Callable[[ServerConnection, Request], Response | None]
@@ -69,7 +70,7 @@ class Admission:
         """websockets' handshake hook: None admits, a response refuses."""
         offered = ",".join(request.headers.get_all("Sec-WebSocket-Protocol"))
         protocols = {p.strip() for p in offered.split(",")}
-        if REPL_SUBPROTOCOL in protocols and SUBPROTOCOL not in protocols:
+        if REPL_SUBPROTOCOL in protocols and not protocols & {SUBPROTOCOL, JSON_SUBPROTOCOL}:
             return None
         if self.open < self.max:
             return None

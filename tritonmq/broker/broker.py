@@ -76,6 +76,7 @@ from tritonmq.core.group import GroupState, Member
 from tritonmq.tokens import TokenVerifier
 from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode, Follow
+from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL
 
 log = logging.getLogger("tritonmq.broker")
 TICK = 0.1
@@ -114,14 +115,14 @@ class Broker:
         creds = self.creds = self.creds or load_credentials(self.cfg)
         warn_if_insecure(creds)
         host, _, port = self.cfg.listen.rpartition(":")
-        # The client port speaks tritonmq.v1 only: a handshake asking for replication fails
+        # The client port speaks tritonmq.v1 (and .json) only: a handshake asking for replication fails
         # there (HTTP 400), so a client connection can never become a replication link.
         tls = tlsconfig.server_context(self.cfg)
         self.server = await websockets.serve(
             self._admitted,
             host or "127.0.0.1",
             int(port),
-            subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+            subprotocols=[SUBPROTOCOL, JSON_SUBPROTOCOL],  # type: ignore[list-item]
             max_size=self.cfg.max_frame_bytes,
             compression=None,
             ping_interval=5,

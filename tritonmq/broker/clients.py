@@ -1,4 +1,5 @@
-"""Client connections (``tritonmq.v1``): decode each frame and hand it to the core.
+"""Client connections (``tritonmq.v1``, ``tritonmq.v1.json``): decode each frame with the
+connection's codec and hand it to the core.
 
 A malformed frame gets an ``error`` frame and the connection keeps going; a frame
 over ``max_frame_bytes`` is refused by the websocket layer with close code 1009.
@@ -18,8 +19,9 @@ from tritonmq.config import BrokerConfig
 from tritonmq.core.auth import Principal, TokenRejected
 from tritonmq.core.events import ClientFrameIn, ClientGone, Event
 from tritonmq.errors import ProtocolError
-from tritonmq.wire import codec
-from tritonmq.wire.frames import ErrorCode, Hello
+from tritonmq.wire.frames import Error, ErrorCode, Hello
+from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL, JsonCodec
+from tritonmq.wire.subprotocols import Codec, MsgpackCodec
 
 
 async def serve(
@@ -31,20 +33,16 @@ async def serve(
 ) -> None:
     """Read ``ws`` until it closes, feeding each decoded frame to the core; the token of a
     ``hello`` is verified (``verify``: signature and claims) before the core judges it."""
+    codec = codec_for(ws.subprotocol, cfg)
     try:
         async for data in ws:
             if not accepting(ws):
                 continue
             try:
-                frame = codec.decode_client(
-                    data,
-                    max_frame=cfg.max_frame_bytes,
-                    max_records=cfg.max_batch_records,
-                    max_value=cfg.max_value_bytes,
-                    max_elements=cfg.max_frame_elements,
-                )
+                frame = codec.decode_client(data)
             except ProtocolError as e:
-                await ws.send(codec.enc_error(ErrorCode(e.code), e.message, id=e.id, sid=e.sid))
+                error = Error.of(ErrorCode(e.code), e.message, id=e.id, sid=e.sid)
+                await ws.send(codec.encode(error))
                 continue
             verified = None
             if isinstance(frame, Hello) and frame.token and verify is not None:
@@ -55,3 +53,14 @@ async def serve(
         pass
     finally:
         feed(ClientGone(ws, time.monotonic()))
+
+
+def codec_for(subprotocol: str | None, cfg: BrokerConfig) -> Codec:
+    """The codec a client connection speaks, bounded by the broker's limits."""
+    kind = JsonCodec if subprotocol == JSON_SUBPROTOCOL else MsgpackCodec
+    return kind(
+        max_frame=cfg.max_frame_bytes,
+        max_records=cfg.max_batch_records,
+        max_value=cfg.max_value_bytes,
+        max_elements=cfg.max_frame_elements,
+    )

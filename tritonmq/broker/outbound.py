@@ -23,6 +23,8 @@ import websockets
 from websockets.asyncio.server import ServerConnection
 from websockets.protocol import State
 
+from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL, transcode
+
 log = logging.getLogger("tritonmq.broker")
 
 CLOSE_OUTBOUND_FULL = 4008
@@ -54,10 +56,16 @@ class Outbound:
         """Queue ``data`` on ``conn`` without waiting; False if it was dropped.
 
         One frame always goes on an empty buffer, however large (a ``fetched`` of ~4 MiB
-        plus one record); the cap applies to what piles up behind it.
+        plus one record); the cap applies to what piles up behind it. ``data`` is a
+        ``tritonmq.v1`` frame; a ``tritonmq.v1.json`` connection gets it as JSON text.
         """
         if conn in self.closing or conn.protocol.state is not State.OPEN:
             return False  # closing or closed: nothing more is queued on it
+        if conn.subprotocol == JSON_SUBPROTOCOL:
+            return self._send(conn, transcode(data))
+        return self._send(conn, data)
+
+    def _send(self, conn: ServerConnection, data: bytes | str) -> bool:
         queued = conn.transport.get_write_buffer_size()
         if queued and queued + len(data) > self.cap:
             self._overflow(conn, queued + len(data))

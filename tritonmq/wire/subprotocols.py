@@ -30,6 +30,7 @@ from tritonmq.wire.frames import (
     SubInfo,
     SubOk,
 )
+from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL, JsonCodec
 
 
 class Codec(Protocol):
@@ -90,5 +91,8 @@ class MsgpackCodec:
 MSGPACK = MsgpackCodec(max_frame=64 * 1024 * 1024)
 """The client side's ``tritonmq.v1`` codec (a broker's frames may be as large as it allows)."""
 
-CODECS: dict[str, Codec] = {SUBPROTOCOL: MSGPACK}
+JSON = JsonCodec(max_frame=64 * 1024 * 1024)
+"""The client side's ``tritonmq.v1.json`` codec (tools and tests; browsers are its users)."""
+
+CODECS: dict[str, Codec] = {SUBPROTOCOL: MSGPACK, JSON_SUBPROTOCOL: JSON}
 """Client codecs by subprotocol, in order of preference."""
