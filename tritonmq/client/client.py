@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
 import json
 import logging
 import os
 import ssl
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -107,6 +109,7 @@ class Client:
         self._links: dict[str, Link] = {}
         self._closed = False
         self._zk: KazooClient | None = None
+        self._zk_exit: Callable[[], None] | None = None  # stops _zk at exit if close() never runs
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- the cluster view -----------------------------------------------------------
@@ -137,6 +140,12 @@ class Client:
                 await asyncio.to_thread(_stop_zk, zk)
                 raise ClientClosed("client closed")
             self._zk = zk
+            # If the process exits without close() (an interrupted run), kazoo's own exit hook
+            # joins its worker threads without stopping the session, and a watch's read can
+            # wait for ever on a ZooKeeper that is gone: stop the session first (hooks run in
+            # reverse order of registration, so this one runs before kazoo's).
+            self._zk_exit = functools.partial(_stop_zk, zk)
+            atexit.register(self._zk_exit)
         info: dict[str, Any] = await asyncio.to_thread(read_cluster, zk, self._chroot)
         return info
 
@@ -312,6 +321,9 @@ class Client:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         zk, self._zk = self._zk, None
+        if self._zk_exit is not None:
+            atexit.unregister(self._zk_exit)
+            self._zk_exit = None
         if zk is not None:
             await asyncio.to_thread(_stop_zk, zk)
 
