@@ -192,11 +192,15 @@ class Nemesis:
                 for t in targets:
                     c.kill(t)
                 self._hold(fault.hold)
+                if self.stopping.is_set():  # the run unwinds: start nothing the stop missed
+                    return "not restarted: the run is stopping"
                 for t in targets:
                     c.restart(t)
             case FaultKind.TERM_PRIMARY | FaultKind.TERM_BACKUP:
                 note = self._term(targets[0])
                 self._hold(fault.hold)
+                if self.stopping.is_set():
+                    return "not restarted: the run is stopping"
                 c.restart(targets[0])
             case FaultKind.PAUSE_PRIMARY | FaultKind.PAUSE_BACKUP:
                 pid = c.brokers[targets[0]].pid
