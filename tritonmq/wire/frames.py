@@ -409,3 +409,6 @@ class SharedState:
 
 
 ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge | SharedState | Challenge
+
+# The broker -> client frame types, for codecs that tell the two directions apart.
+BROKER_FRAMES = (PubAck, Deliver, SubOk, Fetched, Committed, MetaReply, Error, SubInfo)

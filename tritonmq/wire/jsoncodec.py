@@ -39,20 +39,12 @@ from tritonmq.wire.codec import (
     enc_client,
 )
 from tritonmq.wire.frames import (
+    BROKER_FRAMES,
     BrokerFrame,
     ClientFrame,
-    Committed,
-    Deliver,
-    Error,
-    Fetched,
-    MetaReply,
-    PubAck,
-    SubInfo,
-    SubOk,
 )
 
 JSON_SUBPROTOCOL = "tritonmq.v1.json"
-BROKER_FRAMES = (PubAck, Deliver, SubOk, Fetched, Committed, MetaReply, Error, SubInfo)
 MAX_DEPTH = 16
 """JSON nesting a frame may have (a frame needs 5: frame, records, record, headers, b64)."""
 

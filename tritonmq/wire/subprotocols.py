@@ -18,17 +18,10 @@ from tritonmq.wire.codec import (
     enc_client,
 )
 from tritonmq.wire.frames import (
+    BROKER_FRAMES,
     SUBPROTOCOL,
     BrokerFrame,
     ClientFrame,
-    Committed,
-    Deliver,
-    Error,
-    Fetched,
-    MetaReply,
-    PubAck,
-    SubInfo,
-    SubOk,
 )
 from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL, JsonCodec
 
@@ -68,9 +61,7 @@ class MsgpackCodec:
         self.max_elements = max_elements
 
     def encode(self, frame: ClientFrame | BrokerFrame) -> bytes:
-        if isinstance(
-            frame, PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error | SubInfo
-        ):
+        if isinstance(frame, BROKER_FRAMES):
             return enc_broker(frame)
         return enc_client(frame)
 
