@@ -24,8 +24,9 @@ def test_the_file_is_what_the_generator_writes() -> None:
 
 def test_every_op_is_covered_both_ways() -> None:
     ops = {(v["direction"], v["decoded"]["op"]) for v in VECTORS}
-    client = {"hello", "pub", "ack", "nack", "sub", "unsub", "meta", "fetch", "commit"}
+    client = {"hello", "pub", "ack", "nack", "sub", "unsub", "meta", "fetch", "commit", "stats"}
     broker = {"puback", "deliver", "subok", "fetched", "committed", "meta", "error", "subinfo"}
+    broker |= {"stats"}
     assert {("client", op) for op in client | {"subdel", "subreset"}} <= ops
     assert {("broker", op) for op in broker} <= ops
 

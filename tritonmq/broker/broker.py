@@ -51,6 +51,7 @@ from tritonmq.core.actions import (
     SendPubAck,
     SendPurge,
     SendShared,
+    SendStats,
     SendSubInfo,
     SendSubOk,
     SendToPrimary,
@@ -281,6 +282,8 @@ class Broker:
                     self.outbound.send(conn, codec.enc_committed(cid, ts, head))
                 case SendSubInfo(conn=conn, info=info):
                     self.outbound.send(conn, codec.enc_subinfo(info))
+                case SendStats(conn=conn, stats=stats):
+                    self.outbound.send(conn, codec.enc_broker(stats))
                 case SendMeta(conn=conn, info=info, cluster=cluster):
                     if cluster:
                         self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")

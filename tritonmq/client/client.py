@@ -39,6 +39,8 @@ from tritonmq.wire.frames import (
     Hello,
     Meta,
     MetaReply,
+    Stats,
+    StatsReply,
     SubDelete,
     SubInfo,
     SubReset,
@@ -261,6 +263,14 @@ class Client:
         got = await self._link(group).request(Meta(0))
         if not isinstance(got, MetaReply):
             raise ProtocolError(f"meta answered with {type(got).__name__}")
+        return got
+
+    async def group_stats(self, group: str, topic: str = "") -> StatsReply:
+        """The ``stats`` answer of ``group``'s primary (an admin principal's): retained
+        records and bytes per topic, rates, consumers, durable subscriptions' lag."""
+        got = await self._link(group).request(Stats(0, topic))
+        if not isinstance(got, StatsReply):
+            raise ProtocolError(f"stats answered with {type(got).__name__}")
         return got
 
     async def topics(self) -> dict[str, str]:

@@ -23,6 +23,8 @@ from tritonmq.wire.frames import (
     MetaReply,
     PubRecord,
     Record,
+    Stats,
+    StatsReply,
     SubDelete,
     SubInfo,
     SubReset,
@@ -46,7 +48,7 @@ class Request:
     wire ``id`` (the frame's own is ignored). ``ticket`` names the answer."""
 
     ticket: int
-    frame: Fetch | Commit | Meta | SubDelete | SubReset
+    frame: Fetch | Commit | Meta | SubDelete | SubReset | Stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +202,7 @@ class PublishFailed:
 @dataclass(frozen=True, slots=True)
 class Answered:
     ticket: int
-    frame: Fetched | Committed | MetaReply | SubInfo
+    frame: Fetched | Committed | MetaReply | SubInfo | StatsReply
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,8 @@ from tritonmq.wire.frames import (
     From,
     Meta,
     MetaReply,
+    Stats,
+    StatsReply,
     SubDelete,
     SubInfo,
     SubReset,
@@ -130,7 +132,9 @@ class Link:
         self._timer_at = float("inf")
         self._next_ticket = 1
         self._pending: dict[int, tuple[asyncio.Future[Any], str, bool]] = {}
-        self._asks: dict[int, asyncio.Future[Fetched | Committed | MetaReply | SubInfo]] = {}
+        self._asks: dict[
+            int, asyncio.Future[Fetched | Committed | MetaReply | SubInfo | StatsReply]
+        ] = {}
         self._subs: dict[int, Subscription] = {}
         self._next_sid = 1
         self._closed = False
@@ -370,13 +374,13 @@ class Link:
     # --- requests answered once (fetch, commit, meta) ----------------------------------
 
     def request(
-        self, frame: Fetch | Commit | Meta | SubDelete | SubReset
-    ) -> asyncio.Future[Fetched | Committed | MetaReply | SubInfo]:
+        self, frame: Fetch | Commit | Meta | SubDelete | SubReset | Stats
+    ) -> asyncio.Future[Fetched | Committed | MetaReply | SubInfo | StatsReply]:
         """Send ``frame`` to the primary (its ``id`` is given by the protocol); the future
         gets the answer, or the error that ended it (retriable ones are retried first)."""
         if self._closed:
             raise ClientClosed("client closed")
-        fut: asyncio.Future[Fetched | Committed | MetaReply | SubInfo]
+        fut: asyncio.Future[Fetched | Committed | MetaReply | SubInfo | StatsReply]
         fut = asyncio.get_running_loop().create_future()
         ticket = self._next_ticket
         self._next_ticket += 1

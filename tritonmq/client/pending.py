@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tritonmq.wire.frames import Commit, Fetch, From, Meta, PubRecord, Sub, SubDelete, SubReset
+from tritonmq.wire.frames import (
+    Commit,
+    Fetch,
+    From,
+    Meta,
+    PubRecord,
+    Stats,
+    Sub,
+    SubDelete,
+    SubReset,
+)
 
 RECENT_ACKS_S = 30.0  # rule 6: a shared member remembers its acks this long
 RECENT_ACKS_MAX = 50_000  # ... and at most this many (the wire allows 100,000)
@@ -36,7 +46,7 @@ class Batch:
 @dataclass(slots=True)
 class Request:
     ticket: int
-    frame: Fetch | Commit | Meta | SubDelete | SubReset  # with its wire id
+    frame: Fetch | Commit | Meta | SubDelete | SubReset | Stats  # with its wire id
     deadline: float
     attempts: int = 0
 

@@ -145,6 +145,7 @@ from tritonmq.wire.frames import (
     Pub,
     PubAck,
     PubRecord,
+    StatsReply,
     SubInfo,
     SubOk,
 )
@@ -421,7 +422,7 @@ class ClientProtocol(Consuming):
         r.attempts += 1
         self._out.append(Send(r.frame))
 
-    def _answered(self, frame: Fetched | Committed | MetaReply | SubInfo) -> bool:
+    def _answered(self, frame: Fetched | Committed | MetaReply | SubInfo | StatsReply) -> bool:
         r = self._requests.pop(frame.id, None)
         if r is None:
             return False
@@ -463,7 +464,7 @@ class ClientProtocol(Consuming):
                     self.epoch = frame.epoch
                 if frame.id:
                     self._answered(frame)
-            case Fetched() | Committed() | SubInfo():
+            case Fetched() | Committed() | SubInfo() | StatsReply():
                 self._answered(frame)
 
     def _error(self, f: Error, now: float) -> None:

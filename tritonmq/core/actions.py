@@ -21,6 +21,7 @@ from tritonmq.wire.frames import (
     Record,
     ReplAck,
     SharedState,
+    StatsReply,
     SubInfo,
 )
 
@@ -149,6 +150,14 @@ class SendSubInfo:
 
     conn: Any
     info: SubInfo
+
+
+@dataclass(frozen=True, slots=True)
+class SendStats:
+    """The answer to ``stats`` (admin, read-only: tritonmq.core.stats)."""
+
+    conn: Any
+    stats: StatsReply
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +298,7 @@ Action: TypeAlias = (
     | SendCommitted
     | SendMeta
     | SendSubInfo
+    | SendStats
     | CloseConn
     | SendEntries
     | SendLeader

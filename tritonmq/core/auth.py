@@ -13,7 +13,7 @@ the wall-clock time that comes with each frame:
   same principal).
 * **Claims.** ``pub`` and ``read`` are topic patterns (publish; subscribe and fetch),
   ``names`` subscription-name patterns; ``admin`` allows the admin ops (``subdel``,
-  ``subreset``). Patterns are :func:`fnmatch.fnmatchcase` patterns (``*`` matches any
+  ``subreset``, and the read-only ``stats``). Patterns are :func:`fnmatch.fnmatchcase` patterns (``*`` matches any
   characters, dots included; case-sensitive); a missing claim allows nothing.
 * **Ownership.** A durable subscription belongs to the principal that created it
   (kept in ZooKeeper with it; one created before owners existed belongs to the
@@ -45,6 +45,7 @@ from tritonmq.wire.frames import (
     Meta,
     Nack,
     Pub,
+    Stats,
     Sub,
     SubDelete,
     SubReset,
@@ -159,6 +160,9 @@ class ClientAuth:
             case SubDelete() | SubReset():
                 if not p.admin:
                     return _forbidden(conn, frame, p, "administer subscriptions")
+            case Stats():
+                if not p.admin:
+                    return _forbidden(conn, frame, p, "read the broker's stats")
             case Ack() | Nack() | Unsub() | Meta():
                 pass  # a connection's own subscriptions; meta needs only a principal
         return None

@@ -92,6 +92,8 @@ from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
 from tritonmq.core.slots import SlotMap
+from tritonmq.core.stats import Rates
+from tritonmq.core.stats import answer as stats_answer
 from tritonmq.errors import RequestRejected
 from tritonmq.wire.frames import (
     Ack,
@@ -102,6 +104,7 @@ from tritonmq.wire.frames import (
     Meta,
     Nack,
     Pub,
+    Stats,
     Sub,
     SubDelete,
     SubReset,
@@ -160,6 +163,7 @@ class BrokerCore(ReplicationLinks):
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
         self.auth = ClientAuth(cfg.auth_required)
         self.commits = Commits(self.delivery, self.auth)
+        self.rates = Rates()  # records/s accepted as primary, for `stats`
         self.stop_deadline = 0.0
         self._requests = 0
         self._load_request = 0
@@ -280,9 +284,10 @@ class BrokerCore(ReplicationLinks):
                     return [self._not_primary(conn, id=pub_id)]
                 if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
                     return [cap]
-                return self._primary_out(
-                    p, p.publish(conn, pub_id, topic, records, ev.wall_ms), now
-                )
+                last = self.log.last_ts
+                out = self._primary_out(p, p.publish(conn, pub_id, topic, records, ev.wall_ms), now)
+                self.rates.published(topic, self.log.last_ts - last)
+                return out
             case Ack(sid=sid, ts=ts, many=many):
                 return list(self.delivery.ack(conn, sid, ts, self.commit_ts, many, now))
             case Nack(sid=sid, ts=ts):
@@ -329,6 +334,10 @@ class BrokerCore(ReplicationLinks):
                 return administer(
                     self.delivery, self.auth, self.log, conn, frame, p.commit_ts, ready
                 )
+            case Stats():
+                info, commit = self.meta(), self.commit_ts
+                args = (self.log, self.delivery, self.rates, commit, self.cfg.max_bytes, ev.wall_ms)
+                return [stats_answer(conn, frame, info, *args)]
             case _:
                 assert_never(frame)
 
@@ -447,6 +456,7 @@ class BrokerCore(ReplicationLinks):
             return []
         self.primary = None
         self.role = Role.JOINING
+        self.rates.clear()
         out: list[Action] = [
             LogLine(L.WARNING, f"stepping down as primary of epoch {p.epoch}: {reason}")
         ]
@@ -683,6 +693,7 @@ class BrokerCore(ReplicationLinks):
             # again. Let our clients go to the new primary instead of waiting for that.
             return self._step_down("ZooKeeper unreachable for longer than the session timeout")
         out = self._primary_out(p, p.tick(now), now)
+        self.rates.tick(now)
         out.extend(self.delivery.tick(p.commit_ts, now))
         shared = self.delivery.shared_due(p.epoch, map(id, self.links.values()))
         if shared is not None and self.links:

@@ -35,11 +35,15 @@ from tritonmq.wire.frames import (
     Nack,
     Pub,
     PubAck,
+    Stats,
+    StatsReply,
     Sub,
     SubDelete,
     SubInfo,
     SubOk,
     SubReset,
+    SubStats,
+    TopicStats,
     Unsub,
 )
 from tritonmq.wire.jsoncodec import map_of
@@ -82,6 +86,8 @@ CLIENT: list[tuple[str, ClientFrame]] = [
     ("subdel", SubDelete(12, "chat.lobby", "alice", True)),
     ("subreset to ts", SubReset(13, "chat.lobby", "alice", 99, False)),
     ("subreset to earliest", SubReset(14, "chat.lobby", "alice", From.EARLIEST, True)),
+    ("stats", Stats(15)),
+    ("stats of one topic", Stats(16, "chat.lobby")),
 ]
 
 BROKER: list[tuple[str, BrokerFrame]] = [
@@ -132,6 +138,30 @@ BROKER: list[tuple[str, BrokerFrame]] = [
     (
         "subinfo",
         SubInfo(12, "chat.lobby", "alice", "broadcast", "alice", 150, 0, "reset", 99, True),
+    ),
+    (
+        "stats reply",
+        StatsReply(
+            15,
+            "g0",
+            "b1",
+            "primary",
+            3,
+            1002,
+            2,
+            812,
+            1 << 30,
+            12.5,
+            1_763_856_000_500,
+            (
+                TopicStats("chat.lobby", 2, 90, 1001, 1002, 1_763_856_000_000, 12.5, 1),
+                TopicStats("idle", 0, 0, 0, 0, None, 0.0, 0),
+            ),
+            (
+                SubStats("chat.lobby", "alice", "broadcast", 1000, 1000, 2, 500, 1),
+                SubStats("chat.lobby", "workers", "shared", 1002, None, 0, 0, 0),
+            ),
+        ),
     ),
 ]
 

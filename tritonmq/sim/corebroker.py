@@ -37,6 +37,7 @@ from tritonmq.core.actions import (
     SendPubAck,
     SendPurge,
     SendShared,
+    SendStats,
     SendSubInfo,
     SendSubOk,
     SendToPrimary,
@@ -394,7 +395,7 @@ class SimCoreBroker:
                 pass
             case Replicate() | ProposeIsr():
                 raise AssertionError(f"BrokerCore never returns {a!r}")
-            case SendSubInfo() | DeleteSubscription():
+            case SendSubInfo() | DeleteSubscription() | SendStats():
                 raise AssertionError(f"simulated clients send no admin ops: {a!r}")
             case _:
                 assert_never(a)

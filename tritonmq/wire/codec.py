@@ -17,6 +17,7 @@ from typing import Any
 import msgpack
 
 from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError, UnknownOp
+from tritonmq.wire import statscodec
 from tritonmq.wire.frames import (
     Ack,
     BrokerFrame,
@@ -37,6 +38,8 @@ from tritonmq.wire.frames import (
     PubAck,
     PubRecord,
     Record,
+    Stats,
+    StatsReply,
     Sub,
     SubDelete,
     SubInfo,
@@ -345,6 +348,8 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         )
     if op in ("subdel", "subreset"):
         return _sub_admin(obj, op)
+    if op == "stats":
+        return statscodec.decode_request(obj)
     raise UnknownOp(f"unknown op {op[:40]!r}")
 
 
@@ -494,6 +499,8 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
             _opt_int(obj, "to"),
             obj.get("executed") is True,
         )
+    if op == "stats":
+        return statscodec.decode_reply(obj)
     if op == "meta":
         role = obj.get("role")
         if role not in ("primary", "backup"):
@@ -726,6 +733,8 @@ def enc_client(frame: ClientFrame) -> bytes:
         if isinstance(frame, SubReset):
             a["to"] = str(frame.to) if isinstance(frame.to, From) else frame.to
         return _packb(a)
+    if isinstance(frame, Stats):
+        return _packb(statscodec.request_map(frame))
     raise TypeError(f"not a client frame: {frame!r}")
 
 
@@ -748,4 +757,6 @@ def enc_broker(frame: BrokerFrame) -> bytes:
             return _packb(_error_map(frame))
         case SubInfo():
             return enc_subinfo(frame)
+        case StatsReply():
+            return _packb(statscodec.reply_map(frame))
     raise TypeError(f"not a broker frame: {frame!r}")

@@ -176,6 +176,15 @@ class SubReset:
     execute: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Admin, read-only: what this broker holds and serves now (answered by ``stats``);
+    ``topic``: only that topic's figures ("" : every topic)."""
+
+    id: int
+    topic: str = ""
+
+
 # --- broker -> broker (replication) ----------------------------------------
 
 
@@ -231,7 +240,7 @@ class ReplAck:
 
 
 ClientFrame: TypeAlias = (
-    Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta | Commit | SubDelete | SubReset
+    Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta | Commit | SubDelete | SubReset | Stats
 )
 
 
@@ -302,6 +311,59 @@ class SubInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicStats:
+    """One topic in a ``stats`` answer: what the broker retains of it and who reads it."""
+
+    topic: str
+    records: int  # retained records
+    bytes: int  # their wire size (§2 sizes)
+    first_ts: int  # oldest retained ts (0: none retained)
+    last_ts: int  # newest retained ts (0: none retained)
+    last_ms: int | None  # wall-clock ms at which last_ts was accepted (None: not known)
+    rate: float  # records/s this broker accepted for it as primary, over the last seconds
+    consumers: int  # consumers connected to it here, durable or not
+
+
+@dataclass(frozen=True, slots=True)
+class SubStats:
+    """One durable subscription in a ``stats`` answer (a primary's only)."""
+
+    topic: str
+    subscription: str
+    mode: str  # "broadcast" or "shared"
+    offset: int  # everything up to it acknowledged, as this primary knows it
+    stored: int | None  # the offset ZooKeeper holds (None: not registered yet)
+    lag: int  # committed records of the topic after ``offset``
+    lag_ms: int | None  # how long the oldest of them has waited (None: not known)
+    consumers: int  # consumers connected to it on this primary
+
+
+@dataclass(frozen=True, slots=True)
+class StatsReply:
+    """The answer to ``stats``: this broker's role and log, its topics and (a primary's)
+    durable subscriptions. At most ``STATS_MAX_ITEMS`` of each; ``more_*``: left out."""
+
+    id: int
+    group: str
+    broker: str
+    role: str  # "primary" or "backup"
+    epoch: int
+    commit: int
+    records: int
+    bytes: int  # what the retained records cost in memory (what max_bytes bounds)
+    max_bytes: int
+    rate: float  # records/s the group accepted (this broker as primary), last seconds
+    wall_ms: int  # the broker's clock when it answered: lag_ms is judged by it
+    topics: tuple[TopicStats, ...] = ()
+    subscriptions: tuple[SubStats, ...] = ()
+    more_topics: int = 0
+    more_subscriptions: int = 0
+
+
+STATS_MAX_ITEMS = 10_000  # topics (most bytes first) and subscriptions in one answer
+
+
+@dataclass(frozen=True, slots=True)
 class MetaReply:
     """The answer to ``hello`` and ``meta``: who this broker is and where its primary is.
 
@@ -357,7 +419,7 @@ class Error:
 
 
 BrokerFrame: TypeAlias = (
-    PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error | SubInfo
+    PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error | SubInfo | StatsReply
 )
 
 
@@ -411,4 +473,14 @@ class SharedState:
 ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge | SharedState | Challenge
 
 # The broker -> client frame types, for codecs that tell the two directions apart.
-BROKER_FRAMES = (PubAck, Deliver, SubOk, Fetched, Committed, MetaReply, Error, SubInfo)
+BROKER_FRAMES = (
+    PubAck,
+    Deliver,
+    SubOk,
+    Fetched,
+    Committed,
+    MetaReply,
+    Error,
+    SubInfo,
+    StatsReply,
+)
