@@ -1,4 +1,5 @@
-"""The `tritonmq` command: zk, broker, dev, status, pub, sub, bench, demo, init, chaos, sim.
+"""The `tritonmq` command: zk, broker, dev, status, pub, sub, bench, demo, init, chaos, sim
+(topics, subscriptions and top are in cli_ops.py and cli_top.py; token in cli_admin.py).
 
 Bad input exits with status 2 and a one-line message (click's convention).
 """
@@ -14,6 +15,7 @@ from typing import Any
 import click
 
 from tritonmq.cli_admin import add_commands, read_token, token_option
+from tritonmq.cli_ops import add_commands as add_ops_commands
 from tritonmq.errors import TritonError
 
 
@@ -224,78 +226,6 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
     for g, v in info["groups"].items():
         members = ", ".join(f"{m} {u}" for m, u in v["members"].items())
         table.add_row(g, str(v["epoch"]), str(v["primary"]), ", ".join(v["isr"]), members)
-    Console().print(table)
-
-
-@main.command()
-@click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True)
-@click.option("--chroot", default="/tritonmq", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@_ca_file_option
-def subscriptions(zk_hosts: str, chroot: str, as_json: bool, ca_file: str | None) -> None:
-    """Durable subscriptions (Spark queries' included): offset, group head and lag.
-
-    Lag is the group's commit point minus the subscription's stored offset, in ts: an
-    upper bound on the records it still holds back (ts are shared by a group's topics).
-    """
-    import asyncio
-
-    from tritonmq.client import Client
-    from tritonmq.coord.inspect import read_subscriptions
-    from tritonmq.coord.zkclient import new_client
-
-    zk = new_client(zk_hosts, timeout=2.0)
-    try:
-        zk.start(timeout=10)
-        subs = read_subscriptions(zk, chroot)
-    except Exception as e:
-        click.echo(f"error: cannot read subscriptions from ZooKeeper at {zk_hosts}: {e}", err=True)
-        sys.exit(1)
-    finally:
-        zk.stop()
-        zk.close()
-
-    async def heads() -> dict[str, int | None]:
-        out: dict[str, int | None] = {}
-        async with Client(f"zk://{zk_hosts}{chroot}", timeout=5.0, ca_file=ca_file) as c:
-            for s in subs:
-                g = s["group"] = c.group_of(s["topic"])
-                if g not in out:
-                    try:
-                        out[g] = (await c.group_meta(g)).commit
-                    except TritonError:
-                        out[g] = None
-        return out
-
-    try:
-        head = asyncio.run(heads()) if subs else {}
-    except TritonError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
-    for s in subs:
-        h = head.get(s["group"])
-        s["head"] = h
-        s["lag"] = None if h is None else max(0, h - s["offset"])
-    if as_json:
-        click.echo(json.dumps(subs, indent=2))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="TritonMQ durable subscriptions")
-    for col in ("topic", "subscription", "mode", "owner", "group", "offset", "head", "lag"):
-        table.add_column(col)
-    for s in subs:
-        table.add_row(
-            s["topic"],
-            s["name"],
-            s["mode"],
-            s["owner"] or "anonymous",
-            s["group"],
-            str(s["offset"]),
-            str(s["head"]),
-            str(s["lag"]),
-        )
     Console().print(table)
 
 
@@ -701,3 +631,4 @@ def sim(
 
 
 add_commands(main)  # subscription delete|reset, token (tritonmq/cli_admin.py)
+add_ops_commands(main)  # topics, subscriptions [TOPIC] | delete | reset, top (tritonmq/cli_ops.py)

@@ -1,6 +1,8 @@
-"""`tritonmq subscription delete|reset` (admin ops) and `tritonmq token` (dev tokens).
+"""`tritonmq subscriptions delete|reset` (admin ops) and `tritonmq token` (dev tokens).
 
-Registered on the main command by :func:`add_commands`. Like Kafka's
+The delete and reset commands are registered under `tritonmq subscriptions` by
+:mod:`tritonmq.cli_ops`, and under their old hidden name `tritonmq subscription` here by
+:func:`add_commands`. Like Kafka's
 ``kafka-consumer-groups``, delete and reset print what would change and change nothing
 unless ``--execute`` is given. Bad input exits with status 2; a broker's refusal
 (``FORBIDDEN``, a subscription with connected consumers...) with status 1.
@@ -15,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from tritonmq.errors import ConfigError, TritonError
+from tritonmq.errors import ClientClosed, ConfigError, TritonError
 from tritonmq.tokens import TOKEN_ENV, read_token_file
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,15 +43,22 @@ def read_token(token_file: str | None) -> str | None:
     return os.environ.get(TOKEN_ENV) or None
 
 
-def _target(url: str | None, zk_hosts: str | None) -> str:
-    if url and zk_hosts:
-        raise click.UsageError("give --url or --zk, not both")
-    return url or f"zk://{zk_hosts or '127.0.0.1:2181'}"
+class Unreachable(click.ClickException):
+    """The cluster cannot be read or reached: exit status 2, like a bad argument."""
+
+    exit_code = 2
+
+
+def _target(url: str | None, zk_hosts: str | None, chroot: str | None) -> str:
+    if url and (zk_hosts or chroot):
+        raise click.UsageError("give --url, or --zk (and --chroot), not both")
+    return url or f"zk://{zk_hosts or '127.0.0.1:2181'}{chroot or ''}"
 
 
 def _run(
     url: str | None,
     zk_hosts: str | None,
+    chroot: str | None,
     ca_file: str | None,
     token_file: str | None,
     op: Callable[[Any], Coroutine[Any, Any, Any]],
@@ -58,7 +67,7 @@ def _run(
 
     from tritonmq.client import Client
 
-    target, token = _target(url, zk_hosts), read_token(token_file)
+    target, token = _target(url, zk_hosts, chroot), read_token(token_file)
 
     async def run() -> Any:
         options: dict[str, Any] = {"timeout": 10.0, "connect_timeout": 10.0, "token": token}
@@ -67,6 +76,8 @@ def _run(
 
     try:
         return asyncio.run(run())
+    except ClientClosed as e:
+        raise Unreachable(str(e)) from None
     except TritonError as e:
         click.echo(f"error: {e.code}: {e}", err=True)
         sys.exit(1)
@@ -99,6 +110,9 @@ _connection = [
         "--zk", "zk_hosts", default=None, help="ZooKeeper HOST:PORT (default 127.0.0.1:2181)."
     ),
     click.option(
+        "--chroot", default=None, help="ZooKeeper path of the cluster (default /tritonmq)."
+    ),
+    click.option(
         "--ca-file",
         type=click.Path(exists=True, dir_okay=False),
         default=None,
@@ -116,9 +130,9 @@ def _with_connection(f: F) -> F:
     return f
 
 
-@click.group("subscription")
+@click.group("subscription", hidden=True)
 def subscription() -> None:
-    """Administer durable subscriptions (an admin token when the broker requires tokens)."""
+    """The old name of `tritonmq subscriptions delete|reset` (kept for scripts)."""
 
 
 @subscription.command("delete")
@@ -130,6 +144,7 @@ def delete(
     name: str,
     url: str | None,
     zk_hosts: str | None,
+    chroot: str | None,
     ca_file: str | None,
     token_file: str | None,
     execute: bool,
@@ -138,6 +153,7 @@ def delete(
     info = _run(
         url,
         zk_hosts,
+        chroot,
         ca_file,
         token_file,
         lambda c: c.delete_subscription(topic, name, execute=execute),
@@ -146,11 +162,12 @@ def delete(
 
 
 def _reset_target(value: str) -> str | int:
-    if value in ("earliest", "latest"):
-        return value
-    if value.isdigit():
-        return int(value)
-    raise click.UsageError("--to must be earliest, latest or a ts")
+    from tritonmq.opsview import parse_reset_target
+
+    try:
+        return parse_reset_target(value)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
 
 
 @subscription.command("reset")
@@ -164,6 +181,7 @@ def reset(
     to: str,
     url: str | None,
     zk_hosts: str | None,
+    chroot: str | None,
     ca_file: str | None,
     token_file: str | None,
     execute: bool,
@@ -173,6 +191,7 @@ def reset(
     info = _run(
         url,
         zk_hosts,
+        chroot,
         ca_file,
         token_file,
         lambda c: c.reset_subscription(topic, name, target, execute=execute),
