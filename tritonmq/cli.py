@@ -392,15 +392,18 @@ def bench(
     from rich.console import Console
     from rich.table import Table
 
+    from tritonmq.cli_ops import progress
     from tritonmq.devtools.bench import run_bench, write_json
     from tritonmq.devtools.cluster import DevCluster
 
     cluster = None
     try:
-        if zk_hosts is None:
-            cluster = DevCluster(1, 3).start()
-            zk_hosts = str(cluster.zk_hosts)
-        r = asyncio.run(run_bench(f"zk://{zk_hosts}", records, size, rate, seconds))
+        with progress("bench: starting a 1x3 cluster") as phase:
+            if zk_hosts is None:
+                cluster = DevCluster(1, 3).start()
+                zk_hosts = str(cluster.zk_hosts)
+            run = run_bench(f"zk://{zk_hosts}", records, size, rate, seconds, on_phase=phase)
+            r = asyncio.run(run)
     except TritonError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
@@ -575,6 +578,7 @@ def sim(
     check_whole: bool,
 ) -> None:
     """Deterministic simulator: whole clusters, seeded faults, invariants after every step."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from tritonmq.sim.runner import run_many, run_seed
@@ -609,7 +613,9 @@ def sim(
         MofNCompleteColumn(),
         TextColumn("violations {task.fields[bad]}"),
     )
-    with Progress(*columns, transient=True) as bar:
+    # on stderr, and only on a terminal: stdout holds the results, the same either way
+    tty = sys.stderr.isatty()
+    with Progress(*columns, transient=True, console=Console(stderr=True), disable=not tty) as bar:
         task = bar.add_task("sim", total=seeds, bad=0)
         bad = 0
 

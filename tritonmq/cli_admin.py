@@ -210,7 +210,9 @@ def reset(
 @click.option("--pub", multiple=True, help="Topic pattern it may publish to (repeatable).")
 @click.option("--read", multiple=True, help="Topic pattern it may read (repeatable).")
 @click.option("--names", multiple=True, help="Subscription-name pattern (repeatable).")
-@click.option("--admin", is_flag=True, help="May delete and reset subscriptions.")
+@click.option(
+    "--admin", is_flag=True, help="May delete and reset subscriptions and read the brokers' stats."
+)
 @click.option(
     "--ttl",
     type=click.FloatRange(min=0, min_open=True),

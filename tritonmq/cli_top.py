@@ -70,8 +70,8 @@ def groups_table(rows: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     table = Table(title="groups")
-    right = {"epoch", "records", "bytes", "rate", "max lag", "oldest", "failovers"}
-    cols = ["group", "epoch", "primary", "isr", "records", "bytes", "rate", "max lag"]
+    right = {"epoch", "records", "memory", "rate", "max lag", "oldest", "failovers"}
+    cols = ["group", "epoch", "primary", "isr", "records", "memory", "rate", "max lag"]
     for c in [*cols, "oldest", "failovers"]:
         table.add_column(c, justify="right" if c in right else "left")
     for r in rows:

@@ -13,6 +13,7 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -121,14 +122,26 @@ def _pct(data: list[float], q: float) -> float:
     )
 
 
-async def run_bench(url: str, records: int, size: int, rate: int, seconds: float) -> BenchResult:
+async def run_bench(
+    url: str,
+    records: int,
+    size: int,
+    rate: int,
+    seconds: float,
+    on_phase: Callable[[str], None] | None = None,
+) -> BenchResult:
+    """``on_phase``: told what is being measured as each run starts (a progress display)."""
     # The load generator holds hundreds of thousands of acks and futures; keep its
     # own full collections out of the latency it measures (the brokers do the same).
     from tritonmq.broker.main import tune_gc
 
+    phase = on_phase or (lambda _what: None)
     tune_gc()
+    phase(f"bench: acknowledged publish of {records:,} records")
     acked = await _acked(url, records, size)
+    phase(f"bench: end to end, {records:,} records")
     e2e = await _e2e(url, records, size)
+    phase(f"bench: latency at {rate:,} msg/s for {seconds:g}s")
     lat = await _latency(url, rate, seconds, size)
     lat = lat[len(lat) // 10 :]  # drop the first tenth: connection and JIT-free warm-up
     return BenchResult(records, size, acked, e2e, rate, _pct(lat, 50), _pct(lat, 99), len(lat))

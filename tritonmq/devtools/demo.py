@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -29,7 +30,14 @@ class DemoReport:
     new_primary: str = ""
 
 
-async def _run(cluster: DevCluster, records: int, rate: int, console: Console) -> DemoReport:
+async def _run(
+    cluster: DevCluster,
+    records: int,
+    rate: int,
+    console: Console,
+    phase: Callable[[str], None] = lambda _what: None,
+) -> DemoReport:
+    """``phase``: told what the demo is doing (a status line on a terminal)."""
     rep = DemoReport()
     url = f"zk://{cluster.zk_hosts}{cluster.chroot}"
     acked: dict[bytes, int] = {}
@@ -56,6 +64,7 @@ async def _run(cluster: DevCluster, records: int, rate: int, console: Console) -
                 now = time.perf_counter()
                 ack_times.append(now)
                 acked.update((v, a.ts) for v, a in zip(values, acks, strict=True))
+                phase(f"published {rep.sent:,} of {records:,} records")
                 if not killed and rep.sent >= records // 2:
                     killed = True
                     rep.killed = str(await asyncio.to_thread(cluster.primary))
@@ -67,6 +76,7 @@ async def _run(cluster: DevCluster, records: int, rate: int, console: Console) -
                 await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
             rep.new_primary = str(await asyncio.to_thread(cluster.primary))
             console.print(f"new primary: {rep.new_primary}; restarting {rep.killed}")
+            phase(f"{rep.killed} restarting, catching up and rejoining the ISR")
             await asyncio.to_thread(cluster.restart, rep.killed)
             await asyncio.to_thread(
                 wait_for,
@@ -75,6 +85,7 @@ async def _run(cluster: DevCluster, records: int, rate: int, console: Console) -
                 "rejoin",
             )
             console.print(f"{rep.killed} caught up and is back in the ISR")
+            phase("waiting for every acknowledged record to be delivered")
             try:
                 await asyncio.to_thread(wait_for, lambda: set(acked) <= set(seen), 30, "delivery")
             except TimeoutError:
@@ -98,7 +109,9 @@ def run_demo(records: int = 20_000, rate: int = 4000) -> int:
         for b in cluster.brokers.values():
             console.print(f"  broker {b.id} {b.url} pid {b.pid}")
         console.print(f"primary: {cluster.primary()}; publishing {records} records at ~{rate}/s")
-        rep = asyncio.run(_run(cluster, records, rate, console))
+        # a status line on a terminal only (the same console: it stays below the log lines)
+        with console.status("publishing") as status:
+            rep = asyncio.run(_run(cluster, records, rate, console, status.update))
         st = cluster.status()["groups"]["g1"]
         console.print(f"group g1: epoch {st['epoch']}, primary {st['primary']}, isr {st['isr']}")
     ok = rep.lost == 0 and rep.duplicates == 0 and rep.out_of_order == 0
