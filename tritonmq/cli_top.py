@@ -5,13 +5,15 @@ and every group primary's ``stats``) and redraws: per group its epoch, primary, 
 retained bytes against ``max_bytes``, publish rate, the worst subscription lag, and the
 failovers seen since it started (a new epoch or primary in ZooKeeper); the busiest
 topics; the subscriptions furthest behind; and the last failovers with their time.
-``--once`` prints one frame (or, with ``--json``, its rows) and exits.
+``--once`` prints one frame (or, with ``--json``, its rows) and exits. When stdout is not
+a terminal, frames are printed one after another (like ``top -b``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,23 +172,37 @@ def top(
             return await r.read()
 
     async def live() -> None:
-        from rich.console import Console
         from rich.live import Live
 
+        out = console()
         async with Reader(zk_hosts, chroot, ca_file, token, timeout) as r:
             snap = await r.read()
             watch.saw(snap)
-            with Live(frame(snap, watch, shown, zk_hosts), console=Console()) as view:
+            note = ""
+            if not out.is_terminal:  # batch mode (like top -b): one frame after another
                 while True:
-                    started = time.monotonic()
-                    note = ""
-                    try:
-                        snap = await r.read()
-                        watch.saw(snap)
-                    except Unreachable as e:
-                        note = f"{time.strftime('%H:%M:%S')} {e.message}; showing the last read"
+                    out.print(frame(snap, watch, shown, zk_hosts, note))
+                    sys.stdout.flush()
+                    snap, note = await next_read(r, snap)
+            with Live(frame(snap, watch, shown, zk_hosts), console=out) as view:
+                while True:
+                    snap, note = await next_read(r, snap)
                     view.update(frame(snap, watch, shown, zk_hosts, note))
-                    await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+    began = time.monotonic()
+
+    async def next_read(r: Reader, last: Snapshot) -> tuple[Snapshot, str]:
+        """The next snapshot, ``interval`` after the last read began; while ZooKeeper cannot
+        be read, the last one again with a note saying so."""
+        nonlocal began
+        await asyncio.sleep(max(0.0, interval - (time.monotonic() - began)))
+        began = time.monotonic()
+        try:
+            snap = await r.read()
+        except Unreachable as e:
+            return last, f"{time.strftime('%H:%M:%S')} {e.message}; showing the last read"
+        watch.saw(snap)
+        return snap, ""
 
     try:
         if once:

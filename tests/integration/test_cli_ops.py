@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import zk_url
+from tests.integration.conftest import wait_new_primary, zk_url
 from tritonmq import Client
 from tritonmq.devtools.cluster import DevCluster, wait_for
 
@@ -185,6 +187,37 @@ def test_top_once_shows_each_group_s_primary_epoch_and_isr(
     assert frame.returncode == 0, frame.stderr
     for name in ("g1", "g2"):
         assert name in frame.stdout and status[name]["primary"] in frame.stdout
+
+
+def test_top_counts_the_failover_it_watches_and_stops_on_ctrl_c(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    c = make_cluster(replicas=2)
+    old = c.primary()
+    assert old is not None
+    top = subprocess.Popen(
+        [*TRITONMQ, "top", *at(c), "--interval", "0.5", "--timeout", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(top.stdout.readline, "")))  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_for(lambda: "failovers seen: 0" in "".join(seen), 30, "top's first frame")
+        c.kill(old)  # SIGKILL: a backup takes over after the session timeout
+        new = wait_new_primary(c, old)
+        wait_for(lambda: "failovers seen: 1" in "".join(seen), 30, "top to see the failover")
+        text = "".join(seen)
+        assert f"g1: primary {old} -> {new}" in text
+        top.send_signal(signal.SIGINT)
+        assert top.wait(timeout=30) == 0
+    finally:
+        if top.poll() is None:
+            top.kill()
+            top.wait()
+        reader.join(timeout=10)
 
 
 def test_bad_arguments_and_an_unreachable_cluster_exit_2_with_a_message(
