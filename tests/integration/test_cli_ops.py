@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from tests.integration.conftest import wait_new_primary, zk_url
 from tritonmq import Client
 from tritonmq.devtools.cluster import DevCluster, wait_for
+from tritonmq.tokens import mint
 
 pytestmark = pytest.mark.integration
 TRITONMQ = [sys.executable, "-m", "tritonmq"]
@@ -218,6 +220,44 @@ def test_top_counts_the_failover_it_watches_and_stops_on_ctrl_c(
             top.kill()
             top.wait()
         reader.join(timeout=10)
+
+
+def test_stats_need_an_admin_token_without_one_zookeeper_s_figures_are_shown(
+    make_cluster: Callable[..., DevCluster], tmp_path: Path
+) -> None:
+    key = b"cli-ops-test-hs256-key-of-at-least-32-bytes-0123456789"
+    (tmp_path / "auth.key").write_bytes(key)
+    c = make_cluster(
+        replicas=1,
+        settings={
+            "replicas": 1,
+            "auth_required": True,
+            "auth_key_file": str(tmp_path / "auth.key"),
+        },
+    )
+    alice = mint(key, "alice", pub=["orders"], read=["orders"], names=["alice.*"])
+    admin = tmp_path / "ops.token"
+    admin.write_text(mint(key, "ops", admin=True))
+    user = tmp_path / "alice.token"
+    user.write_text(alice)
+
+    async def publish() -> None:
+        async with Client(zk_url(c), token=alice) as client:
+            await client.commit("orders", "alice.app", 0)
+            await client.publish_many("orders", [b"o"] * 3)
+
+    run(publish())
+    as_admin = rows(c, "subscriptions", "--token-file", str(admin))
+    [app] = [r for r in as_admin if r["name"] == "alice.app"]
+    assert app["owner"] == "alice" and app["lag"] == 3 and app["consumers"] == 0
+
+    refused = cli("subscriptions", *at(c), "--json", "--token-file", str(user))
+    assert refused.returncode == 0, refused.stderr
+    assert "FORBIDDEN" in refused.stderr and "admin" in refused.stderr
+    [app] = [r for r in json.loads(refused.stdout) if r["name"] == "alice.app"]
+    assert app["owner"] == "alice" and app["lag"] is None  # ZooKeeper's figures only
+    anonymous = cli("topics", *at(c), "--json")
+    assert anonymous.returncode == 0 and "UNAUTHENTICATED" in anonymous.stderr
 
 
 def test_bad_arguments_and_an_unreachable_cluster_exit_2_with_a_message(
