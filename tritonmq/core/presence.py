@@ -103,7 +103,8 @@ class PresenceTable:
         """Connection ``conn`` closed: each of its members leaves."""
         out: list[SendPresence] = []
         for sid in sorted(self.by_conn.get(id(conn), ())):
-            out.extend(self.leave(conn, sid))
+            # nothing more goes to the closed connection's own other members
+            out.extend(a for a in self.leave(conn, sid) if a.conn is not conn)
         return out
 
     def members(self, conn: Any, rid: int, topic: str) -> SendPresence:
