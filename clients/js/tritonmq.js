@@ -1213,7 +1213,7 @@ class Link {
     const state = this.protocol.state === State.CLOSED ? "disconnected" : this.state;
     if (state !== this._state) {
       this._state = state;
-      this.client._linkState(this, state, this.protocol.lastError);
+      this.client._linkState(this, state, state === "connected" ? "" : this.protocol.lastError);
     }
   }
 

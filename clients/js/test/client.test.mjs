@@ -151,7 +151,7 @@ test("resume after a failover: from the last delivered ts, redeliveries dropped,
   await clock.advance(10);
   assert.deepStrictEqual(got.map(([ts]) => ts), [5, 6, 7]);
   assert.deepStrictEqual(events, [{ next: 7, resumed: true, recovered: true, skipped: null }]);
-  assert.equal(states.at(-1).state, "connected");
+  assert.deepStrictEqual(states.at(-1), { state: "connected", reason: "", group: "g1" }); // no stale reason
   await client.close();
 });
 
