@@ -17,6 +17,8 @@ from tritonmq.core.events import (
     ClientFrameIn,
     ClientGone,
     Event,
+    LinkEnd,
+    LinkEvent,
     PrimaryFrame,
     SubscriptionRegistered,
     ZkView,
@@ -87,6 +89,18 @@ def test_a_backup_taking_over_counts_an_election_a_failover_its_pause_and_an_isr
     assert s.value("tritonmq_failover_pause_seconds_sum") == 2.5
     assert s.value("tritonmq_isr_shrinks_total") == 1  # a left the ISR with b's claim
     assert s.value("tritonmq_isr_expands_total") == 0
+
+
+def test_after_an_idle_spell_the_pause_counts_from_the_first_sign_the_primary_was_gone() -> None:
+    s = Shell(core("b"))
+    s.feed(ZkView(state(1, "a", "ab"), members("ab"), None, 0.0))
+    s.m.event_in(PrimaryFrame(1, None, 1.0))  # type: ignore[arg-type]  # then nothing: idle
+    s.m.event_in(LinkEvent(1, LinkEnd.CLOSED, 60.0))  # a's process died: its socket closed
+    s.m.event_in(LinkEvent(1, LinkEnd.REFUSED, 60.5))
+    out = s.feed(ZkView(state(1, "a", "ab"), members("b"), None, 62.0))
+    [claim] = [a for a in out if isinstance(a, ProposeState)]
+    s.feed(CasDone(claim.request, CasOutcome.OK, dataclasses.replace(claim.state, version=1), 62.5))
+    assert s.value("tritonmq_failover_pause_seconds_sum") == 2.5
 
 
 def test_the_first_primary_of_a_group_is_an_election_not_a_failover() -> None:

@@ -33,6 +33,8 @@ from tritonmq.core.events import (
     ClientGone,
     Event,
     FollowerFrame,
+    LinkEnd,
+    LinkEvent,
     PrimaryFrame,
 )
 from tritonmq.core.health import readiness, subscription_lags
@@ -134,7 +136,8 @@ class BrokerMetrics:
         )
         self.registry.register(StateCollector(cfg, core, connections))
         self._pubs: dict[int, dict[int, float]] = {}  # id(conn) -> pub id -> arrival
-        self._heard_primary: float | None = None  # last PrimaryFrame (monotonic)
+        self._heard_primary: float | None = None  # last frame from the primary (monotonic)
+        self._trouble: float | None = None  # first sign since then that the primary is gone
         self._leading = False
         self._isr: frozenset[str] | None = None
         self._primary: str | None = None  # the primary of the last state seen
@@ -154,6 +157,9 @@ class BrokerMetrics:
                 pubs[frame.id] = ev.now
         elif t is PrimaryFrame:
             self._heard_primary = ev.now
+            self._trouble = None
+        elif t is LinkEvent and self._trouble is None and ev.what is not LinkEnd.CONNECTED:  # type: ignore[union-attr]
+            self._trouble = ev.now
         elif t is ClientGone:
             self._pubs.pop(id(ev.conn), None)  # type: ignore[union-attr]
 
@@ -171,9 +177,11 @@ class BrokerMetrics:
             self.elections.inc()
             if self._primary is not None and self._primary != core.me.id:
                 self.failovers.inc()
-                if self._heard_primary is not None:
-                    self.failover_pause.observe(max(0.0, now - self._heard_primary))
-            self._heard_primary = None
+                self.failover_pause.observe(max(0.0, now - self._pause_start(now)))
+            self._heard_primary = self._trouble = None
+        elif not leading and self._trouble is None and st is not None:
+            if not st.in_sync(core.members.get(st.primary)):  # ZooKeeper shows it gone
+                self._trouble = now
         isr = frozenset(st.isr) if st is not None else None
         if leading and isr is not None and self._isr is not None and isr != self._isr:
             if self._isr - isr:
@@ -183,6 +191,17 @@ class BrokerMetrics:
         self._leading = leading
         self._isr = isr
         self._primary = st.primary if st is not None else None
+
+    def _pause_start(self, now: float) -> float:
+        """When the group stopped taking writes, as far as this broker can tell: the first
+        sign that the primary was gone (its link closed, refused or timed out, or ZooKeeper
+        showed it gone), or its last frame if frames came until a session timeout before
+        that sign (a busy primary that froze: the frames stopping is the better start)."""
+        sign = self._trouble if self._trouble is not None else now
+        heard = self._heard_primary
+        if heard is not None and sign - heard <= self.cfg.session_timeout:
+            return heard
+        return sign
 
     # --- actions (Broker.perform) -----------------------------------------------------
 
