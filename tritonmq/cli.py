@@ -636,5 +636,7 @@ def sim(
     sys.exit(1 if summary.failed else 0)
 
 
-add_commands(main)  # token, and the hidden old name `subscription delete|reset` (tritonmq/cli_admin.py)
+add_commands(
+    main
+)  # token, and the hidden old name `subscription delete|reset` (tritonmq/cli_admin.py)
 add_ops_commands(main)  # topics, subscriptions [TOPIC] | delete | reset, top (tritonmq/cli_ops.py)

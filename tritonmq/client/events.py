@@ -19,8 +19,12 @@ from tritonmq.wire.frames import (
     Fetch,
     Fetched,
     From,
+    Join,
+    Leave,
+    Members,
     Meta,
     MetaReply,
+    Presence,
     PubRecord,
     Record,
     Stats,
@@ -48,7 +52,7 @@ class Request:
     wire ``id`` (the frame's own is ignored). ``ticket`` names the answer."""
 
     ticket: int
-    frame: Fetch | Commit | Meta | SubDelete | SubReset | Stats
+    frame: Fetch | Commit | Meta | SubDelete | SubReset | Presence | Stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,8 @@ class Subscribe:
     # shared: this member's id for its whole life (the shell picks it at random; "" : the
     # protocol derives one from its ``rand``)
     member: str = ""
+    presence: bool = False  # a member of the topic's presence, told of the others (C12)
+    info: str = ""  # what it says about itself there
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +208,7 @@ class PublishFailed:
 @dataclass(frozen=True, slots=True)
 class Answered:
     ticket: int
-    frame: Fetched | Committed | MetaReply | SubInfo | StatsReply
+    frame: Fetched | Committed | MetaReply | SubInfo | Members | StatsReply
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +221,14 @@ class RequestFailed:
 class DeliverRecords:
     sid: int
     records: Sequence[Record]
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceChanged:
+    """A ``join`` or ``leave`` for subscription ``sid`` (one with presence)."""
+
+    sid: int
+    frame: Join | Leave
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +261,7 @@ Action: TypeAlias = (
     | Answered
     | RequestFailed
     | DeliverRecords
+    | PresenceChanged
     | Subscribed
     | SubscriptionFailed
     | WakeAt

@@ -13,6 +13,7 @@ from tritonmq.wire.frames import (
     Fetch,
     From,
     Meta,
+    Presence,
     PubRecord,
     Stats,
     Sub,
@@ -46,7 +47,7 @@ class Batch:
 @dataclass(slots=True)
 class Request:
     ticket: int
-    frame: Fetch | Commit | Meta | SubDelete | SubReset | Stats  # with its wire id
+    frame: Fetch | Commit | Meta | SubDelete | SubReset | Presence | Stats  # with its wire id
     deadline: float
     attempts: int = 0
 
@@ -67,6 +68,8 @@ class Subscription:
     # shared mode: ts handed to the application, not yet acknowledged -> on which connection
     handed: dict[int, int] = field(default_factory=dict)
     member: str = ""  # shared mode: this member's id, the same on every connection
+    presence: bool = False  # C12: every `sub` asks for presence again, with the same info
+    info: str = ""
 
     def acknowledged(self, ts: int, now: float) -> None:
         self.handed.pop(ts, None)
@@ -94,9 +97,12 @@ class Subscription:
         mode = "shared" if self.shared else "broadcast"
         resume = self.position is not None
         if not self.shared:
-            return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume)
+            return Sub(
+                self.sid, self.topic, self.name, start, self.window, mode, resume,
+                presence=self.presence, info=self.info,
+            )  # fmt: skip
         acked, held = (self.recent_acks(now), tuple(self.handed)) if resume else ((), ())
         return Sub(
             self.sid, self.topic, self.name, start, self.window, mode, resume, acked, held,
-            self.member,
+            self.member, self.presence, self.info,
         )  # fmt: skip

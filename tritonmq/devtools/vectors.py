@@ -30,9 +30,14 @@ from tritonmq.wire.frames import (
     Fetched,
     From,
     Hello,
+    Join,
+    Leave,
+    Members,
     Meta,
     MetaReply,
     Nack,
+    Presence,
+    PresenceMember,
     Pub,
     PubAck,
     Stats,
@@ -86,9 +91,14 @@ CLIENT: list[tuple[str, ClientFrame]] = [
     ("subdel", SubDelete(12, "chat.lobby", "alice", True)),
     ("subreset to ts", SubReset(13, "chat.lobby", "alice", 99, False)),
     ("subreset to earliest", SubReset(14, "chat.lobby", "alice", From.EARLIEST, True)),
-    ("stats", Stats(15)),
-    ("stats of one topic", Stats(16, "chat.lobby")),
+    ("sub with presence", Sub(15, "chat.lobby", None, From.LATEST, presence=True, info="Alice ☕")),
+    ("presence", Presence(16, "chat.lobby")),
+    ("stats", Stats(17)),
+    ("stats of one topic", Stats(18, "chat.lobby")),
 ]
+
+ALICE = PresenceMember("b1.1", "alice", "Alice ☕")
+BOB = PresenceMember("b1.2", "", "")
 
 BROKER: list[tuple[str, BrokerFrame]] = [
     ("puback", PubAck(1, (1000,), "g0")),
@@ -139,10 +149,14 @@ BROKER: list[tuple[str, BrokerFrame]] = [
         "subinfo",
         SubInfo(12, "chat.lobby", "alice", "broadcast", "alice", 150, 0, "reset", 99, True),
     ),
+    ("members", Members(16, "chat.lobby", (ALICE, BOB))),
+    ("members empty", Members(17, "chat.quiet", ())),
+    ("join", Join(15, "chat.lobby", BOB)),
+    ("leave", Leave(15, "chat.lobby", BOB)),
     (
         "stats reply",
         StatsReply(
-            15,
+            17,
             "g0",
             "b1",
             "primary",
