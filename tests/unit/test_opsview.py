@@ -138,3 +138,53 @@ def test_cells() -> None:
         "2h03m",
     ]
     assert fmt_age(None, 10.0) == "-" and fmt_age(8_000, 10.0) == "2.0s"
+
+
+def test_json_rows_have_stable_keys() -> None:
+    """Scripts read these keys (`--json`): a change here is a change to the CLI's interface."""
+    snap = snapshot()
+    assert set(topic_rows(snap)[0]) == {
+        "topic",
+        "group",
+        "slot",
+        "records",
+        "bytes",
+        "first_ts",
+        "last_ts",
+        "last_publish_ms",
+        "rate",
+        "consumers",
+        "subscriptions",
+    }
+    assert set(subscription_rows(snap)[0]) == {
+        "topic",
+        "name",
+        "mode",
+        "owner",
+        "group",
+        "offset",
+        "stored",
+        "head",
+        "lag",
+        "lag_s",
+        "consumers",
+    }
+    assert set(group_rows(snap)[0]) == {
+        "group",
+        "epoch",
+        "primary",
+        "primary_url",
+        "isr",
+        "members",
+        "under_replicated",
+        "records",
+        "bytes",
+        "max_bytes",
+        "commit",
+        "rate",
+        "max_lag",
+        "max_lag_s",
+        "failovers_seen",
+        "answered",
+        "error",
+    }
