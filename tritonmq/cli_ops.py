@@ -91,6 +91,8 @@ class Reader:
 
         if "/" in self.zk_hosts or not self.zk_hosts.strip():
             raise click.BadParameter("HOST:PORT[,HOST:PORT...]", param_hint="--zk")
+        if not self.chroot.startswith("/"):
+            raise click.BadParameter("a ZooKeeper path, starting with /", param_hint="--chroot")
         zk = new_client(self.zk_hosts, timeout=2.0)
         try:
             await asyncio.to_thread(zk.start, self.timeout)
@@ -109,6 +111,7 @@ class Reader:
         try:
             await self.client.connect()
         except TritonError as e:
+            await self.__aexit__()
             raise Unreachable(f"cannot read the cluster at {url}: {e}") from None
         return self
 
@@ -168,7 +171,8 @@ def read_once(
     timeout: float,
     topic: str | None = None,
 ) -> Snapshot:
-    """One snapshot, or exit: 2 when the cluster cannot be read, 1 when a broker refused."""
+    """One snapshot (exit status 2 when the cluster cannot be read), with a warning on
+    stderr for each group whose primary did not answer."""
     token = read_token(token_file)
 
     async def run() -> Snapshot:

@@ -281,5 +281,7 @@ def test_bad_arguments_and_an_unreachable_cluster_exit_2_with_a_message(
             command,
             gone.stderr,
         )
+    relative = cli("subscriptions", "--zk", str(c.zk_hosts), "--chroot", "tritonmq")
+    assert relative.returncode == 2 and "--chroot" in relative.stderr
     empty = cli("topics", "--zk", str(c.zk_hosts), "--chroot", "/nothing-here")
     assert empty.returncode == 2 and "no broker group" in empty.stderr
