@@ -145,6 +145,7 @@ class Reader:
                 snap.unanswered[g] = got
             else:
                 snap.stats[g] = got
+        snap.taken_at = time.time()  # ages are judged from when the answers were in
         return snap
 
     async def _stats(self, group: str, topic: str | None) -> Any:
@@ -202,6 +203,10 @@ def _table(title: str, columns: list[str], right: set[str]) -> Any:
     return table
 
 
+def _ago(age: str) -> str:
+    return {"-": "-", "0": "now"}.get(age, f"{age} ago")
+
+
 def topics_table(rows: list[dict[str, Any]], now: float, title: str = "TritonMQ topics") -> Any:
     cols = ["topic", "group", "slot", "records", "bytes", "rate", "last publish", "consumers"]
     table = _table(title, [*cols, "subscriptions"], {*cols[2:], "subscriptions"})
@@ -213,7 +218,7 @@ def topics_table(rows: list[dict[str, Any]], now: float, title: str = "TritonMQ 
             fmt(r["records"]),
             fmt_bytes(r["bytes"]),
             fmt_rate(r["rate"]),
-            fmt_age(r["last_publish_ms"], now) + (" ago" if r["last_publish_ms"] else ""),
+            _ago(fmt_age(r["last_publish_ms"], now)),
             fmt(r["consumers"]),
             str(r["subscriptions"]),
         )

@@ -106,6 +106,11 @@ def run_demo(records: int = 20_000, rate: int = 4000) -> int:
     console.print("[bold]TritonMQ failover demo[/]: 1 group x 3 replicas on a local ZooKeeper")
     with DevCluster(1, 3) as cluster:
         console.print(f"zookeeper {cluster.zk_hosts}")
+        console.print(
+            f"watch it from another shell: TRITONMQ_ZK_AUTH_FILE={cluster.zk_auth_file} "
+            f"tritonmq top --zk {cluster.zk_hosts} --chroot {cluster.chroot}",
+            soft_wrap=True,  # one line to copy, however narrow the terminal
+        )
         for b in cluster.brokers.values():
             console.print(f"  broker {b.id} {b.url} pid {b.pid}")
         console.print(f"primary: {cluster.primary()}; publishing {records} records at ~{rate}/s")
