@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 SCRIPT = Path(__file__).parent / "js" / "failover_stream.mjs"
 SECURE_SCRIPT = Path(__file__).parent / "js" / "secure_roundtrip.mjs"
+PRESENCE_SCRIPT = Path(__file__).parent / "js" / "presence_failover.mjs"
 KEY = b"js-client-integration-test-hs256-key-of-64-bytes-0123456789abcdef"
 NODE = shutil.which("node")
 
@@ -116,3 +117,45 @@ def test_js_client_over_wss_with_a_token(
     assert result["ack"]["topic"] == "orders.js" and result["ack"]["ts"] >= 1
     assert result["forbidden"] == "FORBIDDEN"
     assert result["got"] == ["paid"]
+
+
+@pytest.mark.skipif(
+    NODE is None, reason="node is not installed: the JavaScript client is not tested"
+)
+def test_js_presence_join_leave_and_rebuilt_after_sigkill(cluster: DevCluster) -> None:
+    """Alice sees Bob join, leave and join again; after the primary is SIGKILLed the new
+    primary lists both again (new client ids), from the clients' resubscriptions."""
+    info = group_info(cluster)
+    old = info["primary"]
+    proc = subprocess.Popen(
+        [*_node_command(), "--no-warnings", str(PRESENCE_SCRIPT), info["members"][old], "js.room"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        ready = proc.stdout.readline()
+        assert json.loads(ready or "{}").get("ready"), proc.stderr.read() if proc.stderr else ""
+        cluster.kill(old)
+        wait_new_primary(cluster, old)
+        proc.stdin.write("killed\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    result = json.loads(out.splitlines()[-1])["result"]
+    events = result["events"]
+    assert result["listed"] == ["Alice", "Bob"]
+    assert [e[:2] for e in events if e[0] in ("join", "leave")][:3] == [
+        ["join", "Bob"],
+        ["leave", "Bob"],
+        ["join", "Bob"],
+    ]
+    assert ["subscribed", True, True] in events  # resumed, nothing missed
+    assert result["members"] == ["Alice", "Bob"]
+    assert not set(result["after"]) & set(result["before"]), "the new primary gives new ids"
