@@ -116,13 +116,47 @@ async def test_metrics_follow_publish_load_a_sigkill_failover_and_a_draining_lag
             assert metric(drained, "tritonmq_delivered_records_total") >= 1000
             assert metric(drained, "tritonmq_publish_to_delivery_seconds_count") >= 1
 
-            # SIGKILL the primary mid-load.
-            load = asyncio.create_task(
-                client.publish_many("m", [f"b-{j}".encode() for j in range(2000)])
+            # A steady load, consumed as it comes: the primary's counters move between scrapes.
+            acked: list[bytes] = []
+            seen: set[bytes] = set()
+            stop = asyncio.Event()
+
+            async def consume() -> None:
+                while True:
+                    msg = await sub.get()
+                    seen.add(msg.value)
+                    await msg.ack()
+
+            async def produce() -> None:
+                i = 0
+                while not stop.is_set():
+                    values = [f"b-{i}-{j}".encode() for j in range(100)]
+                    await client.publish_many("m", values)
+                    acked.extend(values)
+                    i += 1
+
+            consumer = asyncio.create_task(consume())
+            load = asyncio.create_task(produce())
+            first = await asyncio.to_thread(scrape, cluster, old)
+            moving = await asyncio.to_thread(
+                eventually,
+                cluster,
+                old,
+                lambda s: all(
+                    metric(s, name) > metric(first, name)
+                    for name in (
+                        "tritonmq_published_records_total",
+                        "tritonmq_publish_ack_seconds_count",
+                        "tritonmq_delivered_records_total",
+                    )
+                ),
+                "publish, ack and delivery counters moving under load",
             )
+            assert metric(moving, "tritonmq_log_end_ts") > metric(first, "tritonmq_log_end_ts")
+
+            # SIGKILL the primary mid-load; the load goes on to the new primary.
             cluster.kill(old)
             new = await asyncio.to_thread(wait_new_primary, cluster, old)
-            await asyncio.wait_for(load, 60)
             after = await asyncio.to_thread(
                 eventually,
                 cluster,
@@ -130,9 +164,12 @@ async def test_metrics_follow_publish_load_a_sigkill_failover_and_a_draining_lag
                 lambda s: (
                     metric(s, "tritonmq_is_primary") == 1
                     and metric(s, "tritonmq_insync_replicas") == 2
+                    and metric(s, "tritonmq_published_records_total") > 0
                 ),
-                "it leads with an ISR of 2",
+                "it leads with an ISR of 2 and acknowledges the load",
             )
+            stop.set()
+            await asyncio.wait_for(load, 60)
             assert metric(after, "tritonmq_role", role="leading") == 1
             assert metric(after, "tritonmq_leader_elections_total") == 1
             assert metric(after, "tritonmq_failovers_total") == 1
@@ -146,12 +183,11 @@ async def test_metrics_follow_publish_load_a_sigkill_failover_and_a_draining_lag
             assert metric(follower, "tritonmq_role", role="following") == 1
             assert metric(follower, "tritonmq_epoch") == metric(after, "tritonmq_epoch")
 
-            # The subscriber follows the new primary and drains what the failover left.
-            got = 0
-            while got < 2000:
-                msg = await sub.get(timeout=30)
-                got += msg.value.startswith(b"b-")
-                await msg.ack()
+            # The subscriber follows the new primary and gets everything acknowledged.
+            await asyncio.to_thread(
+                wait_for, lambda: seen >= set(acked), 60, "every acknowledged record delivered"
+            )
+            consumer.cancel()
             await asyncio.to_thread(
                 eventually,
                 cluster,
@@ -159,7 +195,10 @@ async def test_metrics_follow_publish_load_a_sigkill_failover_and_a_draining_lag
                 lambda s: (
                     metric(s, "tritonmq_subscription_lag_records", topic="m", subscription="watch")
                     == 0
-                    and metric(s, "tritonmq_published_records_total") >= 1
+                    and metric(
+                        s, "tritonmq_subscription_lag_seconds", topic="m", subscription="watch"
+                    )
+                    == 0
                 ),
                 "the lag drained on the new primary",
             )
