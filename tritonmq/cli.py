@@ -700,4 +700,7 @@ def sim(
     sys.exit(1 if summary.failed else 0)
 
 
+from tritonmq.cli_slots import slots as slots_command  # noqa: E402 (one registration line)
+
+main.add_command(slots_command)  # tritonmq slots (tritonmq/cli_slots.py)
 add_commands(main)  # subscription delete|reset, token (tritonmq/cli_admin.py)
