@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from tritonmq import cli_slots
 from tritonmq.cli_admin import add_commands, read_token, token_option
 from tritonmq.errors import TritonError
 
@@ -51,6 +52,9 @@ def zk(port: int | None, data_dir: str | None) -> None:
     from tritonmq.devtools.zkserver import run_foreground
 
     sys.exit(run_foreground(port, data_dir))
+
+
+main.add_command(cli_slots.slots)  # tritonmq slots (tritonmq/cli_slots.py)
 
 
 @main.command()
@@ -700,7 +704,4 @@ def sim(
     sys.exit(1 if summary.failed else 0)
 
 
-from tritonmq.cli_slots import slots as slots_command  # noqa: E402 (one registration line)
-
-main.add_command(slots_command)  # tritonmq slots (tritonmq/cli_slots.py)
 add_commands(main)  # subscription delete|reset, token (tritonmq/cli_admin.py)
