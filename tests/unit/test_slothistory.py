@@ -5,18 +5,22 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tritonmq.core.slothistory import (
     Era,
     Move,
+    Position,
+    Segment,
     SlotHistory,
     SlotState,
     begin_move,
     complete,
+    position_of,
     roll_back,
     seal,
+    segments_from,
 )
 from tritonmq.errors import CoordinationError, IllegalSlotTransition, SlotHistoryError
 
@@ -219,3 +223,68 @@ def test_any_sequence_of_legal_steps_keeps_the_invariants(steps: list[tuple[str,
         if e.until > e.after:
             assert h.era_of(e.group, e.until) == e.era
             assert h.era_of(e.group, e.after + 1) == e.era
+
+
+# --- positions (M3) ----------------------------------------------------------------
+
+
+def test_a_position_in_a_slot_that_never_moved_is_todays_ts() -> None:
+    h = SlotHistory("g1")
+    assert position_of(h, "g1", 42) == Position(0, 42) and position_of(h, "g2", 42) is None
+    assert segments_from(h, Position(0, 42)) == (Segment("g1", 0, 42, None),)
+
+
+def test_a_reader_in_the_old_era_reads_its_rest_then_each_later_era_whole() -> None:
+    h = complete(seal(begin_move(SlotHistory("g1"), "g2"), "g1", 100), "g2")
+    h = complete(seal(begin_move(h, "g1"), "g2", 40), "g1")
+    assert segments_from(h, Position(0, 57)) == (
+        Segment("g1", 0, 57, 100),
+        Segment("g2", 1, 0, 40),
+        Segment("g1", 2, 100, None),
+    )
+    assert segments_from(h, Position(2, 150)) == (Segment("g1", 2, 150, None),)
+    assert Position(0, 10**6) < Position(1, 1) < Position(2, 0)
+    sealed = seal(begin_move(h, "g3"), "g1", 130)
+    assert segments_from(sealed, Position(2, 120)) == (Segment("g1", 2, 120, 130),)
+    with pytest.raises(SlotHistoryError):
+        segments_from(h, Position(3, 0))
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["slot", "other", "move"]), st.sampled_from(GROUPS), st.booleans()
+        ),
+        max_size=80,
+    ),
+    st.data(),
+)
+def test_reading_from_any_position_yields_exactly_the_later_records_in_order(
+    steps: list[tuple[str, str, bool]], data: st.DataObject
+) -> None:
+    """Groups' ts grow with other topics' records too; the writer writes the slot's records;
+    moves go back and forth (some rolled back). Reading the segments from any position
+    gives every later record of the slot once, in write order."""
+    h = SlotHistory("g1")
+    last = dict.fromkeys(GROUPS, 0)
+    written: list[tuple[str, int]] = []  # (group, ts) of the slot's records, in write order
+    for kind, g, flag in steps:
+        if kind == "other":
+            last[g] += 1  # another topic's record in g
+        elif kind == "slot" and h.writer is not None:
+            last[h.writer] += 1
+            written.append((h.writer, last[h.writer]))
+        elif kind == "move" and g != h.owner:
+            h = seal(begin_move(h, g), h.owner, last[h.owner])
+            h = roll_back(h) if flag else complete(h, g)
+    positions = [Position(0, 0)] + [p for g, ts in written if (p := position_of(h, g, ts))]
+    assert len(positions) == len(written) + 1 and positions == sorted(positions)
+    i = data.draw(st.integers(0, len(written)))
+    read = [
+        (seg.group, ts)
+        for seg in segments_from(h, positions[i])
+        for g, ts in sorted(written, key=lambda r: r[1])
+        if g == seg.group and seg.holds(ts)
+    ]
+    assert read == written[i:]

@@ -136,6 +136,57 @@ class SlotHistory:
         return cls.from_json(d)
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class Position:
+    """A place in a slot's records (M3): everything up to ``ts`` of era ``era``, in the ts
+    of the group that held that era. Orders as a pair; a slot that never moved has only
+    era 0, where this is today's ``ts``."""
+
+    era: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One stretch a reader reads in one group: the slot's records ``after < ts <= until``
+    (``until`` None: the era is still being written)."""
+
+    group: str
+    era: int
+    after: int
+    until: int | None
+
+    def holds(self, ts: int) -> bool:
+        return self.after < ts and (self.until is None or ts <= self.until)
+
+
+def position_of(h: SlotHistory, group: str, ts: int) -> Position | None:
+    """The position of the slot's record stored in ``group`` at ``ts``; None: not the slot's."""
+    era = h.era_of(group, ts)
+    return None if era is None else Position(era, ts)
+
+
+def segments_from(h: SlotHistory, pos: Position) -> tuple[Segment, ...]:
+    """What a reader holding everything up to ``pos`` still has to read, in order: the rest
+    of ``pos``'s era in its group, then every later era whole, in the group that held it
+    (M4; the Spark source plans its ranges from the same list, M3)."""
+    if not 0 <= pos.era <= h.era:
+        raise SlotHistoryError(f"position {pos} names an era the slot never had (at {h.era})")
+    out = []
+    for era in range(pos.era, h.era + 1):
+        until: int | None
+        if era < h.era:
+            e = h.history[era]
+            group, after, until = e.group, e.after, e.until
+        else:
+            group, after = h.owner, h.after
+            until = h.move.until if h.move is not None else None
+        if era == pos.era:
+            after = max(after, pos.ts) if until is None else min(max(after, pos.ts), until)
+        out.append(Segment(group, era, after, until))
+    return tuple(out)
+
+
 def begin_move(h: SlotHistory, to: str) -> SlotHistory:
     """The operator starts moving the slot to group ``to`` (M2.1)."""
     if h.state is not SlotState.NORMAL:
