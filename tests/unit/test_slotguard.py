@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from tritonmq.core.handover import HandedOver, handover_pairs
+from tritonmq.core.log import GroupLog
 from tritonmq.core.slotguard import SlotDecision, Verdict, read_verdict, write_verdict
-from tritonmq.core.slothistory import SlotHistory, begin_move, complete, roll_back, seal
+from tritonmq.core.slothistory import (
+    Position,
+    SlotHistory,
+    SlotState,
+    begin_move,
+    complete,
+    roll_back,
+    seal,
+    segments_from,
+)
 
 NEVER_MOVED = SlotHistory("g1")
 MOVING = begin_move(NEVER_MOVED, "g2")
@@ -81,3 +95,74 @@ def test_moving_back_reads_each_era_in_its_own_ts_range() -> None:
     assert read_verdict(BACK, "g2", 1, delivered=40) == SlotDecision(Verdict.ENDED, "g1", 2, 100)
     d = read_verdict(BACK, "g1", 2, delivered=100)
     assert (d.verdict, d.after, d.until) == (Verdict.SERVE, 100, None)
+
+
+# --- the decisions composed: a producer across moves back and forth (M2, M8) ------------
+
+
+STRADDLE = [("send", True), ("begin", False), ("seal", False), ("complete", False)]
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["send", "refresh", "begin", "seal", "complete", "roll_back", "other"]),
+            st.booleans(),
+        ),
+        max_size=120,
+    )
+)
+@example(steps=[*STRADDLE, ("refresh", False), ("send", False)])  # the retry reaches g2
+@example(steps=[*STRADDLE, ("send", False)])  # it reaches g1, sealed
+@example(steps=[*STRADDLE, ("refresh", False), *STRADDLE[1:], ("send", False)])  # moved back
+def test_a_producer_across_moves_has_each_acknowledged_record_stored_once_in_order(
+    steps: list[tuple[str, bool]],
+) -> None:
+    """One producer sends records one at a time to the group its (possibly stale) view
+    names, resending the same uuid when an answer is lost or refused; the slot moves
+    between g1 and g2 (and back, or rolls back) with the dedup handover before `complete`.
+    Reading the slot from its start gives the acknowledged records once, in the producer's
+    order (the last one may be stored with its answer lost)."""
+    logs = {"g1": GroupLog(), "g2": GroupLog()}
+    handed = {"g1": HandedOver(), "g2": HandedOver()}
+    h = SlotHistory("g1")
+    view = "g1"  # where the producer sends: the owner as it last read the map
+    n, acked = 0, []  # record n is in flight (uuid n+1)
+    for kind, flag in steps:
+        g = h.owner
+        if kind == "send":
+            u = (n + 1).to_bytes(16, "big")
+            log = logs[view]
+            stored = log.lookup(u) is not None or handed[view].all_known([u])
+            d = write_verdict(h, view, already_stored=stored)
+            if d.verdict is Verdict.ACCEPT:
+                log.append_new("t", u, None, b"", None)
+            if d.verdict in (Verdict.ACCEPT, Verdict.DEDUP) and not flag:  # flag: answer lost
+                acked.append(u)
+                n += 1
+            elif d.verdict is Verdict.WRONG_GROUP and d.group is not None:
+                view = d.group
+        elif kind == "refresh":
+            view = h.owner
+        elif kind == "other":
+            logs["g2" if flag else "g1"].append_new("o", b"o%d" % len(logs["g1"]), None, b"", None)
+        elif kind == "begin" and h.state is SlotState.NORMAL:
+            h = begin_move(h, "g2" if g == "g1" else "g1")
+        elif kind == "seal" and h.state is SlotState.MOVING:
+            h = seal(h, g, logs[g].last_ts)  # every write the owner accepted is below it
+        elif kind == "complete" and h.state is SlotState.SEALED and h.move is not None:
+            until, to = h.move.until, h.move.to
+            assert until is not None
+            handed[to].adopt(h.era, handover_pairs(logs[g], lambda t: t == "t", until), 1e9)
+            h = complete(h, to)
+        elif kind == "roll_back" and h.state is not SlotState.NORMAL:
+            h = roll_back(h)
+    read = [
+        rec[1]
+        for seg in segments_from(h, Position(0, 0))
+        for rec in (logs[seg.group].topics["t"].records if "t" in logs[seg.group].topics else [])
+        if seg.holds(rec[0])
+    ]
+    in_flight = (n + 1).to_bytes(16, "big")
+    assert read in (acked, [*acked, in_flight])
