@@ -9,10 +9,18 @@ brokers and clients watch (docs/replication.md, M1).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoAuthError, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 from tritonmq.coord import paths
 from tritonmq.coord.zkclient import (
@@ -134,6 +142,36 @@ def cas_slot(zk: KazooClient, chroot: str, n: int, new: SlotHistory, read: SlotH
     if any(isinstance(r, BadVersionError) for r in results):
         return False
     raise CoordinationError(f"writing slot {n} failed: {results}")
+
+
+def apply_slot_step(
+    zk: KazooClient,
+    chroot: str,
+    n: int,
+    step: Callable[[SlotHistory], SlotHistory],
+    attempts: int = 20,
+) -> SlotHistory:
+    """Read slot ``n``, apply the pure ``step`` (``begin_move``, ``seal``...), write the
+    result by CAS; returns what was written. A lost race (another slot or move wrote
+    first) re-reads and applies the step again to what is there now, so a step the slot
+    no longer allows raises IllegalSlotTransition. A write of unknown outcome (the
+    connection dropped) is judged by re-reading, as R4a does for the group state."""
+    for _ in range(attempts):
+        read = read_slot_histories(zk, chroot)
+        if read is None:
+            raise CoordinationError(f"no slot map under {chroot}")
+        if not 0 <= n < len(read.slots):
+            raise CoordinationError(f"no slot {n}: the cluster has slots 0..{len(read.slots) - 1}")
+        new = step(read.slots[n])
+        try:
+            if cas_slot(zk, chroot, n, new, read):
+                return new
+        except (ConnectionLoss, SessionExpiredError):
+            zk.retry(zk.sync, slot_path(chroot, n))
+            now = read_slot_histories(zk, chroot)
+            if now is not None and now.slots[n] == new and now.map_version > read.map_version:
+                return new
+    raise CoordinationError(f"slot {n}: gave up after {attempts} lost races")
 
 
 def init_cluster(
