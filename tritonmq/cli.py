@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from tritonmq import cli_slots
 from tritonmq.cli_admin import add_commands, read_token, token_option
 from tritonmq.errors import TritonError
 
@@ -51,6 +52,9 @@ def zk(port: int | None, data_dir: str | None) -> None:
     from tritonmq.devtools.zkserver import run_foreground
 
     sys.exit(run_foreground(port, data_dir))
+
+
+main.add_command(cli_slots.slots)  # tritonmq slots (tritonmq/cli_slots.py)
 
 
 @main.command()
