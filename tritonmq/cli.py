@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from tritonmq import cli_slots
 from tritonmq.cli_admin import add_commands, read_token, token_option
 from tritonmq.cli_ops import add_commands as add_ops_commands
 from tritonmq.errors import TritonError
@@ -53,6 +54,9 @@ def zk(port: int | None, data_dir: str | None) -> None:
     from tritonmq.devtools.zkserver import run_foreground
 
     sys.exit(run_foreground(port, data_dir))
+
+
+main.add_command(cli_slots.slots)  # tritonmq slots (tritonmq/cli_slots.py)
 
 
 @main.command()

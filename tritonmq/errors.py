@@ -25,6 +25,8 @@ flag; the wire never carries tracebacks.
     │   ├── StaleEpoch              a frame from an older epoch
     │   └── LogGap                  an append that is not ``last + 1``
     ├── CoordinationError           ZooKeeper failures seen by the coord layer
+    │   └── SlotHistoryError        a /slots/<n> znode that breaks the slot history's rules
+    │       └── IllegalSlotTransition  a move step the slot's state does not allow
     └── ClientError                 raised by the Python client
         ├── PublishTimeout          no acknowledgement within the client's deadline
         ├── ClientClosed            the client was closed while a call was pending
@@ -170,6 +172,14 @@ class LogGap(ReplicationError):
 
 class CoordinationError(TritonError):
     code = "COORDINATION"
+
+
+class SlotHistoryError(CoordinationError):
+    """A slot znode that cannot be read as a slot history (docs/replication.md, M1)."""
+
+
+class IllegalSlotTransition(SlotHistoryError):
+    """A move step refused: the slot is not in a state that allows it (M1's table)."""
 
 
 class ClientError(TritonError):

@@ -56,3 +56,14 @@ async def test_a_restart_whose_old_port_was_taken_binds_a_fresh_one(
         assert group_info(c)["members"][backup] == b.url
     async with Client(zk_url(c)) as client:
         assert (await client.publish("after-restart", b"x")).ts > 0
+
+
+async def test_a_one_replica_dev_group_takes_writes(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    # `tritonmq dev --replicas 1`: its brokers must know the group has one replica, or they
+    # wait for a second in-sync replica that never comes and refuse every publish.
+    c = make_cluster(groups=1, replicas=1)
+    async with Client(zk_url(c), timeout=15) as client:
+        ack = await client.publish("solo", b"x")
+    assert ack.ts > 0

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import ast
-import random
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -16,17 +14,14 @@ import tritonmq.client.events as events_module
 import tritonmq.client.pending as pending_module
 import tritonmq.client.protocol as protocol_module
 import tritonmq.client.states as states_module
+from tests.unit.clientharness import A, B, C, Harness, recs
 from tritonmq.client.events import (
-    AckRecord,
     Action,
     Answered,
     Close,
     Connect,
-    DeliverRecords,
     Disconnect,
     EpochSeen,
-    Event,
-    FrameReceived,
     Probe,
     Publish,
     PublishDone,
@@ -36,18 +31,14 @@ from tritonmq.client.events import (
     Resolve,
     Resolved,
     ResolveFailed,
-    Send,
     Subscribe,
-    Subscribed,
     SubscriptionFailed,
     Tick,
     TransportClosed,
     TransportFailed,
     TransportOpened,
-    Unsubscribe,
     WakeAt,
 )
-from tritonmq.client.pending import RECENT_ACKS_S
 from tritonmq.client.protocol import ClientProtocol, Settings
 from tritonmq.client.states import ConnState
 from tritonmq.errors import (
@@ -59,11 +50,8 @@ from tritonmq.errors import (
     WrongGroup,
 )
 from tritonmq.wire.frames import (
-    Ack,
-    BrokerFrame,
     Commit,
     Committed,
-    Deliver,
     Error,
     ErrorCode,
     Fetch,
@@ -72,57 +60,10 @@ from tritonmq.wire.frames import (
     Hello,
     Meta,
     MetaReply,
-    Pub,
     PubAck,
     Sub,
     SubOk,
-    Unsub,
 )
-
-A, B, C = "ws://a:1", "ws://b:1", "ws://c:1"
-
-
-class Harness:
-    """A protocol, its clock, and what it asked for."""
-
-    def __init__(self, **options: Any) -> None:
-        self.now = 100.0
-        self.rng = random.Random(7)
-        self.p = ClientProtocol(Settings(**options), self.rng.random)
-        self.actions: list[Action] = []
-
-    def __call__(self, event: Event) -> list[Action]:
-        out = self.p.handle(event, self.now)
-        self.actions += out
-        return out
-
-    def frame(self, f: BrokerFrame) -> list[Action]:
-        return self(FrameReceived(self.p.conn, f))
-
-    def connect(self, url: str = A, epoch: int = 1, urls: tuple[str, ...] = (A, B, C)) -> None:
-        """Drive a fresh or dropped protocol to CONNECTED at ``url``."""
-        self(Tick())
-        if self.p.state is ConnState.RESOLVING:
-            self(Resolved(urls))
-        while self.p.url != url:
-            self(TransportFailed(self.p.conn, "refused"))
-            if self.p.state is not ConnState.CONNECTING:
-                self.now += 1
-                self(Tick())
-                self(Resolved(urls))
-        assert Send(Hello("tritonmq-python")) in self(TransportOpened(self.p.conn))
-        self.frame(MetaReply(0, "g1", url[5], "primary", epoch))
-        assert self.p.state is ConnState.CONNECTED
-
-    def sent(self, out: list[Action] | None = None) -> list[Any]:
-        return [a.frame for a in (self.actions if out is None else out) if isinstance(a, Send)]
-
-    def pubs(self, out: list[Action] | None = None) -> list[Pub]:
-        return [f for f in self.sent(out) if isinstance(f, Pub)]
-
-
-def recs(n: int, tag: str = "u") -> list[Any]:
-    return [(f"{tag}{i}".encode(), None, b"v", None) for i in range(n)]
 
 
 def test_the_protocol_modules_do_no_io() -> None:
@@ -457,185 +398,6 @@ def test_wake_ups_for_the_liveness_hello_follow_the_silence() -> None:
     assert WakeAt(pytest.approx(h.now + 0.3)) in out
 
 
-# --- subscriptions ------------------------------------------------------------------------
-
-
-def test_subscribe_resume_and_the_drop_of_redeliveries() -> None:
-    h = Harness()
-    h.connect(A)
-    out = h(Subscribe(1, "t", None, From.LATEST))
-    assert h.sent(out) == [Sub(1, "t", None, From.LATEST, None, "broadcast", False)]
-    assert h.frame(SubOk(1, 10)) == [Subscribed(1, 10)]
-    r = [(ts, b"u", None, b"v", None) for ts in range(10, 15)]
-    assert h.frame(Deliver(1, "t", tuple(r[:3]))) == [DeliverRecords(1, tuple(r[:3]))]
-    h(TransportClosed(h.p.conn))
-    h.actions.clear()
-    h.connect(B, epoch=2)
-    assert [f for f in h.sent() if isinstance(f, Sub)] == [
-        Sub(1, "t", None, 13, None, "broadcast", True)
-    ]
-    # The new primary sends some again: only what the application has not seen passes.
-    assert h.frame(Deliver(1, "t", tuple(r[1:]))) == [DeliverRecords(1, tuple(r[3:]))]
-    assert h.frame(Deliver(1, "t", tuple(r[:5]))) == []
-
-
-def test_shared_subscriptions_keep_every_record_and_rejoin_at_latest() -> None:
-    h = Harness()
-    h.connect(A)
-    h(Subscribe(2, "t", "work", 5, 10, "shared", "m7"))
-    assert h.sent()[-1] == Sub(2, "t", "work", 5, 10, "shared", member="m7")
-    h.frame(SubOk(2, 5))
-    rs = ((7, b"u", None, b"v", None), (6, b"u", None, b"v", None))
-    assert h.frame(Deliver(2, "t", rs)) == [DeliverRecords(2, rs)]
-    assert h.frame(Deliver(2, "t", rs)) == [DeliverRecords(2, rs)]
-    h(AckRecord(2, 7))
-    h(AckRecord(2, 6))
-    assert h.sent(h(Tick())) == [Ack(2, 7, (6,))]
-    h(TransportClosed(h.p.conn))
-    h.actions.clear()
-    h.connect(B)
-    assert [f for f in h.sent() if isinstance(f, Sub)] == [
-        Sub(2, "t", "work", From.LATEST, 10, "shared", True, (7, 6), member="m7")
-    ], "a member keeps its id across connections"
-
-
-def shared_member() -> Harness:
-    """Connected to A, in shared subscription t/work (sid 2)."""
-    h = Harness()
-    h.connect(A)
-    h(Subscribe(2, "t", "work", From.EARLIEST, None, "shared", "m1"))
-    h.frame(SubOk(2, 1))
-    return h
-
-
-def rec(ts: int) -> Any:
-    return (ts, b"u%d" % ts, None, b"v", None)
-
-
-def test_a_shared_member_tells_a_new_primary_what_it_acked_and_drops_its_own_repeats() -> None:
-    """A failover: 1 and 2 were acknowledged (2 never reached the old primary), 3 is with
-    the application (the sub says all three). Should the new primary send 1..4 anyway, only
-    4 is new to the application; 1 and 2 are acknowledged again so the broker lets go of
-    them; 3 waits for the application's own ack."""
-    h = shared_member()
-    h.frame(Deliver(2, "t", (rec(1), rec(2), rec(3))))
-    h(AckRecord(2, 1))
-    assert h.sent(h(Tick())) == [Ack(2, 1)]
-    h(AckRecord(2, 2))
-    h(TransportClosed(h.p.conn))
-    h.actions.clear()
-    h.connect(B, epoch=2)
-    assert [f for f in h.sent() if isinstance(f, Sub)] == [
-        Sub(2, "t", "work", From.LATEST, None, "shared", True, (1, 2), (3,), "m1")
-    ]
-    out = h.frame(Deliver(2, "t", (rec(1), rec(2), rec(3), rec(4))))
-    assert [a for a in out if isinstance(a, DeliverRecords)] == [DeliverRecords(2, (rec(4),))]
-    assert h.sent(h(Tick())) == [Ack(2, 1, (2,))]
-    h(AckRecord(2, 3))
-    assert h.sent(h(Tick())) == [Ack(2, 3)]
-
-
-def test_a_shared_member_remembers_its_acks_for_a_bounded_time() -> None:
-    h = shared_member()
-    h.frame(Deliver(2, "t", (rec(1), rec(2))))
-    h(AckRecord(2, 1))
-    h.now += RECENT_ACKS_S - 1
-    h(AckRecord(2, 2))
-    h.now += 2
-    h(TransportClosed(h.p.conn))
-    h.actions.clear()
-    h.connect(B, epoch=2)
-    [sub] = [f for f in h.sent() if isinstance(f, Sub)]
-    assert sub.acked == (2,), "an ack older than RECENT_ACKS_S was sent"
-
-
-def test_acks_are_coalesced_and_kept_across_a_disconnect() -> None:
-    h = Harness()
-    h.connect(A)
-    h(Subscribe(1, "t", "durable", From.EARLIEST))
-    h.frame(SubOk(1, 1))
-    for ts in (3, 5, 4):
-        h(AckRecord(1, ts))
-    assert h.sent(h(Tick())) == [Ack(1, 5)]
-    h(AckRecord(1, 6))
-    h(TransportClosed(h.p.conn))
-    assert h.sent(h(Tick())) == []
-    h.actions.clear()
-    h.connect(B)
-    assert Ack(1, 6) in h.sent()
-
-
-def test_unsubscribe_sends_pending_acks_first() -> None:
-    h = Harness()
-    h.connect(A)
-    h(Subscribe(1, "t", None, From.LATEST))
-    h.frame(SubOk(1, 1))
-    h(AckRecord(1, 4))
-    assert h.sent(h(Unsubscribe(1))) == [Ack(1, 4), Unsub(1)]
-
-
-def test_purged_reaches_the_subscription_as_an_error() -> None:
-    h = Harness()
-    h.connect(A)
-    h(Subscribe(3, "t", None, 5))
-    h.frame(SubOk(3, 5))
-    out = h.frame(Error.of(ErrorCode.PURGED, "5..9 are gone", sid=3, first=5, last=9))
-    assert len(out) == 1 and isinstance(out[0], SubscriptionFailed) and out[0].sid == 3
-    err = out[0].error
-    assert isinstance(err, Purged) and (err.first, err.last) == (5, 9)
-    assert h.p.state is ConnState.CONNECTED  # the others carry on
-    assert h.frame(Deliver(3, "t", ((9, b"u", None, b"v", None),))) == []
-
-
-def test_a_retriable_subscription_error_resubscribes() -> None:
-    h = Harness()
-    h.connect(A)
-    h(Subscribe(1, "t", None, From.LATEST))
-    h.frame(SubOk(1, 8))
-    out = h.frame(Error.of(ErrorCode.NOT_PRIMARY, "stepped down", sid=1))
-    assert Disconnect(h.p.conn) in out
-    h.actions.clear()
-    h.connect(B)
-    assert [f for f in h.sent() if isinstance(f, Sub)] == [
-        Sub(1, "t", None, 8, None, "broadcast", True)
-    ]
-
-
-def test_subscriptions_are_told_when_no_primary_can_be_reached() -> None:
-    h = Harness(timeout=3.0)
-    h(Subscribe(1, "t", None, From.LATEST))
-    h(Tick())
-    h(ResolveFailed("ConnectionLoss"))
-    h.now += 3.0
-    out = h(Tick())
-    failed = [a for a in out if isinstance(a, SubscriptionFailed)]
-    assert len(failed) == 1 and isinstance(failed[0].error, Unavailable)
-    # A confirmed one gets the same after `timeout` without any connection.
-    h = Harness(timeout=3.0)
-    h.connect(A)
-    h(Subscribe(1, "t", None, From.LATEST))
-    h.frame(SubOk(1, 1))
-    h.now += 10
-    assert not [a for a in h(Tick()) if isinstance(a, SubscriptionFailed)]
-    h(TransportClosed(h.p.conn))
-    h.now += 3.0
-    assert [a for a in h(Tick()) if isinstance(a, SubscriptionFailed)]
-
-
-def test_close_fails_everything_pending_and_everything_after() -> None:
-    h = Harness()
-    h.connect(A)
-    h(Publish(1, "t", recs(1)))
-    h(Subscribe(1, "t", None, From.LATEST))
-    out = h(Close())
-    assert out[0] == Disconnect(h.p.conn)
-    assert {type(a.error) for a in out if isinstance(a, PublishFailed | SubscriptionFailed)} == {
-        ClientClosed
-    }
-    assert isinstance(h(Publish(2, "t", recs(1)))[0], PublishFailed)
-    assert h.p.state is ConnState.CLOSED
-
-
 # --- requests answered once: fetch, commit, meta (spark support) --------------------------
 
 
@@ -865,42 +627,3 @@ def test_batches_are_cut_by_bytes_as_well_as_by_count() -> None:
     assert h.frame(PubAck(3, tuple(range(25, 31)), "g1")) == [
         PublishDone(2, tuple(range(11, 31)), "g1")
     ]
-
-
-def test_a_presence_subscription_asks_for_it_again_on_every_connection_and_gets_its_pushes() -> (
-    None
-):
-    from tritonmq.client.events import PresenceChanged
-    from tritonmq.wire.frames import Join, Leave, PresenceMember
-
-    h = Harness()
-    h.connect(A)
-    out = h(Subscribe(1, "room", None, From.LATEST, presence=True, info="Alice"))
-    assert h.sent(out) == [Sub(1, "room", None, From.LATEST, presence=True, info="Alice")]
-    h.frame(SubOk(1, 10))
-    bob = PresenceMember("a.1", "", "Bob")
-    assert h.frame(Join(1, "room", bob)) == [PresenceChanged(1, Join(1, "room", bob))]
-    assert h.frame(Join(9, "room", bob)) == []  # a sid this client does not have
-    h(TransportClosed(h.p.conn))
-    h.actions.clear()
-    h.connect(B, epoch=2)  # C12: the new primary is told again, so it lists us again
-    [resub] = [f for f in h.sent() if isinstance(f, Sub)]
-    assert (resub.presence, resub.info, resub.resume, resub.start) == (True, "Alice", True, 10)
-    h(Unsubscribe(1))
-    assert h.frame(Leave(1, "room", bob)) == []  # after unsub: dropped
-
-
-def test_presence_is_a_request_answered_by_members_and_resent_on_a_new_connection() -> None:
-    from tritonmq.wire.frames import Members, Presence, PresenceMember
-
-    h = Harness()
-    h.connect(A)
-    out = h(Request(5, Presence(0, "room")))
-    [frame] = h.sent(out)
-    assert isinstance(frame, Presence) and frame.id > 0 and frame.topic == "room"
-    h(TransportClosed(h.p.conn))
-    h.actions.clear()
-    h.connect(B, epoch=2)
-    assert frame in h.sent()  # unanswered: asked again, same id (C10)
-    members = Members(frame.id, "room", (PresenceMember("b.1", "alice", "Alice"),))
-    assert Answered(5, members) in h.frame(members)

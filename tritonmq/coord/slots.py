@@ -1,16 +1,26 @@
 """The slot map in ZooKeeper: ``/cluster`` {"slots", "version"} and ``/slots/<n>`` {"group", "state"}.
 
 Created once, in one transaction, by `tritonmq init` (the dev cluster does it);
-a slot move rewrites ``/slots/<n>`` and bumps ``/cluster``'s version, which is
-what brokers and clients watch.
+a slot move rewrites ``/slots/<n>`` (its history, :mod:`tritonmq.core.slothistory`)
+by CAS and bumps ``/cluster``'s version in the same transaction, which is what
+brokers and clients watch (docs/replication.md, M1).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 from tritonmq.coord import paths
 from tritonmq.coord.zkclient import (
@@ -19,10 +29,12 @@ from tritonmq.coord.zkclient import (
     FromEnv,
     ZkCredential,
     credential_from,
+    denied,
     new_client,
     reader_from,
     secure_tree,
 )
+from tritonmq.core.slothistory import SlotHistory
 from tritonmq.core.slots import SlotMap
 from tritonmq.errors import CoordinationError
 
@@ -67,6 +79,99 @@ def read_slot_map(zk: KazooClient, chroot: str) -> SlotMap | None:
             return None
         owners.append(str(json.loads(data)["group"]))
     return SlotMap(tuple(owners), version)
+
+
+@dataclass(frozen=True, slots=True)
+class SlotHistories:
+    """Every slot's history as read, with the znode versions a CAS must name."""
+
+    cluster_version: int  # the ``/cluster`` znode's version (not the map version in its data)
+    map_version: int  # the ``version`` in ``/cluster``'s data, which brokers and clients watch
+    slots: tuple[SlotHistory, ...]
+    znode_versions: tuple[int, ...]
+
+
+def read_slot_histories(zk: KazooClient, chroot: str) -> SlotHistories | None:
+    """Every ``/slots/<n>`` as a :class:`SlotHistory`; None when the cluster has no slot map.
+    A slot znode that breaks the history's rules raises SlotHistoryError."""
+    try:
+        raw, stat = zk.get(cluster_path(chroot))
+    except NoNodeError:
+        return None
+    count, version = parse_cluster(raw)
+    slots, versions = [], []
+    for n in range(count):
+        try:
+            data, st = zk.get(slot_path(chroot, n))
+        except NoNodeError:
+            raise CoordinationError(f"slot {n} is missing: a partial slot map") from None
+        slots.append(SlotHistory.decode(data))
+        versions.append(st.version)
+    return SlotHistories(stat.version, version, tuple(slots), tuple(versions))
+
+
+def fetch_slot_histories(
+    hosts: str, chroot: str, timeout: float = 10.0, auth: ZkCredential | None | FromEnv = FROM_ENV
+) -> SlotHistories | None:
+    """:func:`read_slot_histories` over a session of its own (`tritonmq slots`)."""
+    zk = new_client(hosts, timeout=2.0, auth=auth)
+    try:
+        zk.start(timeout=timeout)
+    except Exception as e:
+        raise CoordinationError(f"cannot reach ZooKeeper at {hosts}: {e}") from e
+    try:
+        return read_slot_histories(zk, chroot)
+    except NoAuthError as e:
+        raise denied(f"the slot map under {chroot}") from e
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def cas_slot(zk: KazooClient, chroot: str, n: int, new: SlotHistory, read: SlotHistories) -> bool:
+    """Write slot ``n``'s history if neither it nor ``/cluster`` changed since ``read``,
+    bumping the map version in the same transaction. False: someone else wrote first
+    (re-read and decide again)."""
+    tx = zk.transaction()
+    tx.set_data(slot_path(chroot, n), new.encode(), version=read.znode_versions[n])
+    cluster = {"slots": len(read.slots), "version": read.map_version + 1}
+    tx.set_data(cluster_path(chroot), json.dumps(cluster).encode(), version=read.cluster_version)
+    results = tx.commit()
+    if not any(isinstance(r, Exception) for r in results):
+        return True
+    if any(isinstance(r, BadVersionError) for r in results):
+        return False
+    raise CoordinationError(f"writing slot {n} failed: {results}")
+
+
+def apply_slot_step(
+    zk: KazooClient,
+    chroot: str,
+    n: int,
+    step: Callable[[SlotHistory], SlotHistory],
+    attempts: int = 20,
+) -> SlotHistory:
+    """Read slot ``n``, apply the pure ``step`` (``begin_move``, ``seal``...), write the
+    result by CAS; returns what was written. A lost race (another slot or move wrote
+    first) re-reads and applies the step again to what is there now, so a step the slot
+    no longer allows raises IllegalSlotTransition. A write of unknown outcome (the
+    connection dropped) is judged by re-reading, as R4a does for the group state."""
+    for _ in range(attempts):
+        read = read_slot_histories(zk, chroot)
+        if read is None:
+            raise CoordinationError(f"no slot map under {chroot}")
+        if not 0 <= n < len(read.slots):
+            raise CoordinationError(f"no slot {n}: the cluster has slots 0..{len(read.slots) - 1}")
+        new = step(read.slots[n])
+        try:
+            if cas_slot(zk, chroot, n, new, read):
+                return new
+        except (ConnectionLoss, SessionExpiredError):
+            zk.retry(zk.sync, slot_path(chroot, n))
+            now = read_slot_histories(zk, chroot)
+            if now is not None and now.slots[n] == new and now.map_version > read.map_version:
+                return new
+    raise CoordinationError(f"slot {n}: gave up after {attempts} lost races")
 
 
 def init_cluster(

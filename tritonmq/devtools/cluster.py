@@ -259,6 +259,7 @@ class DevCluster:
             sys.executable, "-m", "tritonmq", "broker",
             "--zk", b.zk or str(self.zk_hosts), "--group", b.group, "--id", b.id,
             "--listen", f"{b.host}:{b.port}", "--chroot", self.chroot,
+            "--replicas", str(self.replicas),
         ]  # fmt: skip
         if b.repl_url:
             cmd += ["--advertise-repl", b.repl_url]

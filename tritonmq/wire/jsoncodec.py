@@ -27,8 +27,6 @@ import msgpack
 
 from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError
 from tritonmq.wire.codec import (
-    DEFAULT_MAX_ELEMENTS,
-    DEFAULT_MAX_FRAME,
     MAX_ACK_TS,
     MAX_MAP_LEN,
     _broker_frame,
@@ -43,6 +41,7 @@ from tritonmq.wire.frames import (
     BrokerFrame,
     ClientFrame,
 )
+from tritonmq.wire.limits import CodecLimits
 
 JSON_SUBPROTOCOL = "tritonmq.v1.json"
 MAX_DEPTH = 16
@@ -235,24 +234,11 @@ def transcode(data: bytes) -> str:
     return _dumps(map_of(data))
 
 
-class JsonCodec:
+class JsonCodec(CodecLimits):
     """``tritonmq.v1.json``: JSON objects in text websocket messages, with the limits given
     (the same as :class:`~tritonmq.wire.subprotocols.MsgpackCodec`'s)."""
 
     subprotocol = JSON_SUBPROTOCOL
-
-    def __init__(
-        self,
-        *,
-        max_frame: int = DEFAULT_MAX_FRAME,
-        max_records: int = 10_000,
-        max_value: int = 1024 * 1024,
-        max_elements: int = DEFAULT_MAX_ELEMENTS,
-    ) -> None:
-        self.max_frame = max_frame
-        self.max_records = max_records
-        self.max_value = max_value
-        self.max_elements = max_elements
 
     def encode(self, frame: ClientFrame | BrokerFrame) -> str:
         if isinstance(frame, BROKER_FRAMES):

@@ -9,8 +9,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from tritonmq.wire.codec import (
-    DEFAULT_MAX_ELEMENTS,
-    DEFAULT_MAX_FRAME,
     _broker_frame,
     _unpack,
     decode_client,
@@ -24,6 +22,7 @@ from tritonmq.wire.frames import (
     ClientFrame,
 )
 from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL, JsonCodec
+from tritonmq.wire.limits import CodecLimits
 
 
 class Codec(Protocol):
@@ -42,23 +41,10 @@ class Codec(Protocol):
     def decode_broker(self, data: bytes | str) -> BrokerFrame: ...
 
 
-class MsgpackCodec:
+class MsgpackCodec(CodecLimits):
     """``tritonmq.v1``: msgpack maps in binary websocket messages, with the limits given."""
 
     subprotocol = SUBPROTOCOL
-
-    def __init__(
-        self,
-        *,
-        max_frame: int = DEFAULT_MAX_FRAME,
-        max_records: int = 10_000,
-        max_value: int = 1024 * 1024,
-        max_elements: int = DEFAULT_MAX_ELEMENTS,
-    ) -> None:
-        self.max_frame = max_frame
-        self.max_records = max_records
-        self.max_value = max_value
-        self.max_elements = max_elements
 
     def encode(self, frame: ClientFrame | BrokerFrame) -> bytes:
         if isinstance(frame, BROKER_FRAMES):

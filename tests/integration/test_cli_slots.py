@@ -1,0 +1,140 @@
+"""`tritonmq slots` as an operator runs it, on a real cluster and a real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from tritonmq.coord.slots import cas_slot, init_cluster, read_slot_histories, read_slot_map
+from tritonmq.coord.zkclient import new_client
+from tritonmq.core.slothistory import SlotHistory, begin_move, complete, seal
+from tritonmq.core.slots import SlotMap
+from tritonmq.devtools.cluster import DevCluster
+from tritonmq.devtools.zkserver import ZooKeeperServer
+from tritonmq.errors import SlotHistoryError
+
+pytestmark = pytest.mark.integration
+TRITONMQ = [sys.executable, "-m", "tritonmq"]
+
+
+def slots(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TRITONMQ, "slots", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def zk(zk_server: ZooKeeperServer) -> Iterator[KazooClient]:
+    client = new_client(zk_server.hostport)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+def test_a_running_clusters_slots_are_all_at_era_0_with_no_move(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    c = make_cluster(groups=2, replicas=1, settings={"replicas": 1, "min_insync": 1})
+    where = ["--zk", str(c.zk_hosts), "--chroot", c.chroot]
+    r = slots(*where, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    expected = SlotMap.spread(["g1", "g2"], 64).owners
+    assert [s["owner"] for s in out["slots"]] == list(expected)
+    assert {(s["era"], s["state"], s["writer"] == s["owner"]) for s in out["slots"]} == {
+        (0, "normal", True)
+    }
+    assert all(s["history"] == [] and s["move"] is None for s in out["slots"])
+    picked = json.loads(slots(*where, "--json", "5", "0", "5").stdout)["slots"]
+    assert [s["slot"] for s in picked] == [0, 5]
+    table = slots(*where, "1")
+    assert table.returncode == 0 and "g2" in table.stdout and "normal" in table.stdout
+
+
+def test_a_move_is_written_only_by_cas_and_shows_in_the_map(
+    zk_server: ZooKeeperServer, zk: KazooClient
+) -> None:
+    chroot = f"/slots-{uuid.uuid4().hex[:8]}"
+    init_cluster(zk_server.hostport, chroot, ["g1", "g2"], 4)
+    read = read_slot_histories(zk, chroot)
+    assert read is not None and read.slots[2] == SlotHistory("g1")
+    moving = begin_move(read.slots[2], "g2")
+    assert cas_slot(zk, chroot, 2, moving, read)
+    # a second writer that read the same versions loses, whatever it wanted to write
+    assert not cas_slot(zk, chroot, 2, begin_move(read.slots[2], "g2"), read)
+    assert not cas_slot(zk, chroot, 1, begin_move(read.slots[1], "g1"), read)  # /cluster moved
+    for step in (lambda h: seal(h, "g1", 1200), lambda h: complete(h, "g2")):
+        now = read_slot_histories(zk, chroot)
+        assert now is not None
+        assert cas_slot(zk, chroot, 2, step(now.slots[2]), now)
+    smap = read_slot_map(zk, chroot)  # what brokers and clients route by today
+    assert smap is not None and smap.owners == ("g1", "g2", "g2", "g2") and smap.version == 3
+    out = json.loads(slots("--zk", zk_server.hostport, "--chroot", chroot, "--json").stdout)
+    assert out["version"] == 3
+    moved = out["slots"][2]
+    assert (moved["owner"], moved["era"], moved["state"], moved["move"]) == (
+        "g2",
+        1,
+        "normal",
+        None,
+    )
+    assert moved["history"] == [{"era": 0, "group": "g1", "after": 0, "until": 1200}]
+    assert [s["era"] for s in out["slots"]] == [0, 0, 1, 0]
+
+
+def test_a_move_in_progress_shows_its_target_and_seal_point(
+    zk_server: ZooKeeperServer, zk: KazooClient
+) -> None:
+    chroot = f"/slots-{uuid.uuid4().hex[:8]}"
+    init_cluster(zk_server.hostport, chroot, ["g1", "g2"], 2)
+    read = read_slot_histories(zk, chroot)
+    assert read is not None
+    assert cas_slot(zk, chroot, 0, seal(begin_move(read.slots[0], "g2"), "g1", 77), read)
+    out = json.loads(slots("--zk", zk_server.hostport, "--chroot", chroot, "--json").stdout)
+    s = out["slots"][0]
+    assert (s["owner"], s["writer"], s["move"]) == (
+        "g1",
+        None,
+        {"to": "g2", "state": "sealed", "until": 77},
+    )
+    table = slots("--zk", zk_server.hostport, "--chroot", chroot)
+    assert "to g2, sealed at 77" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["9"], "slots 0..3"),
+        (["-1"], "SLOT"),
+        (["x"], "SLOT"),
+        (["--timeout", "0"], "--timeout"),
+    ],
+)
+def test_a_bad_argument_exits_2_with_a_message(
+    zk_server: ZooKeeperServer, args: list[str], says: str
+) -> None:
+    chroot = f"/slots-{uuid.uuid4().hex[:8]}"
+    init_cluster(zk_server.hostport, chroot, ["g1"], 4)
+    r = slots("--zk", zk_server.hostport, "--chroot", chroot, *args)
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_an_unreadable_cluster_exits_2_with_a_message(
+    zk_server: ZooKeeperServer, zk: KazooClient
+) -> None:
+    r = slots("--zk", "127.0.0.1:1", "--timeout", "1")
+    assert r.returncode == 2 and "cannot reach ZooKeeper" in r.stderr, r.stderr
+    r = slots("--zk", zk_server.hostport, "--chroot", "/nothing-here")
+    assert r.returncode == 2 and "no slot map" in r.stderr, r.stderr
+    chroot = f"/slots-{uuid.uuid4().hex[:8]}"
+    init_cluster(zk_server.hostport, chroot, ["g1", "g2"], 2)
+    zk.set(f"{chroot}/slots/1", json.dumps({"group": "g1", "state": "sealed"}).encode())
+    with pytest.raises(SlotHistoryError):
+        read_slot_histories(zk, chroot)
+    r = slots("--zk", zk_server.hostport, "--chroot", chroot)
+    assert r.returncode == 2 and "sealed" in r.stderr and "Traceback" not in r.stderr, r.stderr

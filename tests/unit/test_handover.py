@@ -1,0 +1,64 @@
+"""The dedup state a moving slot hands over (replication.md M2.3, M8)."""
+
+from __future__ import annotations
+
+from tritonmq.core.handover import HandedOver, handover_pairs
+from tritonmq.core.log import GroupLog
+from tritonmq.core.slotguard import Verdict, write_verdict
+from tritonmq.core.slothistory import Position, SlotHistory, begin_move, complete, seal
+
+
+def uid(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+def old_group_log() -> GroupLog:
+    """Topic ``a`` is in the moving slot, ``b`` in another; ts 1..8 alternate a, b."""
+    log = GroupLog()
+    for n in range(1, 9):
+        log.append_new("a" if n % 2 else "b", uid(n), None, b"v", None)
+    log.purge("a", 3)  # a's ts 1 and 3 are purged, their uuids still deduplicate
+    log.purge("b", 2)
+    return log
+
+
+def test_the_old_group_hands_over_the_slots_records_up_to_the_seal_and_every_purged_uuid() -> None:
+    log = old_group_log()
+    pairs = handover_pairs(log, lambda t: t == "a", until=6)
+    # a's retained 5 (7 is past the seal), a's purged 1 and 3, b's purged 2; not b's retained 4, 6
+    assert pairs == ((1, uid(1)), (2, uid(2)), (3, uid(3)), (5, uid(5)))
+    log.forget_uuids_upto(1)  # past the dedup window: no retry can name it any more
+    assert (1, uid(1)) not in handover_pairs(log, lambda t: t == "a", until=6)
+
+
+def test_a_retry_straddling_the_seal_reaching_the_new_group_is_answered_not_stored() -> None:
+    h = complete(seal(begin_move(SlotHistory("g1"), "g2"), "g1", 6), "g2")
+    handed = HandedOver()
+    assert handed.adopt(0, handover_pairs(old_group_log(), lambda t: t == "a", 6), 60.0)
+    retry = [uid(3), uid(5)]  # accepted by g1 before the seal, answer lost
+    assert handed.all_known(retry)
+    assert write_verdict(h, "g2", already_stored=handed.all_known(retry)).verdict is Verdict.DEDUP
+    assert [handed.lookup(u) for u in retry] == [Position(0, 3), Position(0, 5)]
+    fresh = [uid(5), uid(99)]  # one record is new: the batch is not a pure retry
+    assert not handed.all_known(fresh) and not handed.all_known([])
+    assert write_verdict(h, "g2", already_stored=False).verdict is Verdict.ACCEPT
+    assert handed.lookup(uid(7)) is None  # above the seal: g1 never stored it in era 0
+
+
+def test_adopting_the_same_handover_twice_changes_nothing() -> None:
+    pairs = ((1, uid(1)), (5, uid(5)))
+    handed = HandedOver()
+    assert handed.adopt(0, pairs, 60.0) == (uid(1), uid(5))
+    assert handed.adopt(0, pairs, 90.0) == ()  # a new primary repeating the handover
+    assert handed.adopt(2, ((9, uid(5)),), 90.0) == ()  # a uuid keeps its first position
+    assert handed.lookup(uid(5)) == Position(0, 5) and len(handed.batches) == 1
+
+
+def test_a_handover_is_forgotten_at_its_deadline_not_before() -> None:
+    handed = HandedOver()
+    handed.adopt(0, ((1, uid(1)),), 60.0)
+    handed.adopt(2, ((4, uid(4)),), 120.0)
+    assert handed.forget(59.9) == 0 and handed.lookup(uid(1)) == Position(0, 1)
+    assert handed.forget(60.0) == 1 and handed.lookup(uid(1)) is None
+    assert handed.lookup(uid(4)) == Position(2, 4)
+    assert handed.forget(500.0) == 1 and handed.positions == {} and handed.batches == []
