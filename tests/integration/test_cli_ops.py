@@ -14,12 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
+import websockets
 
 from tests.integration.conftest import wait_new_primary, zk_url
 from tritonmq import Client
 from tritonmq.devtools.cluster import DevCluster, wait_for
 from tritonmq.tokens import mint
+from tritonmq.wire import subprotocols
+from tritonmq.wire.frames import Error, Stats, StatsReply
 
 pytestmark = pytest.mark.integration
 TRITONMQ = [sys.executable, "-m", "tritonmq"]
@@ -258,6 +262,26 @@ def test_stats_need_an_admin_token_without_one_zookeeper_s_figures_are_shown(
     assert app["owner"] == "alice" and app["lag"] is None  # ZooKeeper's figures only
     anonymous = cli("topics", *at(c), "--json")
     assert anonymous.returncode == 0 and "UNAUTHENTICATED" in anonymous.stderr
+
+
+def test_a_malformed_stats_request_gets_bad_frame_and_the_connection_is_still_served(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    c = make_cluster(replicas=1, settings={"replicas": 1})
+    url = c.status()["groups"]["g1"]["primary_url"]
+
+    async def ask() -> None:
+        for codec in (subprotocols.MSGPACK, subprotocols.JSON):
+            async with websockets.connect(url, subprotocols=[codec.subprotocol]) as ws:  # type: ignore[list-item]
+                bad = {"op": "stats", "id": 7, "topic": 42}
+                await ws.send(json.dumps(bad) if codec is subprotocols.JSON else msgpack.packb(bad))
+                err = codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))
+                assert isinstance(err, Error) and (err.code, err.id) == ("BAD_FRAME", 7)
+                await ws.send(codec.encode(Stats(8)))
+                got = codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))
+                assert isinstance(got, StatsReply) and (got.id, got.role) == (8, "primary")
+
+    run(ask())
 
 
 def test_bad_arguments_and_an_unreachable_cluster_exit_2_with_a_message(
