@@ -290,6 +290,9 @@ def test_bad_arguments_and_an_unreachable_cluster_exit_2_with_a_message(
     c = make_cluster(replicas=1, settings={"replicas": 1})
     bad_to = cli("subscriptions", "reset", "t", "s", "--to", "soon", "--zk", str(c.zk_hosts))
     assert bad_to.returncode == 2 and "--to" in bad_to.stderr
+    superscript = cli("subscriptions", "reset", "t", "s", "--to", "²")  # str.isdigit() says yes
+    assert superscript.returncode == 2 and "--to" in superscript.stderr, superscript.stderr
+    assert "Traceback" not in superscript.stderr
     missing = cli("subscriptions", "delete", "t")
     assert missing.returncode == 2 and "NAME" in missing.stderr
     bad_timeout = cli("topics", *at(c), "--timeout", "0")
