@@ -19,7 +19,7 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from tests.integration.conftest import zk_url
+from tests.integration.conftest import group_info, zk_url
 from tritonmq import Client
 from tritonmq.client import SyncClient
 from tritonmq.coord.zkclient import new_client
@@ -274,6 +274,34 @@ async def test_an_origin_not_allowed_is_refused_at_the_handshake(
         with pytest.raises(InvalidStatus) as refused:
             await raw(url, {"op": "hello"}, origin="https://evil.example")
         assert refused.value.response.status_code == 403
+
+
+async def test_a_page_served_by_another_broker_of_the_cluster_may_connect(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    # Every broker serves the chat page; the page then connects to its room's primary,
+    # usually another broker, which must take it although it is not the page's origin.
+    c = make_cluster(replicas=3)  # default allowed_origins: same origin only
+    primary = group_info(c)["primary"]
+    backup = next(b for b in c.brokers.values() if b.id != primary)
+    page_origin = backup.url.replace("ws://", "http://", 1)
+    url = c.brokers[primary].url
+
+    async def hello() -> Any:
+        try:
+            [reply] = await raw(url, {"op": "hello"}, origin=page_origin)
+            return reply
+        except InvalidStatus:
+            return None  # not yet: the primary learns the cluster's brokers within seconds
+
+    deadline = time.monotonic() + 30
+    while (reply := await hello()) is None:
+        assert time.monotonic() < deadline, "the primary refused a page its backup served"
+        await asyncio.sleep(0.2)
+    assert reply.role == "primary"
+    with pytest.raises(InvalidStatus) as refused:
+        await raw(url, {"op": "hello"}, origin=page_origin.rsplit(":", 1)[0] + ":1")
+    assert refused.value.response.status_code == 403
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -21,7 +21,14 @@ from tritonmq.core.actions import (
     SendPubAck,
     SendSubOk,
 )
-from tritonmq.core.auth import ANONYMOUS, ClientAuth, Principal, TokenRejected, origin_allowed
+from tritonmq.core.auth import (
+    ANONYMOUS,
+    ClientAuth,
+    Principal,
+    TokenRejected,
+    broker_origins,
+    origin_allowed,
+)
 from tritonmq.core.events import CasDone, CasOutcome, ClientFrameIn, SubscriptionRegistered, ZkView
 from tritonmq.core.events import SubscriptionsLoaded as Loaded
 from tritonmq.wire.frames import (
@@ -197,6 +204,28 @@ def test_registrations_carry_the_owner() -> None:
 )
 def test_origin_rule(origin: str | None, host: str | None, allowed: tuple[str, ...], ok: bool):
     assert origin_allowed(origin, host, allowed) is ok
+
+
+CLUSTER = broker_origins(["ws://b:7000", "ws://c:7001", "wss://d.example", "ws://"])
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed", "ok"),
+    [
+        ("http://c:7001", (), True),  # the page another broker of the cluster served
+        ("http://c:7001/", ("https://app.example",), True),  # besides the listed ones
+        ("https://d.example:443", (), True),
+        ("http://d.example", (), False),  # d serves https only
+        ("https://c:7001", (), False),  # c serves http only
+        ("http://c:7002", (), False),
+        ("http://evil:7001", (), False),
+        ("null", (), False),
+    ],
+)
+def test_pages_of_the_clusters_own_brokers_are_allowed(
+    origin: str, allowed: tuple[str, ...], ok: bool
+) -> None:
+    assert origin_allowed(origin, "b:7000", allowed, CLUSTER) is ok
 
 
 # --- as BrokerCore applies them -------------------------------------------------------

@@ -24,7 +24,7 @@ from tritonmq.broker import clients, http, replica
 from tritonmq.broker.admission import Admission
 from tritonmq.broker.credentials import BrokerCredentials, load_credentials, warn_if_insecure
 from tritonmq.broker.metrics import BrokerMetrics
-from tritonmq.broker.origin import origin_check
+from tritonmq.broker.origin import Origins, origin_check
 from tritonmq.broker.outbound import Outbound
 from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
@@ -62,6 +62,7 @@ from tritonmq.core.actions import (
     Stopped,
     StoreOffsets,
 )
+from tritonmq.core.auth import broker_origins
 from tritonmq.core.broker import STOP_FLUSH_S, BrokerCore
 from tritonmq.core.events import (
     CasDone,
@@ -85,6 +86,7 @@ from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL
 log = logging.getLogger("tritonmq.broker")
 TICK = 0.1
 META_DEADLINE = 3.0
+ORIGINS_EVERY = 5.0  # how stale the cluster's broker origins (for the Origin check) may be
 CLOSE_DEADLINE = 2.0  # closing the server and its connections on a planned stop, at most
 
 
@@ -95,6 +97,7 @@ class Broker:
         self.boot = uuid.uuid4().hex[:12]
         self.core: BrokerCore | None = None
         self.coord: GroupCoordinator | None = None
+        self.cluster_origins: Origins = frozenset()  # see _watch_origins
         self.offsets: Offsets | None = None
         self.server: Server | None = None
         self.repl_server: Server | None = None  # only brokers of the group connect here
@@ -141,7 +144,9 @@ class Broker:
             process_request=http.plain_http(
                 self.http,
                 self.admission.process_request,
-                self.admission.after(origin_check(self.cfg.allowed_origins)),
+                self.admission.after(
+                    origin_check(self.cfg.allowed_origins, lambda: self.cluster_origins)
+                ),
             ),
         )
         sock = next(iter(self.server.sockets))
@@ -198,6 +203,7 @@ class Broker:
             )
         self._zk_changed()
         self.tasks.spawn(self._ticker(), "ticker")
+        self.tasks.spawn(self._watch_origins(self.coord), "watch-origins")
 
     async def serve_forever(self) -> None:
         await self._stopping.wait()
@@ -249,6 +255,16 @@ class Broker:
             self.feed(SessionChanged(coord.session, now))
         if coord.registered:  # after a lost session, the view is stale until we are back
             self.feed(ZkView(coord.state, dict(coord.members), coord.slot_map, now))
+
+    async def _watch_origins(self, coord: GroupCoordinator) -> None:
+        """Keep :attr:`cluster_origins` within :data:`ORIGINS_EVERY` seconds of ZooKeeper's
+        members: a page served by any broker of the cluster may connect here."""
+        while True:
+            groups = await self._read_groups(coord)
+            if groups is not None:
+                urls = (url for g in groups.values() for url in g["members"].values())
+                self.cluster_origins = broker_origins(urls)
+            await asyncio.sleep(ORIGINS_EVERY)
 
     async def _ticker(self) -> None:
         while True:

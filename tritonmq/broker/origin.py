@@ -17,13 +17,16 @@ from websockets.http11 import Request, Response
 
 from tritonmq.core.auth import origin_allowed
 
+Origins = frozenset[tuple[str, str, int]]
+
 log = logging.getLogger("tritonmq.broker")
 
 Hook = Callable[[ServerConnection, Request], Response | None]
 
 
-def origin_check(allowed: Sequence[str]) -> Hook:
-    """A ``process_request`` hook refusing handshakes from origins not ``allowed``."""
+def origin_check(allowed: Sequence[str], cluster: Callable[[], Origins] = frozenset) -> Hook:
+    """A ``process_request`` hook refusing handshakes from origins not ``allowed``;
+    ``cluster()`` gives the origins of the cluster's brokers (always allowed)."""
     allowed = tuple(allowed)
 
     def check(conn: ServerConnection, request: Request) -> Response | None:
@@ -31,7 +34,7 @@ def origin_check(allowed: Sequence[str]) -> Hook:
         hosts = request.headers.get_all("Host")
         origin = origins[0] if len(origins) == 1 else None
         host = hosts[0] if len(hosts) == 1 else None
-        if len(origins) > 1 or not origin_allowed(origin, host, allowed):
+        if len(origins) > 1 or not origin_allowed(origin, host, allowed, cluster()):
             log.info("refused a handshake from Origin %r (Host %r)", origins, host)
             return conn.respond(HTTPStatus.FORBIDDEN, "Origin not allowed\n")
         return None

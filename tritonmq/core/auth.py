@@ -27,7 +27,7 @@ the wall-clock time that comes with each frame:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -83,25 +83,47 @@ def allowed(patterns: Sequence[str], value: str) -> bool:
     return "*" in patterns or any(fnmatchcase(value, p) for p in patterns)
 
 
-def origin_allowed(origin: str | None, host: str | None, allowed: Sequence[str]) -> bool:
+def _origin_key(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of a page's origin or of a broker's ws/wss URL, as an http(s)
+    origin: a broker at ``ws://h:p`` serves its page from ``http://h:p``."""
+    try:
+        u = urlsplit(url.rstrip("/"))
+        scheme = {"ws": "http", "wss": "https"}.get(u.scheme, u.scheme)
+        if scheme not in ("http", "https") or not u.hostname:
+            return None
+        return scheme, u.hostname, u.port or (443 if scheme == "https" else 80)
+    except ValueError:  # a port that is not a number
+        return None
+
+
+def broker_origins(urls: Iterable[str]) -> frozenset[tuple[str, str, int]]:
+    """The origins of pages the cluster's brokers serve (their client URLs)."""
+    return frozenset(k for k in map(_origin_key, urls) if k is not None)
+
+
+def origin_allowed(
+    origin: str | None,
+    host: str | None,
+    allowed: Sequence[str],
+    cluster: frozenset[tuple[str, str, int]] = frozenset(),
+) -> bool:
     """May a browser page from ``origin`` open a connection? No ``Origin`` header: not a
-    browser, allowed. ``*`` allows any; an empty list only the same origin (the
-    Origin's host:port is the ``Host`` header); else the Origin must be listed."""
+    browser, allowed. A page served by a broker of this cluster (``cluster``, from
+    :func:`broker_origins`) is allowed: it connects to whichever broker is its topic's
+    primary. ``*`` allows any; an empty list only the same origin (the Origin's
+    host:port is the ``Host`` header); else the Origin must be listed."""
     if origin is None:
         return True
     if "*" in allowed:
         return True
+    key = _origin_key(origin)
+    if key is not None and key in cluster:
+        return True
     if allowed:
         return origin.rstrip("/") in {a.rstrip("/") for a in allowed}
-    try:
-        o = urlsplit(origin)
-        h = urlsplit(f"//{host}") if host else None
-        if o.scheme not in ("http", "https") or not o.hostname or h is None or not h.hostname:
-            return False
-        default = 443 if o.scheme == "https" else 80  # a Host without a port: the page's
-        return (o.hostname, o.port or default) == (h.hostname, h.port or default)
-    except ValueError:  # a port that is not a number
+    if key is None or not host:
         return False
+    return key == _origin_key(f"{key[0]}://{host}")
 
 
 class ClientAuth:
