@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -42,7 +43,7 @@ def find_chromium() -> str | None:
     return None
 
 
-def _missing(what: str) -> None:
+def _missing(what: str) -> NoReturn:
     """Skip outside CI; fail under CI=true, where bootstrap --browser must have installed it."""
     reason = f"{what}: {INSTALL_HINT}"
     if os.environ.get("CI") == "true":
@@ -51,21 +52,63 @@ def _missing(what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless chromium for the module (each test opens its own contexts), closed after."""
-    chromium = find_chromium()
-    if chromium is None:
+def chromium() -> Iterator[tuple[Any, str]]:
+    """Playwright, started once for the module, and the chromium executable it launches."""
+    path = find_chromium()
+    if path is None:
         _missing("no chromium found (TRITONMQ_CHROMIUM or chromium on PATH)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         _missing("the playwright package is not installed")
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=chromium, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
+        yield pw, str(path)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: tuple[Any, str]) -> Iterator[Any]:
+    """One headless chromium for the module (each test opens its own contexts), closed after."""
+    pw, path = chromium
+    b = pw.chromium.launch(executable_path=path, headless=True)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
+def trusting_browser(
+    chromium: tuple[Any, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[str], Any]]:
+    """``trusting_browser(ca_file)``: a headless chromium that trusts that CA the proper way,
+    as a user who imported it would: chromium on Linux reads its roots from the NSS database
+    in ``$HOME/.pki/nssdb``, so the browser gets a fresh HOME whose database holds the CA
+    (made with NSS's ``certutil``). Certificates are still checked (chain, host, dates)."""
+    pw, path = chromium
+    certutil = shutil.which("certutil")
+    if certutil is None:
+        _missing("no certutil (Debian's libnss3-tools) to make chromium trust a dev CA")
+    launched: list[Any] = []
+
+    def launch(ca_file: str) -> Any:
+        home = tmp_path_factory.mktemp("chromium-home")
+        nssdb = home / ".pki" / "nssdb"
+        nssdb.mkdir(parents=True)
+        db = f"sql:{nssdb}"
+        subprocess.run([certutil, "-N", "-d", db, "--empty-password"], check=True)
+        subprocess.run(
+            [certutil, "-A", "-d", db, "-n", "tritonmq-dev-ca", "-t", "C,,", "-i", ca_file],
+            check=True,
+        )
+        b = pw.chromium.launch(
+            executable_path=path, headless=True, env={**os.environ, "HOME": str(home)}
+        )
+        launched.append(b)
+        return b
+
+    yield launch
+    for b in launched:
+        b.close()
 
 
 class _StaticHandler(BaseHTTPRequestHandler):
@@ -96,6 +139,8 @@ def static_site() -> Iterator[Callable[[str], str]]:
     """A tiny web server of another origin serving the chat page at ``/`` and the client at
     ``/tritonmq.js`` (as a broker does); ``static_site(host)`` starts one on ``host`` and
     returns its origin. Stopped at teardown."""
+    if not JS_CLIENT.is_file():
+        pytest.skip("clients/js/tritonmq.js is not in this tree yet (the JavaScript client)")
     servers: list[ThreadingHTTPServer] = []
     threads: list[threading.Thread] = []
 

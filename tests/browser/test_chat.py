@@ -1,0 +1,234 @@
+"""The chat page (clients/examples/chat/index.html) in real chromium against real clusters.
+
+What a user would check: two people in one room see each other's messages; when the group's
+primary is SIGKILLed both pages show the connection drop and come back, and every message
+sent before, during and after the failover is on both screens exactly once (counted by the
+record's ts and the message's id in the DOM); a page closed and opened again shows what it
+missed; over ``wss://`` with tokens the same holds; a page from an origin the brokers do not
+allow never connects.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.integration.conftest import wait_new_primary
+from tritonmq.devtools.cluster import DevCluster, wait_for
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the browser fixture skips (or fails under CI) with the install hint
+    expect = None  # type: ignore[assignment]
+
+pytestmark = pytest.mark.browser
+
+WAIT_MS = 45_000  # a failover on a loaded 2-core machine: election, then the clients' backoff
+ROOM = "lobby"
+TRITONMQ = [sys.executable, "-m", "tritonmq"]
+
+
+def chat_url(site: str, name: str, broker: str, token: str | None = None, room: str = ROOM) -> str:
+    q = {"name": name, "room": room, "broker": broker}
+    if token:
+        q["token"] = token
+    return f"{site}/?{urlencode(q)}"
+
+
+def open_chat(browser: Any, url: str) -> Any:
+    """A page of its own browser context (as another user's browser would be)."""
+    page = browser.new_context().new_page()
+    page.goto(url)
+    return page
+
+
+def send(page: Any, text: str) -> None:
+    page.fill("#text", text)
+    page.press("#text", "Enter")
+
+
+def shown(page: Any) -> list[dict[str, Any]]:
+    """The messages on screen, in order: ts, message id, sender, text."""
+    rows: list[dict[str, Any]] = page.eval_on_selector_all(
+        "#messages li.msg",
+        """els => els.map(e => ({ts: Number(e.dataset.ts), id: e.dataset.id,
+             who: e.querySelector('.who').textContent,
+             text: e.querySelector('.text').textContent}))""",
+    )
+    return rows
+
+
+def wait_shown(page: Any, n: int) -> list[dict[str, Any]]:
+    expect(page.locator("#messages li.msg")).to_have_count(n, timeout=WAIT_MS)
+    return shown(page)
+
+
+def assert_exactly(rows: list[dict[str, Any]], texts: set[str]) -> None:
+    """Each message once (by ts and by id), none missing, in ts order."""
+    ts = [r["ts"] for r in rows]
+    ids = [r["id"] for r in rows]
+    assert len(set(ts)) == len(ts), f"a ts shown twice: {ts}"
+    assert len(set(ids)) == len(ids), f"a message shown twice under two ts: {rows}"
+    assert ts == sorted(ts), f"out of order: {ts}"
+    assert {r["text"] for r in rows} == texts
+
+
+def wait_connected(page: Any) -> None:
+    expect(page.locator("#state")).to_have_attribute("data-state", "connected", timeout=WAIT_MS)
+
+
+def wait_dropped_and_back(page: Any) -> None:
+    """The page showed that it lost its connection, then is connected again."""
+    dropped = page.locator('#messages li.event[data-state]:not([data-state="connected"])')
+    expect(dropped.first).to_be_attached(timeout=WAIT_MS)
+    wait_connected(page)
+
+
+def a_backup(c: DevCluster) -> str:
+    primary = c.primary()
+    return next(b.url for b in c.brokers.values() if b.id != primary)
+
+
+def chat_through_a_failover(
+    c: DevCluster, browser: Any, site: str, tokens: dict[str, str | None], shot: Path | None
+) -> None:
+    """The whole story, for ws:// and wss:// alike."""
+    broker = a_backup(c)  # bootstrap through a broker that stays up: the client learns the rest
+    alice = open_chat(browser, chat_url(site, "alice", broker, tokens["alice"]))
+    bob = open_chat(browser, chat_url(site, "bob", broker, tokens["bob"]))
+    for p in (alice, bob):
+        wait_connected(p)
+
+    sent: set[str] = set()
+
+    def say(page: Any, text: str) -> None:
+        send(page, text)
+        sent.add(text)
+
+    say(alice, "hi bob")
+    say(bob, "hi alice, how is the failover going?")
+    say(alice, "not yet started")
+    for p in (alice, bob):
+        assert_exactly(wait_shown(p, len(sent)), sent)
+    if shot is not None:
+        alice.screenshot(path=str(shot))
+
+    old = c.primary()
+    assert old is not None
+    c.kill(old)  # SIGKILL
+    # sent while the primary is dead: the client keeps them and retries with the same uuids
+    for i in range(2):
+        say(alice, f"alice during failover {i}")
+        say(bob, f"bob during failover {i}")
+    wait_new_primary(c, old)
+    for p in (alice, bob):
+        wait_dropped_and_back(p)
+    for i in range(2):
+        say(alice, f"alice after failover {i}")
+        say(bob, f"bob after failover {i}")
+    for p in (alice, bob):
+        assert_exactly(wait_shown(p, len(sent)), sent)
+    assert [r["ts"] for r in shown(alice)] == [r["ts"] for r in shown(bob)]
+
+    # bob closes his tab, misses two messages, and comes back to the room's history
+    bob.context.close()
+    say(alice, "bob, you missed this")
+    say(alice, "and this")
+    assert_exactly(wait_shown(alice, len(sent)), sent)
+    bob = open_chat(browser, chat_url(site, "bob", broker, tokens["bob"]))
+    wait_connected(bob)
+    assert_exactly(wait_shown(bob, len(sent)), sent)
+    assert [r["ts"] for r in shown(alice)] == [r["ts"] for r in shown(bob)]
+
+
+def test_two_pages_chat_through_a_primary_sigkill(
+    browser: Any, static_site: Callable[[str], str], make_cluster: Callable[..., DevCluster]
+) -> None:
+    site = static_site("127.0.0.1")
+    c = make_cluster(settings={"retention_s": 300.0, "allowed_origins": [site]})
+    shot = os.environ.get("TRITONMQ_WEB_SCREENSHOT")  # docs/web-chat.png is made this way
+    chat_through_a_failover(
+        c, browser, site, {"alice": None, "bob": None}, Path(shot) if shot else None
+    )
+
+
+def mint(key_file: Path, sub: str) -> str:
+    """A token as an operator makes one: `tritonmq token`."""
+    out = subprocess.run(
+        [*TRITONMQ, "token", "--key-file", str(key_file), "--sub", sub]
+        + ["--pub", "chat.*", "--read", "chat.*", "--ttl", "600"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip()
+
+
+def test_the_same_over_wss_with_tokens(
+    trusting_browser: Callable[[str], Any],
+    static_site: Callable[[str], str],
+    make_cluster: Callable[..., DevCluster],
+    tmp_path: Path,
+) -> None:
+    key = tmp_path / "auth.key"
+    key.write_text("browser-test-hs256-key-0123456789abcdef0123456789abcdef\n")
+    site = static_site("127.0.0.1")
+    c = make_cluster(
+        tls=True,
+        settings={
+            "retention_s": 300.0,
+            "allowed_origins": [site],
+            "auth_required": True,
+            "auth_key_file": str(key),
+        },
+    )
+    assert all(u.startswith("wss://") for u in c.urls)
+    assert c.ca_file is not None
+    browser = trusting_browser(c.ca_file)  # the dev CA in chromium's NSS store: no bypass flag
+    tokens: dict[str, str | None] = {"alice": mint(key, "alice"), "bob": mint(key, "bob")}
+    chat_through_a_failover(c, browser, site, tokens, None)
+
+    # without a token the broker answers UNAUTHENTICATED and the page says so
+    anon = open_chat(browser, chat_url(site, "mallory", a_backup(c)))
+    expect(anon.locator("#messages li.error").first).to_contain_text(
+        "UNAUTHENTICATED", timeout=WAIT_MS
+    )
+    expect(anon.locator("#messages li.msg")).to_have_count(0)
+
+
+def refusals(c: DevCluster, origin: str) -> int:
+    """How many handshakes from ``origin`` the brokers logged as refused."""
+    return sum(
+        b.log_path.read_text(errors="replace").count(
+            f"refused a handshake from Origin {[origin]!r}"
+        )
+        for b in c.brokers.values()
+    )
+
+
+def test_a_page_from_a_disallowed_origin_is_refused(
+    browser: Any, static_site: Callable[[str], str], make_cluster: Callable[..., DevCluster]
+) -> None:
+    allowed = static_site("127.0.0.1")
+    other = static_site("127.0.0.2")  # another origin: what a hostile site would be
+    c = make_cluster(replicas=1, settings={"replicas": 1, "allowed_origins": [allowed]})
+    broker = c.urls[0]
+
+    evil = open_chat(browser, chat_url(other, "eve", broker))
+    wait_for(lambda: refusals(c, other) >= 1, 30, "the broker to refuse the page's handshake")
+    expect(evil.locator("#state")).not_to_have_attribute("data-state", "connected")
+
+    good = open_chat(browser, chat_url(allowed, "alice", broker))
+    wait_connected(good)
+    send(good, "only the allowed origin gets in")
+    assert_exactly(wait_shown(good, 1), {"only the allowed origin gets in"})
+    expect(evil.locator("#state")).not_to_have_attribute("data-state", "connected")
+    expect(evil.locator("#messages li.msg")).to_have_count(0)
+    assert refusals(c, allowed) == 0
