@@ -1,0 +1,135 @@
+// The pure ClientProtocol (no socket, no timer): backoff with jitter, handshake rules,
+// probing a silent primary, acks kept across a disconnect. Events in with `now`, actions out.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { ClientProtocol, State } from "../tritonmq.js";
+
+const of = (actions, type) => actions.filter((a) => a.type === type);
+const meta = (role = "primary", extra = {}) => ({ op: "meta", id: 0, group: "g1", role, epoch: 1, primary_url: null, ...extra });
+
+/** Connect `p` to `url` at `now`: resolve, open, meta. Returns every action. */
+function connect(p, url, now) {
+  const out = [...p.handle({ type: "tick" }, now)];
+  out.push(...p.handle({ type: "resolved", urls: [url] }, now));
+  out.push(...p.handle({ type: "opened", conn: p.conn }, now));
+  out.push(...p.handle({ type: "frame", conn: p.conn, frame: meta() }, now));
+  return out;
+}
+
+test("backoff doubles from 20 ms to 500 ms, scaled by a jitter factor in [0.5, 1)", () => {
+  for (const [r, factor] of [[0, 0.5], [0.999999, 0.9999995]]) {
+    const p = new ClientProtocol({}, () => r);
+    const delays = [0, 1, 2, 3, 4, 5, 6, 40].map((n) => p.backoffDelay(n));
+    const base = [20, 40, 80, 160, 320, 500, 500, 500];
+    delays.forEach((d, i) => assert.ok(Math.abs(d - base[i] * factor) < 1e-6, `${i}: ${d}`));
+    delays.forEach((d, i) => assert.ok(d >= base[i] * 0.5 && d < base[i], `${i}: ${d} outside [${base[i] / 2}, ${base[i]})`));
+  }
+});
+
+test("every candidate failing waits the backoff, then reads the cluster again; a handshake resets it", () => {
+  const rolls = [0.2, 0.8, 0.4, 0.6];
+  const p = new ClientProtocol({}, () => rolls.shift() ?? 0.5);
+  let now = 0;
+  const waits = [];
+  for (let round = 0; round < 4; round++) {
+    const out = p.handle({ type: "tick" }, now);
+    assert.equal(of(out, "resolve").length, 1, `round ${round} resolves`);
+    const failed = p.handle({ type: "resolved", urls: ["ws://a"] }, now);
+    assert.deepStrictEqual(of(failed, "connect").map((a) => a.url), ["ws://a"]);
+    const after = p.handle({ type: "failed", conn: p.conn, error: "refused" }, now);
+    assert.equal(p.state, State.DISCONNECTED);
+    const [wake] = of(after, "wakeAt");
+    waits.push(wake.at - now);
+    assert.equal(of(p.handle({ type: "tick" }, wake.at - 1), "resolve").length, 0, "not before the backoff");
+    now = wake.at;
+  }
+  assert.deepStrictEqual(waits.map((w) => Math.round(w * 1000) / 1000), [20 * 0.6, 40 * 0.9, 80 * 0.7, 160 * 0.8]);
+  assert.match(p.lastError, /ws:\/\/a: refused/);
+  connect(p, "ws://a", now);
+  assert.equal(p.state, State.CONNECTED);
+  p.handle({ type: "closed", conn: p.conn, reason: "gone" }, now);
+  p.handle({ type: "tick" }, now);
+  p.handle({ type: "resolved", urls: [] }, now);
+  assert.equal(p.backoffDelay(0), p.backoffDelay(0)); // pure: same roll, same delay
+  assert.ok(p._reconnectAt - now <= 20, "failures were reset by the handshake");
+});
+
+test("a backup's meta sends the client to the primary it names", () => {
+  const p = new ClientProtocol({ group: "g1" }, () => 0.5);
+  p.handle({ type: "tick" }, 0);
+  p.handle({ type: "resolved", urls: ["ws://b2", "ws://b3"] }, 0);
+  p.handle({ type: "opened", conn: 1 }, 0);
+  const out = p.handle({ type: "frame", conn: 1, frame: meta("backup", { primary_url: "ws://b1" }) }, 0);
+  assert.deepStrictEqual(out.filter((a) => a.type === "disconnect" || a.type === "connect"), [
+    { type: "disconnect", conn: 1 },
+    { type: "connect", conn: 2, url: "ws://b1" },
+  ]);
+  assert.match(p.lastError, /not the primary/);
+});
+
+test("a meta of another group is refused even when it says primary", () => {
+  const p = new ClientProtocol({ group: "g1" }, () => 0.5);
+  p.handle({ type: "tick" }, 0);
+  p.handle({ type: "resolved", urls: ["ws://x", "ws://y"] }, 0);
+  p.handle({ type: "opened", conn: 1 }, 0);
+  const out = p.handle({ type: "frame", conn: 1, frame: meta("primary", { group: "g9", primary_url: "ws://z" }) }, 0);
+  assert.deepStrictEqual(of(out, "connect").map((a) => a.url), ["ws://y"]);
+});
+
+test("a batch waiting probeAfter asks the other brokers; a newer epoch elsewhere moves the connection and resends", () => {
+  const p = new ClientProtocol({}, () => 0.5);
+  connect(p, "ws://b1", 0);
+  p.handle({ type: "publish", ticket: 1, topic: "t", records: [["u1", null, "v", null]] }, 0);
+  const sent = p.handle({ type: "tick" }, 0);
+  assert.deepStrictEqual(of(sent, "send").map((a) => a.frame.op), ["pub"]);
+  assert.deepStrictEqual(of(p.handle({ type: "tick" }, 999), "probe"), []);
+  assert.deepStrictEqual(of(p.handle({ type: "tick" }, 1000), "probe"), [{ type: "probe", exclude: "ws://b1" }]);
+  const moved = p.handle({ type: "epochSeen", epoch: 2, primaryUrl: "ws://b2" }, 1001);
+  assert.deepStrictEqual(of(moved, "disconnect"), [{ type: "disconnect", conn: 1 }]);
+  const again = p.handle({ type: "tick" }, 1001);
+  assert.deepStrictEqual(of(again, "connect"), [{ type: "connect", conn: 2, url: "ws://b2" }]);
+  p.handle({ type: "opened", conn: 2 }, 1002);
+  const resent = p.handle({ type: "frame", conn: 2, frame: meta("primary", { epoch: 2 }) }, 1002);
+  assert.deepStrictEqual(of(resent, "send").map((a) => [a.frame.op, a.frame.id, a.frame.records?.[0][0]]), [["pub", 1, "u1"]]);
+});
+
+test("acks made while disconnected are kept and sent after the resubscription", () => {
+  const p = new ClientProtocol({}, () => 0.5);
+  connect(p, "ws://b1", 0);
+  p.handle({ type: "subscribe", sid: 1, topic: "t", name: null, start: "latest" }, 0);
+  p.handle({ type: "frame", conn: 1, frame: { op: "subok", sid: 1, next: 5 } }, 0);
+  p.handle({ type: "frame", conn: 1, frame: { op: "deliver", sid: 1, topic: "t", records: [[5, "u", null, "a", null]] } }, 0);
+  p.handle({ type: "closed", conn: 1, reason: "gone" }, 1);
+  p.handle({ type: "ack", sid: 1, ts: 5 }, 1);
+  assert.deepStrictEqual(of(p.handle({ type: "tick" }, 1), "send"), []);
+  p.handle({ type: "resolved", urls: ["ws://b2"] }, 1);
+  p.handle({ type: "opened", conn: 2 }, 2);
+  const out = p.handle({ type: "frame", conn: 2, frame: meta() }, 2);
+  assert.deepStrictEqual(of(out, "send").map((a) => a.frame), [
+    { op: "sub", sid: 1, topic: "t", from: 6, resume: true },
+    { op: "ack", sid: 1, ts: 5 },
+  ]);
+});
+
+test("a silent primary gets a liveness hello when the client only subscribes", () => {
+  const p = new ClientProtocol({}, () => 0.5);
+  connect(p, "ws://b1", 0);
+  p.handle({ type: "subscribe", sid: 1, topic: "t", name: null, start: "latest" }, 0);
+  p.handle({ type: "frame", conn: 1, frame: { op: "subok", sid: 1, next: 1 } }, 0);
+  const out = p.handle({ type: "tick" }, 1000);
+  assert.deepStrictEqual(of(out, "send").map((a) => a.frame.op), ["hello"]);
+  assert.deepStrictEqual(of(p.handle({ type: "tick" }, 2000), "probe"), [{ type: "probe", exclude: "ws://b1" }]);
+});
+
+test("a publish not acknowledged within the timeout fails with TIMEOUT naming the last error", () => {
+  const p = new ClientProtocol({ timeout: 5000 }, () => 0.5);
+  p.handle({ type: "publish", ticket: 7, topic: "t", records: [["u", null, "v", null]] }, 0);
+  p.handle({ type: "tick" }, 0);
+  p.handle({ type: "resolveFailed", error: "nobody home" }, 0);
+  const out = p.handle({ type: "tick" }, 5000);
+  const [failed] = of(out, "publishFailed");
+  assert.equal(failed.ticket, 7);
+  assert.equal(failed.error.code, "TIMEOUT");
+  assert.match(failed.error.message, /nobody home/);
+});

@@ -1,0 +1,197 @@
+// Type declarations for tritonmq.js (the TritonMQ client for browsers and Node 20+).
+
+export const SUBPROTOCOL: "tritonmq.v1.json";
+export const CLIENT_NAME: string;
+
+/** Broker codes (docs/protocol.md §7) and the client's own: CONFIG, CLOSED, TIMEOUT, UNAVAILABLE. */
+export type ErrorCode =
+  | "BAD_FRAME" | "TOO_LARGE" | "UNKNOWN_OP" | "BAD_REQUEST" | "NOT_PRIMARY" | "NOT_ENOUGH_REPLICAS"
+  | "UNAVAILABLE" | "STALE_EPOCH" | "WRONG_GROUP" | "FULL" | "PURGED" | "INTERNAL" | "UNAUTHENTICATED"
+  | "TOKEN_EXPIRED" | "FORBIDDEN" | "LIMIT" | "CONFIG" | "CLOSED" | "TIMEOUT" | (string & {});
+
+export class TritonError extends Error {
+  constructor(code: ErrorCode, message: string, extra?: Partial<Pick<TritonError, "retriable" | "primary" | "group" | "first" | "last">>);
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+  /** NOT_PRIMARY: the primary's URL as the broker knew it. */
+  readonly primary?: string;
+  /** WRONG_GROUP: the group that owns the topic. */
+  readonly group?: string;
+  /** PURGED: the purged ts range the reader missed. */
+  readonly first?: number;
+  readonly last?: number;
+}
+
+/** A binary field: a string stands for its UTF-8 bytes (text), a Uint8Array for any bytes. */
+export type Binary = string | Uint8Array;
+export type HeaderValue = string | number | boolean | Uint8Array;
+export type Headers = Record<string, HeaderValue>;
+
+export interface Ack {
+  topic: string;
+  ts: number;
+  group: string;
+}
+
+export interface Message {
+  topic: string;
+  ts: number;
+  /** A string when the bytes are UTF-8 text (published as text), else a Uint8Array. */
+  value: Binary;
+  key: Binary | null;
+  headers: Headers | null;
+  uuid: Uint8Array;
+}
+
+export type ConnectionState = "connecting" | "connected" | "disconnected";
+
+export interface StateEvent {
+  state: ConnectionState;
+  /** Why: the last error seen ("" when none). */
+  reason: string;
+  /** The broker group whose connection changed (null: the cluster read). */
+  group: string | null;
+}
+
+export interface SubscribedEvent {
+  /** subok.next: where delivery starts. */
+  next: number;
+  /** false on the first subscription, true after a reconnect. */
+  resumed: boolean;
+  /** true when a resume lost nothing: delivery goes on right after the last record handed over. */
+  recovered: boolean;
+  /** With `gaps: "skip"`: the purged ts range that was skipped on this resume, else null. */
+  skipped: { first: number; last: number } | null;
+}
+
+export interface Clock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+export interface ConnectOptions {
+  /** A JWT presented in every `hello` (docs/security.md). */
+  token?: string | null;
+  /** A WebSocket constructor (default: globalThis.WebSocket; Node 20 needs --experimental-websocket). */
+  WebSocket?: new (url: string, protocols: string[]) => WebSocket;
+  /** How long connect() keeps trying to read the cluster, ms (30000). */
+  connectTimeout?: number;
+  /** A publish not acknowledged, or a subscription not confirmed, within this fails, ms (30000). */
+  timeout?: number;
+  maxInFlight?: number;
+  batchSize?: number;
+  batchBytes?: number;
+  /** ms to wait for more records before sending a batch (0: the next turn of the event loop). */
+  linger?: number;
+  retries?: number;
+  handshakeTimeout?: number;
+  backoffBase?: number;
+  backoffMax?: number;
+  /** Ask other brokers who is primary after this many ms without an answer (1000; null: never). */
+  probeAfter?: number | null;
+  /** For tests: the clock and the random source in [0, 1). */
+  clock?: Clock;
+  random?: () => number;
+}
+
+export interface PublishOptions {
+  key?: Binary | null;
+  headers?: Headers | null;
+}
+
+export interface SubscribeOptions {
+  /** A name makes the subscription durable (its offset survives the client and failovers). */
+  subscription?: string;
+  from?: "latest" | "earliest" | number;
+  window?: number;
+  mode?: "broadcast" | "shared";
+  /**
+   * "fail" (default): a resume that finds records purged ends the subscription with a PURGED
+   * TritonError carrying first/last. "skip": go on after them, reported in "subscribed".
+   */
+  gaps?: "fail" | "skip";
+}
+
+export class Subscription {
+  readonly sid: number;
+  readonly topic: string;
+  readonly subscription: string | null;
+  readonly mode: "broadcast" | "shared";
+  readonly closed: boolean;
+  /** The error that ended the subscription, if one did. */
+  readonly error: TritonError | null;
+  on(event: "subscribed", fn: (e: SubscribedEvent) => void): this;
+  /** The message callback threw or rejected (the record is still acknowledged). */
+  on(event: "error", fn: (e: unknown) => void): this;
+  /** The subscription ended: `null` after close(), else the error. */
+  on(event: "closed", fn: (e: TritonError | null) => void): this;
+  off(event: string, fn: (...args: any[]) => void): this;
+  close(): void;
+}
+
+export class Client {
+  constructor(url: string, options?: ConnectOptions);
+  readonly url: string;
+  readonly state: ConnectionState;
+  on(event: "state", fn: (e: StateEvent) => void): this;
+  /** A broker frame that could not be decoded (it is dropped). */
+  on(event: "error", fn: (e: TritonError) => void): this;
+  off(event: string, fn: (...args: any[]) => void): this;
+  refresh(): Promise<unknown>;
+  groupOf(topic: string): string;
+  publish(topic: string, value: Binary, options?: PublishOptions): Promise<Ack>;
+  publishBatch(topic: string, values: Binary[], options?: PublishOptions): Promise<Ack[]>;
+  subscribe(
+    topic: string,
+    onMessage: (msg: Message) => void | Promise<void>,
+    options?: SubscribeOptions,
+  ): Promise<Subscription>;
+  setToken(token: string | null): void;
+  close(): Promise<void>;
+}
+
+export function connect(url: string, options?: ConnectOptions): Promise<Client>;
+
+// --- the pieces, for tests and other shells ---
+
+export function encodeFrame(frame: Record<string, unknown>): string;
+export function decodeFrame(text: string, direction?: "broker" | "client"): Record<string, any>;
+export function toBytes(v: Binary): Uint8Array;
+export function crc32(text: string): number;
+export function errorFromFrame(frame: Record<string, unknown>): TritonError;
+
+export class ClusterView {
+  constructor(groups?: Record<string, { primary_url?: string | null; members?: Record<string, string> }>, slots?: { owners: string[] } | null);
+  groupOf(topic: string): string;
+  candidates(group: string): string[];
+  urls(): string[];
+}
+
+export const State: Readonly<{
+  DISCONNECTED: "disconnected";
+  RESOLVING: "resolving";
+  CONNECTING: "connecting";
+  CONNECTED: "connected";
+  CLOSED: "closed";
+}>;
+
+export const DEFAULTS: Readonly<Required<Omit<ConnectOptions, "token" | "WebSocket" | "connectTimeout" | "clock" | "random">> & { refusalPauseMin: number; refusalPauseMax: number; group: string }>;
+
+export type ProtocolEvent = { type: string; [field: string]: unknown };
+export type ProtocolAction = { type: string; [field: string]: unknown };
+
+/** The pure client state machine (docs/protocol.md §11): events in with `now` (ms), actions out. */
+export class ClientProtocol {
+  constructor(settings?: Partial<typeof DEFAULTS>, rand?: () => number, token?: string | null);
+  readonly state: (typeof State)[keyof typeof State];
+  readonly group: string;
+  readonly epoch: number;
+  readonly url: string | null;
+  readonly conn: number;
+  readonly lastError: string;
+  readonly unacknowledged: number[];
+  readonly inFlight: number;
+  handle(event: ProtocolEvent, now: number): ProtocolAction[];
+  backoffDelay(failures: number): number;
+}
