@@ -139,8 +139,6 @@ def static_site() -> Iterator[Callable[[str], str]]:
     """A tiny web server of another origin serving the chat page at ``/`` and the client at
     ``/tritonmq.js`` (as a broker does); ``static_site(host)`` starts one on ``host`` and
     returns its origin. Stopped at teardown."""
-    if not JS_CLIENT.is_file():
-        pytest.skip("clients/js/tritonmq.js is not in this tree yet (the JavaScript client)")
     servers: list[ThreadingHTTPServer] = []
     threads: list[threading.Thread] = []
 
