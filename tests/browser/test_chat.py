@@ -85,15 +85,19 @@ def wait_connected(page: Any) -> None:
 
 
 def wait_dropped_and_back(page: Any) -> None:
-    """The page showed that it lost its connection, then is connected again."""
+    """The page showed that it lost its connection, then is connected again, and that its
+    subscription resumed right after the last message it showed (recovered: nothing skipped)."""
     dropped = page.locator('#messages li.event[data-state]:not([data-state="connected"])')
     expect(dropped.first).to_be_attached(timeout=WAIT_MS)
     wait_connected(page)
+    resumed = page.locator("#messages li.event[data-resumed]")
+    expect(resumed.first).to_have_attribute("data-resumed", "recovered", timeout=WAIT_MS)
 
 
 def a_backup(c: DevCluster) -> str:
+    """A live broker that is not the primary."""
     primary = c.primary()
-    return next(b.url for b in c.brokers.values() if b.id != primary)
+    return next(b.url for b in c.brokers.values() if b.id != primary and b.alive)
 
 
 def chat_through_a_failover(
