@@ -64,6 +64,15 @@ export interface SubscribedEvent {
   skipped: { first: number; last: number } | null;
 }
 
+/** A presence member (docs/protocol.md §13): `client` is new on every (re)subscription. */
+export interface Member {
+  client: string;
+  /** The principal of its connection ("" for anonymous). */
+  user: string;
+  /** What the member said about itself (not verified). */
+  info: string;
+}
+
 export interface Clock {
   now(): number;
   setTimeout(fn: () => void, ms: number): unknown;
@@ -111,6 +120,10 @@ export interface SubscribeOptions {
    * TritonError carrying first/last. "skip": go on after them, reported in "subscribed".
    */
   gaps?: "fail" | "skip";
+  /** Be a member of the topic's presence: listed by presence(), others get join/leave. */
+  presence?: boolean;
+  /** With presence: what this member says about itself (e.g. a chat name), ≤ 256 UTF-8 bytes. */
+  info?: string;
 }
 
 export class Subscription {
@@ -121,12 +134,20 @@ export class Subscription {
   readonly closed: boolean;
   /** The error that ended the subscription, if one did. */
   readonly error: TritonError | null;
+  readonly hasPresence: boolean;
+  /** With presence: the topic's members now, by client id (replaced after every subok). */
+  readonly members: Map<string, Member>;
   on(event: "subscribed", fn: (e: SubscribedEvent) => void): this;
   /** The message callback threw or rejected (the record is still acknowledged). */
   on(event: "error", fn: (e: unknown) => void): this;
   /** The subscription ended: `null` after close(), else the error. */
   on(event: "closed", fn: (e: TritonError | null) => void): this;
+  /** With presence: the whole member list, after every (re)subscription. */
+  on(event: "members", fn: (members: Member[]) => void): this;
+  on(event: "join" | "leave", fn: (member: Member) => void): this;
   off(event: string, fn: (...args: any[]) => void): this;
+  /** The topic's members now (a fresh request; works without presence too). */
+  presence(): Promise<Member[]>;
   close(): void;
 }
 
@@ -147,6 +168,8 @@ export class Client {
     onMessage: (msg: Message) => void | Promise<void>,
     options?: SubscribeOptions,
   ): Promise<Subscription>;
+  /** Who is subscribed to `topic` with presence now. */
+  presence(topic: string): Promise<Member[]>;
   setToken(token: string | null): void;
   close(): Promise<void>;
 }

@@ -161,6 +161,9 @@ const BROKER_FIELDS = {
   fetched: { id: INT, records: RECORDS, next: INT },
   committed: { id: INT, ts: INT, head: INT },
   subinfo: { id: INT },
+  members: { id: INT, topic: STR, members: (v) => Array.isArray(v) && v.every(isObject) },
+  join: { sid: INT, topic: STR, member: isObject },
+  leave: { sid: INT, topic: STR, member: isObject },
   error: { code: STR },
 };
 
@@ -311,6 +314,8 @@ class PendingSub {
     this.name = e.name ?? null;
     this.start = e.start ?? "latest";
     this.window = e.window ?? null;
+    this.presence = e.presence === true; // C12: a member of the topic's presence
+    this.info = e.info ?? null;
     this.shared = e.mode === "shared";
     this.skipGaps = e.gaps === "skip";
     this.askedAt = now;
@@ -350,6 +355,10 @@ class PendingSub {
     if (this.shared) f.mode = "shared";
     if (resume) f.resume = true;
     if (this.window !== null) f.window = this.window;
+    if (this.presence) {
+      f.presence = true; // on every sub, so a new primary rebuilds its members (§13)
+      if (this.info !== null) f.info = this.info;
+    }
     if (this.shared) {
       if (resume) {
         const acked = this.recentAcks(now);
@@ -369,7 +378,7 @@ class PendingSub {
  *
  * events: {type: "publish", ticket, topic, records} (records `[uuid, key, value, headers]`
  *   with their uuids), "request" {ticket, frame}, "setToken" {token}, "subscribe" {sid,
- *   topic, name, start, window, mode, member, gaps}, "unsubscribe" {sid}, "ack" {sid, ts},
+ *   topic, name, start, window, mode, member, gaps, presence, info}, "unsubscribe" {sid}, "ack" {sid, ts},
  *   "resolved" {urls}, "resolveFailed" {error}, "opened" {conn}, "failed" {conn, error},
  *   "closed" {conn, reason}, "frame" {conn, frame}, "epochSeen" {epoch, primaryUrl},
  *   "tick", "close".
@@ -377,7 +386,7 @@ class PendingSub {
  *   "probe" {exclude}, "publishDone" {ticket, ts, group}, "publishFailed" {ticket, error},
  *   "answered" {ticket, frame}, "requestFailed" {ticket, error}, "deliver" {sid, records},
  *   "subscribed" {sid, next, resumed, recovered, skipped}, "subscriptionFailed" {sid, error},
- *   "wakeAt" {at}.
+ *   "presence" {sid, event: "join" | "leave", member}, "wakeAt" {at}.
  */
 export class ClientProtocol {
   constructor(settings = {}, rand = Math.random, token = null) {
@@ -688,7 +697,12 @@ export class ClientProtocol {
       case "fetched":
       case "committed":
       case "subinfo":
+      case "members":
         this._answered(f);
+        break;
+      case "join":
+      case "leave":
+        if (this._subs.get(f.sid)?.presence) this._out.push({ type: "presence", sid: f.sid, event: f.op, member: f.member });
         break;
       default: // an op this version does not know: ignored (docs/protocol.md §2)
     }
@@ -1199,7 +1213,7 @@ class Link {
     const state = this.protocol.state === State.CLOSED ? "disconnected" : this.state;
     if (state !== this._state) {
       this._state = state;
-      this.client._linkState(this, state, this.protocol.lastError);
+      this.client._linkState(this, state, state === "connected" ? "" : this.protocol.lastError);
     }
   }
 
@@ -1244,6 +1258,9 @@ class Link {
         break;
       case "subscriptionFailed":
         c._subs.get(a.sid)?._failed(a.error);
+        break;
+      case "presence":
+        c._subs.get(a.sid)?._presence(a.event, a.member);
         break;
       case "wakeAt":
         this._wakeAt(a.at);
@@ -1327,7 +1344,8 @@ class Link {
  * record is acknowledged when the callback returns or its promise settles. Events:
  * "subscribed" `{next, resumed, recovered, skipped}` on every (re)subscription; "error" when
  * the callback throws (the record is still acknowledged: it was delivered); "closed" with
- * the error that ended it (`null` after `close()`).
+ * the error that ended it (`null` after `close()`). With `presence`: "members" (the whole list,
+ * after every subok), "join" and "leave" (a member map `{client, user, info}`).
  */
 export class Subscription extends Emitter {
   constructor(client, link, sid, topic, onMessage, options) {
@@ -1338,6 +1356,9 @@ export class Subscription extends Emitter {
     this.topic = topic;
     this.subscription = options.subscription ?? null;
     this.mode = options.mode ?? "broadcast";
+    this.hasPresence = options.presence === true;
+    /** With `presence`: the topic's members now, by `client` id (refreshed after every subok). */
+    this.members = new Map();
     this._onMessage = onMessage;
     this._queue = [];
     this._running = false;
@@ -1376,6 +1397,34 @@ export class Subscription extends Emitter {
       this._ready = null;
     }
     this._emit("subscribed", { next: a.next, resumed: a.resumed, recovered: a.recovered, skipped: a.skipped });
+    if (this.hasPresence) this._refreshMembers();
+  }
+
+  /** §13: a (new) primary's members replace the list; joins and leaves apply on top, in order. */
+  _refreshMembers() {
+    const frame = { op: "presence", topic: this.topic };
+    const ticket = this._client._nextTicket++;
+    this._client._pending.set(ticket, {
+      resolve: (answer) => {
+        if (this.closed) return;
+        this.members = new Map(answer.members.map((m) => [m.client, m]));
+        this._emit("members", [...this.members.values()]);
+      },
+      reject: (e) => this._emit("error", e),
+    });
+    this._link.handle({ type: "request", ticket, frame });
+  }
+
+  _presence(event, member) {
+    if (this.closed) return;
+    if (event === "join") this.members.set(member.client, member);
+    else this.members.delete(member.client);
+    this._emit(event, member);
+  }
+
+  /** The members of this subscription's topic now (a fresh `presence` request). */
+  presence() {
+    return this._client.presence(this.topic);
   }
 
   _failed(error) {
@@ -1614,6 +1663,22 @@ export class Client extends Emitter {
     else p.resolve(value);
   }
 
+  /** Who is subscribed to `topic` with presence now: `[{client, user, info}]` (§13). */
+  async presence(topic) {
+    checkTopic(topic);
+    for (let i = 0; i < 5; i++) {
+      const link = this._link(this._view.groupOf(topic));
+      try {
+        const answer = await this._call(topic, (ticket) => link.handle({ type: "request", ticket, frame: { op: "presence", topic } }));
+        return answer.members;
+      } catch (e) {
+        if (e.code !== "WRONG_GROUP") throw e;
+        await this.refresh();
+      }
+    }
+    throw new TritonError("WRONG_GROUP", `topic ${JSON.stringify(topic)} kept moving between groups`);
+  }
+
   // --- consuming ---
 
   /**
@@ -1621,7 +1686,9 @@ export class Client extends Emitter {
    * options: `subscription` (a name: durable), `from` ("latest", "earliest" or a ts),
    * `window`, `mode` ("broadcast" or "shared"), `gaps` ("fail": a resume that finds records
    * purged ends the subscription with code PURGED and the range, as the Python client does;
-   * "skip": go on after them and report `recovered: false, skipped: {first, last}`).
+   * "skip": go on after them and report `recovered: false, skipped: {first, last}`),
+   * `presence` (true: be listed in the topic's presence, get "join"/"leave"/"members" events)
+   * with `info` (what this member says about itself, e.g. a chat name).
    */
   subscribe(topic, onMessage, options = {}) {
     checkTopic(topic);
@@ -1633,6 +1700,9 @@ export class Client extends Emitter {
     const mode = options.mode ?? "broadcast";
     if (mode !== "broadcast" && mode !== "shared") throw new TritonError("CONFIG", "mode must be 'broadcast' or 'shared'");
     if (mode === "shared" && !options.subscription) throw new TritonError("CONFIG", "a shared subscription needs a name");
+    if (options.info != null && (typeof options.info !== "string" || options.presence !== true)) {
+      throw new TritonError("CONFIG", "info must be a string, given with presence: true");
+    }
     const gaps = options.gaps ?? "fail";
     if (gaps !== "fail" && gaps !== "skip") throw new TritonError("CONFIG", "gaps must be 'fail' or 'skip'");
     const link = this._link(this._view.groupOf(topic));
@@ -1643,7 +1713,7 @@ export class Client extends Emitter {
       sub._ready = [resolve, reject];
       link.handle({
         type: "subscribe", sid, topic, name: options.subscription ?? null, start: from,
-        window: options.window ?? null, mode, gaps,
+        window: options.window ?? null, mode, gaps, presence: options.presence === true, info: options.info ?? null,
       });
     });
   }

@@ -151,7 +151,7 @@ test("resume after a failover: from the last delivered ts, redeliveries dropped,
   await clock.advance(10);
   assert.deepStrictEqual(got.map(([ts]) => ts), [5, 6, 7]);
   assert.deepStrictEqual(events, [{ next: 7, resumed: true, recovered: true, skipped: null }]);
-  assert.equal(states.at(-1).state, "connected");
+  assert.deepStrictEqual(states.at(-1), { state: "connected", reason: "", group: "g1" }); // no stale reason
   await client.close();
 });
 
@@ -255,4 +255,50 @@ test("no reachable broker: connect fails with UNAVAILABLE after connectTimeout",
   await clock.advance(3000);
   await settle();
   await assert.rejects(opened, (e) => e.code === "UNAVAILABLE");
+});
+
+test("presence: members after subok, join and leave as others come and go, rebuilt after a failover", async () => {
+  const { net, clock, client } = await setup([
+    ["ws://b1", { id: "b1" }],
+    ["ws://b2", { id: "b2", role: "backup" }],
+  ]);
+  const other = new Client("ws://b1", { WebSocket: net.WebSocket, clock, random: () => 0.5 });
+  const opened = other._open();
+  await clock.advance(0);
+  await opened;
+  const seen = [];
+  const alice = await within(clock, 1000, client.subscribe("room", () => {}, { presence: true, info: "Alice" }));
+  alice.on("join", (m) => seen.push(["join", m.info]));
+  alice.on("leave", (m) => seen.push(["leave", m.info]));
+  alice.on("members", (list) => seen.push(["members", list.map((m) => m.info)]));
+  await clock.advance(10);
+  assert.deepStrictEqual([...alice.members.values()].map((m) => m.info), ["Alice"]);
+  const bob = await within(clock, 1000, other.subscribe("room", () => {}, { presence: true, info: "Bob" }));
+  await clock.advance(10);
+  assert.deepStrictEqual(seen, [["join", "Bob"]]);
+  assert.deepStrictEqual([...alice.members.values()].map((m) => m.info), ["Alice", "Bob"]);
+  assert.deepStrictEqual((await within(clock, 1000, bob.presence())).map((m) => m.info), ["Alice", "Bob"]);
+  bob.close();
+  await clock.advance(10);
+  assert.deepStrictEqual(seen.at(-1), ["leave", "Bob"]);
+  assert.deepStrictEqual([...alice.members.values()].map((m) => m.info), ["Alice"]);
+  // failover: the new primary knows nobody until the clients re-send their subs with presence
+  const b1 = net.brokers.get("ws://b1");
+  const b2 = net.brokers.get("ws://b2");
+  b1.up = false;
+  b1.role = "backup";
+  b2.role = "primary";
+  b2.epoch = 2;
+  for (const s of b1.sockets()) s.drop();
+  await clock.advance(1000);
+  assert.deepStrictEqual(b2.subs.map(([, f]) => [f.presence, f.info]), [[true, "Alice"]]);
+  assert.deepStrictEqual(seen.at(-1), ["members", ["Alice"]]);
+  await client.close();
+  await other.close();
+});
+
+test("info without presence is a CONFIG error", async () => {
+  const { client } = await setup();
+  assert.throws(() => client.subscribe("t", () => {}, { info: "x" }), (e) => e.code === "CONFIG");
+  await client.close();
 });

@@ -64,6 +64,18 @@ export class FakeBroker {
     this.subs = []; // [socket, frame]
     this.acks = []; // frames
     this.refuse = null; // (frame) => error frame fields, or null
+    this.present = []; // presence members: {ws, sid, topic, member}, in join order
+    this.clients = 0;
+  }
+
+  /** A member leaves: every other member of its topic is told. */
+  leave(gone) {
+    this.present = this.present.filter((m) => m !== gone);
+    for (const m of this.present) if (m.topic === gone.topic) m.ws.deliver({ op: "leave", sid: m.sid, topic: m.topic, member: gone.member });
+  }
+
+  disconnected(ws) {
+    for (const m of this.present.filter((x) => x.ws === ws)) this.leave(m);
   }
 
   meta(id, cluster) {
@@ -102,7 +114,21 @@ export class FakeBroker {
         this.subs.push([ws, f]);
         const refusal = this.refuse?.(f);
         if (refusal) ws.deliver({ op: "error", sid: f.sid, message: refusal.code, retriable: false, ...refusal });
-        else ws.deliver({ op: "subok", sid: f.sid, next: typeof f.from === "number" ? f.from : this.net.ts + 1 });
+        else {
+          ws.deliver({ op: "subok", sid: f.sid, next: typeof f.from === "number" ? f.from : this.net.ts + 1 });
+          for (const m of this.present.filter((x) => x.ws === ws && x.sid === f.sid)) this.leave(m);
+          if (f.presence) {
+            const joined = { ws, sid: f.sid, topic: f.topic, member: { client: `${this.id}.${++this.clients}`, user: "", info: f.info ?? "" } };
+            for (const m of this.present) if (m.topic === f.topic) m.ws.deliver({ op: "join", sid: m.sid, topic: m.topic, member: joined.member });
+            this.present.push(joined);
+          }
+        }
+        break;
+      case "unsub":
+        for (const m of this.present.filter((x) => x.ws === ws && x.sid === f.sid)) this.leave(m);
+        break;
+      case "presence":
+        ws.deliver({ op: "members", id: f.id, topic: f.topic, members: this.present.filter((m) => m.topic === f.topic).map((m) => m.member) });
         break;
       case "ack":
         this.acks.push(f);
@@ -224,6 +250,7 @@ export class FakeSocket {
   close() {
     if (this.readyState >= 2) return;
     this.readyState = 3;
+    this.broker?.disconnected(this);
     queueMicrotask(() => this.onclose?.({ code: 1000, reason: "" }));
   }
 
@@ -231,6 +258,7 @@ export class FakeSocket {
   drop() {
     if (this.readyState === 3) return;
     this.readyState = 3;
+    this.broker?.disconnected(this);
     this.onclose?.({ code: 1006, reason: "dropped" });
   }
 }
