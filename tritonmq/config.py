@@ -75,6 +75,10 @@ class BrokerConfig:
     max_topics: int = 100_000  # per group: a `pub`/`sub` creating one more gets LIMIT
     max_name_len: int = 249  # characters of a topic or subscription name (BAD_REQUEST)
 
+    # --- presence: who is subscribed to a topic (soft state on the primary) ---
+    max_presence_members: int = 1_000  # per topic: a further `sub` with presence gets LIMIT
+    max_presence_info_bytes: int = 256  # UTF-8 bytes of a `sub`'s presence `info`; LIMIT
+
     @property
     def effective_min_insync(self) -> int:
         """`min_insync` never exceeds the group size, so a 1-replica dev group can write."""
@@ -130,6 +134,8 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("max_connections, max_subscriptions_per_conn, max_topics must be >= 1")
     if not 1 <= cfg.max_name_len <= 249:
         raise ConfigError("max_name_len must be 1..249 (the wire's own bound)")
+    if cfg.max_presence_members < 1 or cfg.max_presence_info_bytes < 0:
+        raise ConfigError("max_presence_members must be >= 1, max_presence_info_bytes >= 0")
     _check_client_security(cfg)
     check_wire_bounds(cfg)
     return cfg

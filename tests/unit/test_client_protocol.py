@@ -865,3 +865,42 @@ def test_batches_are_cut_by_bytes_as_well_as_by_count() -> None:
     assert h.frame(PubAck(3, tuple(range(25, 31)), "g1")) == [
         PublishDone(2, tuple(range(11, 31)), "g1")
     ]
+
+
+def test_a_presence_subscription_asks_for_it_again_on_every_connection_and_gets_its_pushes() -> (
+    None
+):
+    from tritonmq.client.events import PresenceChanged
+    from tritonmq.wire.frames import Join, Leave, PresenceMember
+
+    h = Harness()
+    h.connect(A)
+    out = h(Subscribe(1, "room", None, From.LATEST, presence=True, info="Alice"))
+    assert h.sent(out) == [Sub(1, "room", None, From.LATEST, presence=True, info="Alice")]
+    h.frame(SubOk(1, 10))
+    bob = PresenceMember("a.1", "", "Bob")
+    assert h.frame(Join(1, "room", bob)) == [PresenceChanged(1, Join(1, "room", bob))]
+    assert h.frame(Join(9, "room", bob)) == []  # a sid this client does not have
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)  # C12: the new primary is told again, so it lists us again
+    [resub] = [f for f in h.sent() if isinstance(f, Sub)]
+    assert (resub.presence, resub.info, resub.resume, resub.start) == (True, "Alice", True, 10)
+    h(Unsubscribe(1))
+    assert h.frame(Leave(1, "room", bob)) == []  # after unsub: dropped
+
+
+def test_presence_is_a_request_answered_by_members_and_resent_on_a_new_connection() -> None:
+    from tritonmq.wire.frames import Members, Presence, PresenceMember
+
+    h = Harness()
+    h.connect(A)
+    out = h(Request(5, Presence(0, "room")))
+    [frame] = h.sent(out)
+    assert isinstance(frame, Presence) and frame.id > 0 and frame.topic == "room"
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    assert frame in h.sent()  # unanswered: asked again, same id (C10)
+    members = Members(frame.id, "room", (PresenceMember("b.1", "alice", "Alice"),))
+    assert Answered(5, members) in h.frame(members)

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from tritonmq.client.subscription import Subscription
+from tritonmq.client.subscription import PresenceOptions, Subscription
 from tritonmq.errors import Purged
+from tritonmq.wire.frames import Join, Leave, PresenceMember
 
 
 class FakeLink:
@@ -38,3 +39,24 @@ async def test_purged_is_raised_after_the_records_received_before_it() -> None:
             await sub.get(timeout=1)
         assert (e.value.first, e.value.last) == (3, 9)
     assert link.acked == [1] and link.subs == []
+
+
+def test_joins_and_leaves_reach_their_callbacks_and_a_failing_one_is_only_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def on_join(m: PresenceMember) -> None:
+        seen.append(("join", m.info))
+        if m.info == "Mallory":
+            raise ValueError("the application's bug")
+
+    opts = PresenceOptions("Alice", on_join, lambda m: seen.append(("leave", m.info)))
+    sub = Subscription(FakeLink(), 1, "room", None, "latest", None, presence=opts)  # type: ignore[arg-type]
+    bob, mallory = PresenceMember("b1.2", "", "Bob"), PresenceMember("b1.3", "", "Mallory")
+    sub.on_presence(Join(1, "room", bob))
+    sub.on_presence(Join(1, "room", mallory))  # raises in the callback: logged, not raised
+    sub.on_presence(Leave(1, "room", bob))
+    assert seen == [("join", "Bob"), ("join", "Mallory"), ("leave", "Bob")]
+    assert "presence callback" in caplog.text
+    Subscription(FakeLink(), 2, "room", None, "latest", None).on_presence(Join(2, "room", bob))

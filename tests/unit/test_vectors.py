@@ -26,8 +26,8 @@ def test_every_op_is_covered_both_ways() -> None:
     ops = {(v["direction"], v["decoded"]["op"]) for v in VECTORS}
     client = {"hello", "pub", "ack", "nack", "sub", "unsub", "meta", "fetch", "commit"}
     broker = {"puback", "deliver", "subok", "fetched", "committed", "meta", "error", "subinfo"}
-    assert {("client", op) for op in client | {"subdel", "subreset"}} <= ops
-    assert {("broker", op) for op in broker} <= ops
+    assert {("client", op) for op in client | {"subdel", "subreset", "presence"}} <= ops
+    assert {("broker", op) for op in broker | {"members", "join", "leave"}} <= ops
 
 
 def _decode(v: dict[str, Any], data: bytes | str, codec: Any) -> ClientFrame | BrokerFrame:

@@ -48,6 +48,7 @@ from tritonmq.core.actions import (
     SendFetched,
     SendLeader,
     SendMeta,
+    SendPresence,
     SendPubAck,
     SendPurge,
     SendShared,
@@ -281,6 +282,8 @@ class Broker:
                     self.outbound.send(conn, codec.enc_committed(cid, ts, head))
                 case SendSubInfo(conn=conn, info=info):
                     self.outbound.send(conn, codec.enc_subinfo(info))
+                case SendPresence(conn=conn, frame=frame):
+                    self.outbound.send(conn, codec.enc_broker(frame))
                 case SendMeta(conn=conn, info=info, cluster=cluster):
                     if cluster:
                         self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")

@@ -19,7 +19,7 @@ from websockets.exceptions import WebSocketException
 from tritonmq import tlsconfig
 from tritonmq.client.link import Link
 from tritonmq.client.routing import ClusterView
-from tritonmq.client.subscription import Subscription
+from tritonmq.client.subscription import PresenceOptions, Subscription
 from tritonmq.client.types import Ack, Fetched, FetchedRecord
 from tritonmq.errors import (
     ClientClosed,
@@ -37,8 +37,11 @@ from tritonmq.wire.frames import (
     Fetch,
     From,
     Hello,
+    Members,
     Meta,
     MetaReply,
+    Presence,
+    PresenceMember,
     SubDelete,
     SubInfo,
     SubReset,
@@ -382,7 +385,7 @@ class Client:
 
     # --- reading ranges and committing (Spark) -------------------------------------------
 
-    async def _ask(self, frame: Fetch | Commit | SubDelete | SubReset) -> BrokerFrame:
+    async def _ask(self, frame: Fetch | Commit | SubDelete | SubReset | Presence) -> BrokerFrame:
         """One request about ``frame.topic`` to its group's primary. The link follows
         failovers until ``timeout``; a slot move re-routes; other errors are raised."""
         for _ in range(REROUTES):
@@ -462,6 +465,16 @@ class Client:
             raise ProtocolError(f"subreset answered with {type(got).__name__}")
         return got
 
+    # --- presence -------------------------------------------------------------------
+
+    async def presence(self, topic: str) -> list[PresenceMember]:
+        """Who is subscribed to ``topic`` with presence now, oldest first (its primary's
+        view; after a failover, those whose clients have subscribed again)."""
+        got = await self._ask(Presence(0, topic))
+        if not isinstance(got, Members):
+            raise ProtocolError(f"presence answered with {type(got).__name__}")
+        return list(got.members)
+
     # --- consuming -------------------------------------------------------------------
 
     def subscribe(
@@ -472,12 +485,21 @@ class Client:
         *,
         window: int | None = None,
         mode: str = "broadcast",
+        presence: bool = False,
+        info: str = "",
+        on_join: Callable[[PresenceMember], object] | None = None,
+        on_leave: Callable[[PresenceMember], object] | None = None,
     ) -> Subscription:
         """``async with client.subscribe(topic) as sub: async for msg in sub: await msg.ack()``.
 
         Naming a ``subscription`` makes it durable: its offset lives in ZooKeeper and
         ``from_="latest"`` resumes after what it acknowledged. ``mode="shared"``
         splits its records among every consumer using the same name.
+
+        ``presence=True`` lists this subscription among the topic's members (with ``info``,
+        what it says about itself) and calls ``on_join``/``on_leave`` with each other
+        member that comes or goes; it is asked for again on every reconnect, so a new
+        primary knows it after a failover (docs/protocol.md §13).
         """
         if not (from_ in ("latest", "earliest") or (isinstance(from_, int) and from_ >= 0)):
             raise ConfigError("from_ must be 'latest', 'earliest' or a ts >= 0")
@@ -485,8 +507,11 @@ class Client:
             raise ConfigError("mode must be 'broadcast' or 'shared'")
         if mode == "shared" and not subscription:
             raise ConfigError("a shared subscription needs a name")
+        if not presence and (info or on_join or on_leave):
+            raise ConfigError("info, on_join and on_leave need presence=True")
         link = self._link(self._group_of(topic))
-        return link.new_subscription(topic, subscription, from_, window, mode)
+        opts = PresenceOptions(info, on_join, on_leave) if presence else None
+        return link.new_subscription(topic, subscription, from_, window, mode, opts)
 
 
 def _refusal(e: frames.Error) -> Exception:

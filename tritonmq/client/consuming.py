@@ -50,6 +50,7 @@ class Consuming:
 
     def _subscribe(self, e: Subscribe, now: float) -> None:
         sub = _Sub(e.sid, e.topic, e.name, e.start, e.window, e.mode == "shared", now)
+        sub.presence, sub.info = e.presence, e.info
         if sub.shared:
             sub.member = e.member or "".join(f"{int(self.rand() * 2**32):08x}" for _ in "ab")
         self._subs[e.sid] = sub

@@ -19,8 +19,12 @@ from tritonmq.wire.frames import (
     Fetch,
     Fetched,
     From,
+    Join,
+    Leave,
+    Members,
     Meta,
     MetaReply,
+    Presence,
     PubRecord,
     Record,
     SubDelete,
@@ -46,7 +50,7 @@ class Request:
     wire ``id`` (the frame's own is ignored). ``ticket`` names the answer."""
 
     ticket: int
-    frame: Fetch | Commit | Meta | SubDelete | SubReset
+    frame: Fetch | Commit | Meta | SubDelete | SubReset | Presence
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,8 @@ class Subscribe:
     # shared: this member's id for its whole life (the shell picks it at random; "" : the
     # protocol derives one from its ``rand``)
     member: str = ""
+    presence: bool = False  # a member of the topic's presence, told of the others (C12)
+    info: str = ""  # what it says about itself there
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +206,7 @@ class PublishFailed:
 @dataclass(frozen=True, slots=True)
 class Answered:
     ticket: int
-    frame: Fetched | Committed | MetaReply | SubInfo
+    frame: Fetched | Committed | MetaReply | SubInfo | Members
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +219,14 @@ class RequestFailed:
 class DeliverRecords:
     sid: int
     records: Sequence[Record]
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceChanged:
+    """A ``join`` or ``leave`` for subscription ``sid`` (one with presence)."""
+
+    sid: int
+    frame: Join | Leave
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +259,7 @@ Action: TypeAlias = (
     | Answered
     | RequestFailed
     | DeliverRecords
+    | PresenceChanged
     | Subscribed
     | SubscriptionFailed
     | WakeAt

@@ -36,6 +36,7 @@ from tritonmq.client.events import (
     EpochSeen,
     Event,
     FrameReceived,
+    PresenceChanged,
     Probe,
     Publish,
     PublishDone,
@@ -59,7 +60,7 @@ from tritonmq.client.events import (
 )
 from tritonmq.client.protocol import ClientProtocol, Settings
 from tritonmq.client.states import ConnState
-from tritonmq.client.subscription import Subscription
+from tritonmq.client.subscription import PresenceOptions, Subscription
 from tritonmq.client.types import Ack
 from tritonmq.errors import ClientClosed, ClientError, ProtocolError
 from tritonmq.wire import subprotocols as wire
@@ -69,12 +70,17 @@ from tritonmq.wire.frames import (
     Fetch,
     Fetched,
     From,
+    Members,
     Meta,
     MetaReply,
+    Presence,
     SubDelete,
     SubInfo,
     SubReset,
 )
+
+Answer = Fetched | Committed | MetaReply | SubInfo | Members
+"""What a request answered once gets back (C10)."""
 
 log = logging.getLogger("tritonmq.client")
 
@@ -130,7 +136,7 @@ class Link:
         self._timer_at = float("inf")
         self._next_ticket = 1
         self._pending: dict[int, tuple[asyncio.Future[Any], str, bool]] = {}
-        self._asks: dict[int, asyncio.Future[Fetched | Committed | MetaReply | SubInfo]] = {}
+        self._asks: dict[int, asyncio.Future[Answer]] = {}
         self._subs: dict[int, Subscription] = {}
         self._next_sid = 1
         self._closed = False
@@ -240,6 +246,10 @@ class Link:
                 sub = self._subs.get(sid)
                 if sub is not None:
                     sub.on_records(records)
+            case PresenceChanged(sid=sid, frame=frame):
+                sub = self._subs.get(sid)
+                if sub is not None:
+                    sub.on_presence(frame)
             case Subscribed(sid=sid, next=next_ts):
                 sub = self._subs.get(sid)
                 if sub is not None:
@@ -370,13 +380,13 @@ class Link:
     # --- requests answered once (fetch, commit, meta) ----------------------------------
 
     def request(
-        self, frame: Fetch | Commit | Meta | SubDelete | SubReset
-    ) -> asyncio.Future[Fetched | Committed | MetaReply | SubInfo]:
+        self, frame: Fetch | Commit | Meta | SubDelete | SubReset | Presence
+    ) -> asyncio.Future[Answer]:
         """Send ``frame`` to the primary (its ``id`` is given by the protocol); the future
         gets the answer, or the error that ended it (retriable ones are retried first)."""
         if self._closed:
             raise ClientClosed("client closed")
-        fut: asyncio.Future[Fetched | Committed | MetaReply | SubInfo]
+        fut: asyncio.Future[Answer]
         fut = asyncio.get_running_loop().create_future()
         ticket = self._next_ticket
         self._next_ticket += 1
@@ -387,11 +397,17 @@ class Link:
     # --- consuming -------------------------------------------------------------------
 
     def new_subscription(
-        self, topic: str, name: str | None, start: str | int, window: int | None, mode: str
+        self,
+        topic: str,
+        name: str | None,
+        start: str | int,
+        window: int | None,
+        mode: str,
+        presence: PresenceOptions | None = None,
     ) -> Subscription:
         sid = self._next_sid
         self._next_sid += 1
-        return Subscription(self, sid, topic, name, start, window, mode)
+        return Subscription(self, sid, topic, name, start, window, mode, presence)
 
     def add_subscription(self, sub: Subscription) -> None:
         if self._closed:
@@ -400,7 +416,20 @@ class Link:
         self._subs[sub.sid] = sub
         start = sub.start if isinstance(sub.start, int) else From(sub.start)
         member = secrets.token_hex(8) if sub.shared else ""
-        self._handle(Subscribe(sub.sid, sub.topic, sub.name, start, sub.window, sub.mode, member))
+        p = sub.presence
+        self._handle(
+            Subscribe(
+                sub.sid,
+                sub.topic,
+                sub.name,
+                start,
+                sub.window,
+                sub.mode,
+                member,
+                p is not None,
+                p.info if p is not None else "",
+            )  # fmt: skip
+        )
 
     def remove_subscription(self, sub: Subscription) -> None:
         if self._subs.pop(sub.sid, None) is not None:

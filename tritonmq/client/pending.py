@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tritonmq.wire.frames import Commit, Fetch, From, Meta, PubRecord, Sub, SubDelete, SubReset
+from tritonmq.wire.frames import (
+    Commit,
+    Fetch,
+    From,
+    Meta,
+    Presence,
+    PubRecord,
+    Sub,
+    SubDelete,
+    SubReset,
+)
 
 RECENT_ACKS_S = 30.0  # rule 6: a shared member remembers its acks this long
 RECENT_ACKS_MAX = 50_000  # ... and at most this many (the wire allows 100,000)
@@ -36,7 +46,7 @@ class Batch:
 @dataclass(slots=True)
 class Request:
     ticket: int
-    frame: Fetch | Commit | Meta | SubDelete | SubReset  # with its wire id
+    frame: Fetch | Commit | Meta | SubDelete | SubReset | Presence  # with its wire id
     deadline: float
     attempts: int = 0
 
@@ -57,6 +67,8 @@ class Subscription:
     # shared mode: ts handed to the application, not yet acknowledged -> on which connection
     handed: dict[int, int] = field(default_factory=dict)
     member: str = ""  # shared mode: this member's id, the same on every connection
+    presence: bool = False  # C12: every `sub` asks for presence again, with the same info
+    info: str = ""
 
     def acknowledged(self, ts: int, now: float) -> None:
         self.handed.pop(ts, None)
@@ -84,9 +96,12 @@ class Subscription:
         mode = "shared" if self.shared else "broadcast"
         resume = self.position is not None
         if not self.shared:
-            return Sub(self.sid, self.topic, self.name, start, self.window, mode, resume)
+            return Sub(
+                self.sid, self.topic, self.name, start, self.window, mode, resume,
+                presence=self.presence, info=self.info,
+            )  # fmt: skip
         acked, held = (self.recent_acks(now), tuple(self.handed)) if resume else ((), ())
         return Sub(
             self.sid, self.topic, self.name, start, self.window, mode, resume, acked, held,
-            self.member,
+            self.member, self.presence, self.info,
         )  # fmt: skip

@@ -99,6 +99,7 @@ from tritonmq.client.events import (
     EpochSeen,
     Event,
     FrameReceived,
+    PresenceChanged,
     Probe,
     Publish,
     PublishDone,
@@ -141,6 +142,9 @@ from tritonmq.wire.frames import (
     Error,
     Fetched,
     Hello,
+    Join,
+    Leave,
+    Members,
     MetaReply,
     Pub,
     PubAck,
@@ -421,7 +425,7 @@ class ClientProtocol(Consuming):
         r.attempts += 1
         self._out.append(Send(r.frame))
 
-    def _answered(self, frame: Fetched | Committed | MetaReply | SubInfo) -> bool:
+    def _answered(self, frame: Fetched | Committed | MetaReply | SubInfo | Members) -> bool:
         r = self._requests.pop(frame.id, None)
         if r is None:
             return False
@@ -463,8 +467,11 @@ class ClientProtocol(Consuming):
                     self.epoch = frame.epoch
                 if frame.id:
                     self._answered(frame)
-            case Fetched() | Committed() | SubInfo():
+            case Fetched() | Committed() | SubInfo() | Members():
                 self._answered(frame)
+            case Join() | Leave():
+                if frame.sid in self._subs:  # C12; one for a sid given up is dropped
+                    self._out.append(PresenceChanged(frame.sid, frame))
 
     def _error(self, f: Error, now: float) -> None:
         err = error_from_wire(

@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tritonmq.client.types import Message
 from tritonmq.errors import BrokerError, ClientClosed
+from tritonmq.wire.frames import Join, Leave, PresenceMember
 
 if TYPE_CHECKING:
     from tritonmq.client.link import Link
+
+
+log = logging.getLogger("tritonmq.client")
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceOptions:
+    """A subscription's presence (docs/protocol.md §13): ``info`` is what it tells the other
+    members; ``on_join``/``on_leave`` are called with each other member that comes or goes.
+    After a failover the members come back one by one (each a join): ask
+    :meth:`~tritonmq.client.Client.presence` for the whole list again."""
+
+    info: str = ""
+    on_join: Callable[[PresenceMember], object] | None = None
+    on_leave: Callable[[PresenceMember], object] | None = None
 
 
 class Subscription:
@@ -38,6 +57,7 @@ class Subscription:
         start: str | int,
         window: int | None,
         mode: str = "broadcast",
+        presence: PresenceOptions | None = None,
     ) -> None:
         self._link = link
         self.sid = sid
@@ -47,6 +67,7 @@ class Subscription:
         self.window = window
         self.mode = mode
         self.shared = mode == "shared"
+        self.presence = presence
         self._records: deque[tuple[Any, ...]] = deque()
         self._ready = asyncio.Event()
         self._subscribed: asyncio.Future[int] | None = None
@@ -58,6 +79,20 @@ class Subscription:
     def on_records(self, records: Any) -> None:
         self._records.extend(records)
         self._ready.set()
+
+    def on_presence(self, frame: Join | Leave) -> None:
+        """Another member came or went: the application's callback, whose failure is logged
+        (it must not end the connection every subscription shares)."""
+        p = self.presence
+        if p is None:
+            return
+        call = p.on_join if isinstance(frame, Join) else p.on_leave
+        if call is None:
+            return
+        try:
+            call(frame.member)
+        except Exception:
+            log.exception("presence callback of subscription %d on %r failed", self.sid, self.topic)
 
     def on_subok(self, next_ts: int) -> None:
         if self._subscribed is not None and not self._subscribed.done():
@@ -113,4 +148,4 @@ class Subscription:
         self._link.ack(self, ts)
 
 
-__all__ = ["Subscription", "BrokerError"]
+__all__ = ["PresenceOptions", "Subscription", "BrokerError"]

@@ -16,7 +16,10 @@ from tritonmq.core.group import GroupState, Member
 from tritonmq.wire.frames import (
     ErrorCode,
     Follow,
+    Join,
     Leader,
+    Leave,
+    Members,
     Purge,
     Record,
     ReplAck,
@@ -149,6 +152,15 @@ class SendSubInfo:
 
     conn: Any
     info: SubInfo
+
+
+@dataclass(frozen=True, slots=True)
+class SendPresence:
+    """A presence frame to client ``conn``: the ``members`` answer to a ``presence``
+    request, or a ``join``/``leave`` push to one of its subscriptions."""
+
+    conn: Any
+    frame: Members | Join | Leave
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +301,7 @@ Action: TypeAlias = (
     | SendCommitted
     | SendMeta
     | SendSubInfo
+    | SendPresence
     | CloseConn
     | SendEntries
     | SendLeader

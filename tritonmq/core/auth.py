@@ -44,6 +44,7 @@ from tritonmq.wire.frames import (
     Hello,
     Meta,
     Nack,
+    Presence,
     Pub,
     Sub,
     SubDelete,
@@ -153,6 +154,9 @@ class ClientAuth:
             case Fetch(topic=topic):
                 if not allowed(p.read, topic):
                     return _forbidden(conn, frame, p, f"read {topic!r}")
+            case Presence(topic=topic):
+                if not allowed(p.read, topic):
+                    return _forbidden(conn, frame, p, f"see who is subscribed to {topic!r}")
             case Commit(topic=topic, subscription=name):
                 if not allowed(p.read, topic) or not allowed(p.names, name):
                     return _forbidden(conn, frame, p, f"commit {name!r} of {topic!r}")

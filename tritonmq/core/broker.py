@@ -87,6 +87,7 @@ from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.links import ReplicationLinks
 from tritonmq.core.log import GroupLog
 from tritonmq.core.peerauth import FollowGate
+from tritonmq.core.presence import PresenceTable
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
 from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
@@ -101,6 +102,7 @@ from tritonmq.wire.frames import (
     Hello,
     Meta,
     Nack,
+    Presence,
     Pub,
     Sub,
     SubDelete,
@@ -160,6 +162,9 @@ class BrokerCore(ReplicationLinks):
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
         self.auth = ClientAuth(cfg.auth_required)
         self.commits = Commits(self.delivery, self.auth)
+        self.presence = PresenceTable(
+            f"{me.id}.{me.boot[:6]}", cfg.max_presence_members, cfg.max_presence_info_bytes
+        )
         self.stop_deadline = 0.0
         self._requests = 0
         self._load_request = 0
@@ -184,7 +189,7 @@ class BrokerCore(ReplicationLinks):
                     self.primary.drop_conn(conn)
                 self.waiting_subs = [w for w in self.waiting_subs if w.conn is not conn]
                 self.commits.drop_conn(conn)
-                return []
+                return list(self.presence.drop_conn(conn))
             case FollowerFrame():
                 return self._follower_frame(ev)
             case FollowerGone(link=link, now=now):
@@ -267,7 +272,7 @@ class BrokerCore(ReplicationLinks):
             return [refused]
         if (bad_name := limits.check_names(conn, frame, self.caps)) is not None:
             return [bad_name]
-        if isinstance(frame, Pub | Sub | Fetch | Commit | SubDelete | SubReset) and (
+        if isinstance(frame, Pub | Sub | Fetch | Commit | SubDelete | SubReset | Presence) and (
             owner := self._other_owner(frame.topic)
         ):
             msg = f"topic {frame.topic!r} belongs to group {owner}, not {self.cfg.group}"
@@ -295,7 +300,7 @@ class BrokerCore(ReplicationLinks):
                     return []
                 return self._subscribe(conn, frame, p, now)
             case Unsub(sid=sid):
-                return list(self.delivery.unsubscribe(conn, sid, now))
+                return [*self.delivery.unsubscribe(conn, sid, now), *self.presence.leave(conn, sid)]
             case Hello():
                 return [SendMeta(conn, {**self.meta(), "id": 0}, cluster=False)]
             case Meta(id=meta_id):
@@ -329,6 +334,10 @@ class BrokerCore(ReplicationLinks):
                 return administer(
                     self.delivery, self.auth, self.log, conn, frame, p.commit_ts, ready
                 )
+            case Presence(id=rid, topic=topic):
+                if p is None:
+                    return [self._not_primary(conn, id=rid)]
+                return [self.presence.members(conn, rid, topic)]
             case _:
                 assert_never(frame)
 
@@ -337,6 +346,9 @@ class BrokerCore(ReplicationLinks):
             return [refused]
         if cap := limits.check_sub(self.delivery, self.cfg.group, conn, frame, self.caps):
             return [cap]
+        if cap := self.presence.refusal(conn, frame):
+            return [cap]
+        left = self.presence.leave(conn, frame.sid)  # a `sub` replaces its sid's attachment
         try:
             next_ts, first = self.delivery.subscribe(
                 conn,
@@ -354,8 +366,13 @@ class BrokerCore(ReplicationLinks):
                 member=frame.member,
             )
         except RequestRejected as e:
-            return [requests.refusal(conn, e, sid=frame.sid)]
-        return [SendSubOk(conn, frame.sid, next_ts), *first]
+            return [requests.refusal(conn, e, sid=frame.sid), *left]
+        out: list[Action] = [SendSubOk(conn, frame.sid, next_ts), *first, *left]
+        if frame.presence:
+            who = self.auth.principal(conn)
+            user = who.name if who is not None else ""
+            out.extend(self.presence.join(conn, frame.sid, frame.topic, user, frame.info))
+        return out
 
     # --- the primary's actions ----------------------------------------------------------
 
@@ -462,6 +479,7 @@ class BrokerCore(ReplicationLinks):
         self.waiting_subs.clear()
         out.extend(self._not_primary(conn, id=rid) for conn, rid in self.commits.take_all())
         self.delivery.drop_all()
+        self.presence.clear()
         self.durables_ready = False
         if self.cas is not None and self.cas.kind is CasKind.ISR:
             self.cas = None

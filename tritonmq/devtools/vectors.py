@@ -30,9 +30,14 @@ from tritonmq.wire.frames import (
     Fetched,
     From,
     Hello,
+    Join,
+    Leave,
+    Members,
     Meta,
     MetaReply,
     Nack,
+    Presence,
+    PresenceMember,
     Pub,
     PubAck,
     Sub,
@@ -82,7 +87,12 @@ CLIENT: list[tuple[str, ClientFrame]] = [
     ("subdel", SubDelete(12, "chat.lobby", "alice", True)),
     ("subreset to ts", SubReset(13, "chat.lobby", "alice", 99, False)),
     ("subreset to earliest", SubReset(14, "chat.lobby", "alice", From.EARLIEST, True)),
+    ("sub with presence", Sub(15, "chat.lobby", None, From.LATEST, presence=True, info="Alice ☕")),
+    ("presence", Presence(16, "chat.lobby")),
 ]
+
+ALICE = PresenceMember("b1.1", "alice", "Alice ☕")
+BOB = PresenceMember("b1.2", "", "")
 
 BROKER: list[tuple[str, BrokerFrame]] = [
     ("puback", PubAck(1, (1000,), "g0")),
@@ -133,6 +143,10 @@ BROKER: list[tuple[str, BrokerFrame]] = [
         "subinfo",
         SubInfo(12, "chat.lobby", "alice", "broadcast", "alice", 150, 0, "reset", 99, True),
     ),
+    ("members", Members(16, "chat.lobby", (ALICE, BOB))),
+    ("members empty", Members(17, "chat.quiet", ())),
+    ("join", Join(15, "chat.lobby", BOB)),
+    ("leave", Leave(15, "chat.lobby", BOB)),
 ]
 
 

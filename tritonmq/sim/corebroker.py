@@ -34,6 +34,7 @@ from tritonmq.core.actions import (
     SendFetched,
     SendLeader,
     SendMeta,
+    SendPresence,
     SendPubAck,
     SendPurge,
     SendShared,
@@ -396,6 +397,8 @@ class SimCoreBroker:
                 raise AssertionError(f"BrokerCore never returns {a!r}")
             case SendSubInfo() | DeleteSubscription():
                 raise AssertionError(f"simulated clients send no admin ops: {a!r}")
+            case SendPresence():
+                raise AssertionError(f"simulated clients ask for no presence: {a!r}")
             case _:
                 assert_never(a)
 

@@ -30,9 +30,13 @@ from tritonmq.wire.frames import (
     Fetched,
     From,
     Hello,
+    Join,
+    Leave,
+    Members,
     Meta,
     MetaReply,
     Nack,
+    Presence,
     Pub,
     PubAck,
     PubRecord,
@@ -44,6 +48,9 @@ from tritonmq.wire.frames import (
     SubReset,
     Unsub,
 )
+from tritonmq.wire.presencecodec import decode as decode_presence
+from tritonmq.wire.presencecodec import event_map, members_map
+from tritonmq.wire.presencecodec import sub_fields as presence_fields
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 MAX_TOPIC_LEN = 249
@@ -312,8 +319,12 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
             raise MalformedFrame(f"'member' must be a string of at most {MAX_MEMBER_LEN} chars")
         if member and mode != "shared":
             raise MalformedFrame("'member' is for shared subscriptions only")
+        presence, info = presence_fields(obj)
         topic = _str(obj, "topic", max_len=MAX_TOPIC_LEN)
-        return Sub(_int(obj, "sid"), topic, name, start, window, mode, resume, acked, held, member)
+        sid = _int(obj, "sid")
+        return Sub(
+            sid, topic, name, start, window, mode, resume, acked, held, member, presence, info
+        )
     if op == "unsub":
         return Unsub(_int(obj, "sid"))
     if op == "hello":
@@ -345,6 +356,8 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         )
     if op in ("subdel", "subreset"):
         return _sub_admin(obj, op)
+    if op == "presence":
+        return Presence(_int(obj, "id"), _str(obj, "topic", max_len=MAX_TOPIC_LEN))
     raise UnknownOp(f"unknown op {op[:40]!r}")
 
 
@@ -438,6 +451,8 @@ def _str_map(raw: Any, key: str) -> dict[str, Any]:
 
 def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
     op = obj["op"]
+    if op in ("join", "leave", "members"):
+        return decode_presence(obj)
     if op == "deliver":
         return Deliver(
             _int(obj, "sid"),
@@ -683,6 +698,10 @@ def enc_client(frame: ClientFrame) -> bytes:
             d["held"] = frame.held
         if frame.member:
             d["member"] = frame.member
+        if frame.presence:
+            d["presence"] = True
+        if frame.info:
+            d["info"] = frame.info
         return _packb(d)
     if isinstance(frame, Unsub):
         return _packb({"op": "unsub", "sid": frame.sid})
@@ -726,6 +745,8 @@ def enc_client(frame: ClientFrame) -> bytes:
         if isinstance(frame, SubReset):
             a["to"] = str(frame.to) if isinstance(frame.to, From) else frame.to
         return _packb(a)
+    if isinstance(frame, Presence):
+        return _packb({"op": "presence", "id": frame.id, "topic": frame.topic})
     raise TypeError(f"not a client frame: {frame!r}")
 
 
@@ -748,4 +769,8 @@ def enc_broker(frame: BrokerFrame) -> bytes:
             return _packb(_error_map(frame))
         case SubInfo():
             return enc_subinfo(frame)
+        case Members():
+            return _packb(members_map(frame))
+        case Join() | Leave():
+            return _packb(event_map(frame))
     raise TypeError(f"not a broker frame: {frame!r}")

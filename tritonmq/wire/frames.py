@@ -104,6 +104,10 @@ class Sub:
     # shared mode: this member's own id, the same across its reconnects (client-chosen), so a
     # new primary keeps what the old one handed this member for it ("" : none given)
     member: str = ""
+    # presence (docs/protocol.md "Presence"): list this subscription among the topic's
+    # members and push it the others' `join`/`leave`; ``info``: what it says about itself
+    presence: bool = False
+    info: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +234,16 @@ class ReplAck:
     ts: int
 
 
+@dataclass(frozen=True, slots=True)
+class Presence:
+    """Who is subscribed to ``topic`` with presence right now (answered with ``members``)."""
+
+    id: int
+    topic: str
+
+
 ClientFrame: TypeAlias = (
-    Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta | Commit | SubDelete | SubReset
+    Hello | Pub | Sub | Ack | Nack | Unsub | Fetch | Meta | Commit | SubDelete | SubReset | Presence
 )
 
 
@@ -356,8 +368,56 @@ class Error:
         return Error(code, message, code.retriable, id, sid, primary, group, first, last)
 
 
+@dataclass(frozen=True, slots=True)
+class PresenceMember:
+    """One subscription with presence: ``client`` the id its primary gave it (unique on that
+    primary; a new one after a failover), ``user`` its connection's token subject (""
+    anonymous), ``info`` what the client said about itself in its ``sub``."""
+
+    client: str
+    user: str
+    info: str
+
+
+@dataclass(frozen=True, slots=True)
+class Members:
+    """The answer to ``presence``: every member of ``topic`` on its primary, oldest first."""
+
+    id: int
+    topic: str
+    members: tuple[PresenceMember, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """``member`` subscribed to ``topic`` with presence; pushed to subscription ``sid``."""
+
+    sid: int
+    topic: str
+    member: PresenceMember
+
+
+@dataclass(frozen=True, slots=True)
+class Leave:
+    """``member`` left ``topic`` (unsub, or its connection closed); pushed to ``sid``."""
+
+    sid: int
+    topic: str
+    member: PresenceMember
+
+
 BrokerFrame: TypeAlias = (
-    PubAck | Deliver | SubOk | Fetched | Committed | MetaReply | Error | SubInfo
+    PubAck
+    | Deliver
+    | SubOk
+    | Fetched
+    | Committed
+    | MetaReply
+    | Error
+    | SubInfo
+    | Members
+    | Join
+    | Leave
 )
 
 
@@ -411,4 +471,16 @@ class SharedState:
 ReplFrame: TypeAlias = Follow | Append | ReplAck | Leader | Purge | SharedState | Challenge
 
 # The broker -> client frame types, for codecs that tell the two directions apart.
-BROKER_FRAMES = (PubAck, Deliver, SubOk, Fetched, Committed, MetaReply, Error, SubInfo)
+BROKER_FRAMES = (
+    PubAck,
+    Deliver,
+    SubOk,
+    Fetched,
+    Committed,
+    MetaReply,
+    Error,
+    SubInfo,
+    Members,
+    Join,
+    Leave,
+)
