@@ -20,9 +20,10 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from websockets.asyncio.server import Server, ServerConnection
 
 from tritonmq import tlsconfig
-from tritonmq.broker import clients, replica
+from tritonmq.broker import clients, http, replica
 from tritonmq.broker.admission import Admission
 from tritonmq.broker.credentials import BrokerCredentials, load_credentials, warn_if_insecure
+from tritonmq.broker.metrics import BrokerMetrics
 from tritonmq.broker.origin import origin_check
 from tritonmq.broker.outbound import Outbound
 from tritonmq.broker.spawner import Spawner
@@ -74,6 +75,7 @@ from tritonmq.core.events import (
     ZkView,
 )
 from tritonmq.core.group import GroupState, Member
+from tritonmq.core.health import Readiness, readiness
 from tritonmq.tokens import TokenVerifier
 from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode, Follow
@@ -109,6 +111,10 @@ class Broker:
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
         self.tokens = TokenVerifier.from_config(cfg)
+        self.metrics = BrokerMetrics(
+            cfg, lambda: self.core, lambda: (self.admission.open, self.admission.refused)
+        )
+        self.http = http.HttpRoutes(http.load_web_files(), self._readiness, self.metrics.exposition)
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -131,7 +137,11 @@ class Broker:
             close_timeout=1,
             max_queue=self.cfg.max_queue,
             ssl=tls,
-            process_request=self.admission.after(origin_check(self.cfg.allowed_origins)),
+            process_request=http.plain_http(
+                self.http,
+                self.admission.process_request,
+                self.admission.after(origin_check(self.cfg.allowed_origins)),
+            ),
         )
         sock = next(iter(self.server.sockets))
         bound_host, bound_port = sock.getsockname()[:2]
@@ -219,7 +229,14 @@ class Broker:
 
     def feed(self, event: Event) -> None:
         assert self.core is not None
+        self.metrics.event_in(event)
         self.perform(self.core.handle(event))
+        self.metrics.handled(event)
+
+    def _readiness(self) -> Readiness:
+        if self.core is None:
+            return Readiness(False, "starting")
+        return readiness(self.core)
 
     def _zk_changed(self) -> None:
         coord = self.coord
@@ -256,9 +273,14 @@ class Broker:
             match a:
                 case SendPubAck(conn=conn, id=pub_id, ts=ts):
                     self.outbound.send(conn, codec.enc_puback(pub_id, ts, group))
+                    self.metrics.acked(conn, pub_id, len(ts))
                 case Deliver(conn=conn, sid=sid, topic=topic, records=records):
-                    self.outbound.send(conn, codec.enc_deliver(sid, topic, records))
+                    data = codec.enc_deliver(sid, topic, records)
+                    self.outbound.send(conn, data)
+                    born = core.log.published_at(records[0][0]) if records else None
+                    self.metrics.delivered_frame(records, len(data), born)
                 case SendError():
+                    self.metrics.refused_request(a.code, a.conn, a.id)
                     hint = a.primary
                     if hint is None and a.code is ErrorCode.NOT_PRIMARY:
                         hint = core.primary_url()
