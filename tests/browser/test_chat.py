@@ -35,6 +35,11 @@ ROOM = "lobby"
 TRITONMQ = [sys.executable, "-m", "tritonmq"]
 
 
+ONLINE_IS = """want => JSON.stringify(
+    [...document.querySelectorAll('#online li')].map(e => e.textContent).sort())
+    === JSON.stringify(want)"""
+
+
 def chat_url(site: str, name: str, broker: str, token: str | None = None, room: str = ROOM) -> str:
     q = {"name": name, "room": room, "broker": broker}
     if token:
@@ -94,6 +99,16 @@ def wait_dropped_and_back(page: Any) -> None:
     expect(resumed.first).to_have_attribute("data-resumed", "recovered", timeout=WAIT_MS)
 
 
+def wait_online(page: Any, names: list[str]) -> None:
+    """The page's online list (presence) shows exactly these people, in any order."""
+    want = sorted(names)
+    try:
+        page.wait_for_function(ONLINE_IS, arg=want, timeout=WAIT_MS)
+    except Exception as e:
+        now = page.eval_on_selector_all("#online li", "els => els.map(e => e.textContent)")
+        raise AssertionError(f"online list {now}, want {want}") from e
+
+
 def a_backup(c: DevCluster) -> str:
     """A live broker that is not the primary."""
     primary = c.primary()
@@ -109,6 +124,7 @@ def chat_through_a_failover(
     bob = open_chat(browser, chat_url(site, "bob", broker, tokens["bob"]))
     for p in (alice, bob):
         wait_connected(p)
+        wait_online(p, ["alice", "bob"])
 
     sent: set[str] = set()
 
@@ -134,6 +150,7 @@ def chat_through_a_failover(
     wait_new_primary(c, old)
     for p in (alice, bob):
         wait_dropped_and_back(p)
+        wait_online(p, ["alice", "bob"])  # presence rebuilt on the new primary
     for i in range(2):
         say(alice, f"alice after failover {i}")
         say(bob, f"bob after failover {i}")
@@ -143,12 +160,15 @@ def chat_through_a_failover(
 
     # bob closes his tab, misses two messages, and comes back to the room's history
     bob.context.close()
+    wait_online(alice, ["alice"])
     say(alice, "bob, you missed this")
     say(alice, "and this")
     assert_exactly(wait_shown(alice, len(sent)), sent)
     bob = open_chat(browser, chat_url(site, "bob", broker, tokens["bob"]))
     wait_connected(bob)
     assert_exactly(wait_shown(bob, len(sent)), sent)
+    for p in (alice, bob):
+        wait_online(p, ["alice", "bob"])
     assert [r["ts"] for r in shown(alice)] == [r["ts"] for r in shown(bob)]
 
 
