@@ -227,6 +227,54 @@ def test_the_same_over_wss_with_tokens(
     expect(anon.locator("#messages li.msg")).to_have_count(0)
 
 
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_a_broker_serves_the_page_and_the_client(
+    tls: bool,
+    browser: Any,
+    trusting_browser: Callable[[str], Any],
+    make_cluster: Callable[..., DevCluster],
+    tmp_path: Path,
+) -> None:
+    """What a user does first: open a broker's own address. The page and the client come
+    from the broker, which is then the page's origin (allowed by default, as same-origin)."""
+    settings: dict[str, Any] = {"replicas": 1, "retention_s": 300.0}
+    tokens: dict[str, str | None] = {"alice": None, "bob": None}
+    if tls:
+        key = tmp_path / "auth.key"
+        key.write_text("browser-test-hs256-key-0123456789abcdef0123456789abcdef\n")
+        settings |= {"auth_required": True, "auth_key_file": str(key)}
+        tokens = {"alice": mint(key, "alice"), "bob": mint(key, "bob")}
+    c = make_cluster(replicas=1, settings=settings, tls=tls)
+    if tls:
+        assert c.ca_file is not None
+        browser = trusting_browser(c.ca_file)
+    origin = c.urls[0].replace("ws", "http", 1)  # ws -> http, wss -> https
+    assert origin.startswith("https://" if tls else "http://")
+
+    def page_of(name: str) -> Any:
+        q = {"name": name, "room": ROOM} | ({"token": tokens[name]} if tls else {})
+        page = browser.new_context().new_page()
+        answer = page.goto(f"{origin}/?{urlencode(q)}")
+        assert answer is not None and answer.status == 200
+        assert answer.headers["content-type"] == "text/html; charset=utf-8"
+        return page
+
+    alice, bob = page_of("alice"), page_of("bob")
+    js = alice.evaluate(
+        "async () => { const r = await fetch('/tritonmq.js');"
+        " return [r.status, r.headers.get('content-type')]; }"
+    )
+    assert js == [200, "text/javascript; charset=utf-8"]
+    for p in (alice, bob):
+        wait_connected(p)
+        wait_online(p, ["alice", "bob"])
+    send(alice, "served by the broker itself")
+    send(bob, "and so is the client")
+    for p in (alice, bob):
+        assert_exactly(wait_shown(p, 2), {"served by the broker itself", "and so is the client"})
+    assert "token" not in alice.url  # a bearer credential does not stay in the address bar
+
+
 def refusals(c: DevCluster, origin: str) -> int:
     """How many handshakes from ``origin`` the brokers logged as refused."""
     return sum(
