@@ -257,15 +257,23 @@ def test_a_broker_serves_the_page_and_the_client(
     origin = c.urls[0].replace("ws", "http", 1)  # ws -> http, wss -> https
     assert origin.startswith("https://" if tls else "http://")
 
-    def page_of(name: str) -> Any:
-        q = {"name": name, "room": ROOM} | ({"token": tokens[name]} if tls else {})
+    def page_of(address: str) -> Any:
         page = browser.new_context().new_page()
-        answer = page.goto(f"{origin}/?{urlencode(q)}")
+        answer = page.goto(address)
         assert answer is not None and answer.status == 200
         assert answer.headers["content-type"] == "text/html; charset=utf-8"
         return page
 
-    alice, bob = page_of("alice"), page_of("bob")
+    # alice follows a link with her name and room; bob types them into the form
+    q = {"name": "alice", "room": ROOM} | ({"token": tokens["alice"]} if tls else {})
+    alice = page_of(f"{origin}/?{urlencode(q)}")
+    bob = page_of(f"{origin}/")
+    expect(bob.locator("#state")).to_have_attribute("data-state", "idle")
+    bob.fill("#name", "bob")
+    bob.fill("#room", ROOM)
+    if tls:
+        bob.fill("#token", str(tokens["bob"]))
+    bob.click("#join button")
     js = alice.evaluate(
         "async () => { const r = await fetch('/tritonmq.js');"
         " return [r.status, r.headers.get('content-type')]; }"
