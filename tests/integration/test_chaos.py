@@ -72,6 +72,13 @@ def test_a_short_chaos_run_loses_duplicates_reorders_and_invents_nothing(tmp_pat
     assert run.returncode == 0
 
 
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "?"
+
+
 def children(pid: int) -> set[int]:
     """Live processes whose parent is ``pid`` (from /proc)."""
     out = set()
@@ -86,11 +93,16 @@ def children(pid: int) -> set[int]:
 
 
 def test_ctrl_c_stops_every_process_the_run_started(tmp_path: Path) -> None:
+    # Started through faulthandler so that a hang can be shown: SIGUSR1 dumps every thread.
+    wrapper = (
+        "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True);"
+        " from tritonmq.cli import main; sys.argv[0] = 'tritonmq'; main()"
+    )
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "tritonmq",
+            "-c",
+            wrapper,
             "chaos",
             "--seed",
             "5",
@@ -115,7 +127,15 @@ def test_ctrl_c_stops_every_process_the_run_started(tmp_path: Path) -> None:
         time.sleep(5)
         started |= children(proc.pid)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)  # for the dump to be written; the process is killed next anyway
+            proc.kill()
+            _, err = proc.communicate()
+            alive = {p: cmdline(p) for p in started | children(proc.pid) if not process_gone(p)}
+            pytest.fail(f"no exit 120 s after SIGINT; still alive: {alive}\nstderr:\n{err}")
     finally:
         if proc.poll() is None:
             proc.kill()

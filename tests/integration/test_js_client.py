@@ -4,9 +4,11 @@ stream published and consumed through the SIGKILL of the group's primary."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +16,14 @@ import pytest
 
 from tests.integration.conftest import group_info, wait_new_primary
 from tritonmq.devtools.cluster import DevCluster, wait_for
+from tritonmq.tokens import mint
 
 pytestmark = pytest.mark.integration
 
 SCRIPT = Path(__file__).parent / "js" / "failover_stream.mjs"
+SECURE_SCRIPT = Path(__file__).parent / "js" / "secure_roundtrip.mjs"
+PRESENCE_SCRIPT = Path(__file__).parent / "js" / "presence_failover.mjs"
+KEY = b"js-client-integration-test-hs256-key-of-64-bytes-0123456789abcdef"
 NODE = shutil.which("node")
 
 
@@ -74,3 +80,82 @@ def test_js_stream_survives_primary_sigkill(cluster: DevCluster) -> None:
     # the consumer saw the failover: it lost its connection, came back and resumed exactly
     assert "disconnected" in result["states"] and result["states"][-1] == "connected"
     assert result["subscribed"] and all(e["recovered"] for e in result["subscribed"])
+
+
+@pytest.mark.skipif(
+    NODE is None, reason="node is not installed: the JavaScript client is not tested"
+)
+def test_js_client_over_wss_with_a_token(
+    make_cluster: Callable[..., DevCluster], tmp_path: Path
+) -> None:
+    """Against a wss:// broker requiring tokens: a bad token fails connect with
+    UNAUTHENTICATED, a good one publishes and reads back, and a topic outside its claims is
+    refused with FORBIDDEN (the client's errors carry the broker's codes)."""
+    key_file = tmp_path / "auth.key"
+    key_file.write_bytes(KEY)
+    cluster = make_cluster(
+        replicas=1,
+        tls=True,
+        settings={"replicas": 1, "auth_required": True, "auth_key_file": str(key_file)},
+    )
+    good = mint(KEY, "alice", pub=["orders*"], read=["orders*"], ttl=600)
+    bad = mint(b"another-key-of-at-least-thirty-two-bytes-0123456789", "alice", ttl=600)
+    (url,) = cluster.urls
+    assert url.startswith("wss://") and cluster.ca_file
+    env = {**os.environ, "NODE_EXTRA_CA_CERTS": cluster.ca_file}
+    done = subprocess.run(
+        [*_node_command(), "--no-warnings", str(SECURE_SCRIPT), url, good, bad],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["bad"] == "UNAUTHENTICATED"
+    assert result["ack"]["topic"] == "orders.js" and result["ack"]["ts"] >= 1
+    assert result["forbidden"] == "FORBIDDEN"
+    assert result["got"] == ["paid"]
+
+
+@pytest.mark.skipif(
+    NODE is None, reason="node is not installed: the JavaScript client is not tested"
+)
+def test_js_presence_join_leave_and_rebuilt_after_sigkill(cluster: DevCluster) -> None:
+    """Alice sees Bob join, leave and join again; after the primary is SIGKILLed the new
+    primary lists both again (new client ids), from the clients' resubscriptions."""
+    info = group_info(cluster)
+    old = info["primary"]
+    proc = subprocess.Popen(
+        [*_node_command(), "--no-warnings", str(PRESENCE_SCRIPT), info["members"][old], "js.room"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        ready = proc.stdout.readline()
+        assert json.loads(ready or "{}").get("ready"), proc.stderr.read() if proc.stderr else ""
+        cluster.kill(old)
+        wait_new_primary(cluster, old)
+        proc.stdin.write("killed\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    result = json.loads(out.splitlines()[-1])["result"]
+    events = result["events"]
+    assert result["listed"] == ["Alice", "Bob"]
+    assert [e[:2] for e in events if e[0] in ("join", "leave")][:3] == [
+        ["join", "Bob"],
+        ["leave", "Bob"],
+        ["join", "Bob"],
+    ]
+    assert ["subscribed", True, True] in events  # resumed, nothing missed
+    assert result["members"] == ["Alice", "Bob"]
+    assert not set(result["after"]) & set(result["before"]), "the new primary gives new ids"

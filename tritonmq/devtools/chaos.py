@@ -161,6 +161,9 @@ class _Run:
                         ready.append(fut)
                         self._spawn(self._consume(client, name, f"{name}-{m}", topic, mode, fut))
             stack.push_async_callback(self._end_tasks)  # again: before the clients close
+            # And first of all on the way out: the nemesis stops holding faults and restarts
+            # nothing, so that its thread (which asyncio.run joins) ends while clients close.
+            stack.callback(self.nemesis.stopping.set)
             await asyncio.wait_for(asyncio.gather(*ready), 60)
             producers = [self._spawn(self._produce(p)) for p in range(self.opts.producers)]
             self._spawn(self._show(t_faults))

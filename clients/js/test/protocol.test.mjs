@@ -133,3 +133,26 @@ test("a publish not acknowledged within the timeout fails with TIMEOUT naming th
   assert.equal(failed.error.code, "TIMEOUT");
   assert.match(failed.error.message, /nobody home/);
 });
+
+test("shared: a resubscription carries member, acked and held; an acknowledged record coming back is acked again, not handed over", () => {
+  const p = new ClientProtocol({}, () => 0.25);
+  connect(p, "ws://b1", 0);
+  const first = p.handle({ type: "subscribe", sid: 2, topic: "jobs", name: "workers", start: "earliest", mode: "shared" }, 0);
+  const [sub] = of(first, "send").map((a) => a.frame);
+  assert.deepStrictEqual(sub, { op: "sub", sid: 2, topic: "jobs", from: "earliest", subscription: "workers", mode: "shared", member: "4000000040000000" });
+  p.handle({ type: "frame", conn: 1, frame: { op: "subok", sid: 2, next: 1 } }, 0);
+  const got = p.handle({ type: "frame", conn: 1, frame: { op: "deliver", sid: 2, topic: "jobs", records: [[1, "u", null, "a", null], [2, "u", null, "b", null]] } }, 0);
+  assert.deepStrictEqual(of(got, "deliver")[0].records.map((r) => r[0]), [1, 2]);
+  p.handle({ type: "ack", sid: 2, ts: 1 }, 0);
+  p.handle({ type: "tick" }, 0);
+  p.handle({ type: "closed", conn: 1, reason: "gone" }, 1);
+  p.handle({ type: "tick" }, 1);
+  p.handle({ type: "resolved", urls: ["ws://b2"] }, 1);
+  p.handle({ type: "opened", conn: 2 }, 1);
+  const again = of(p.handle({ type: "frame", conn: 2, frame: meta() }, 1), "send").map((a) => a.frame);
+  assert.deepStrictEqual(again, [{ op: "sub", sid: 2, topic: "jobs", from: "latest", subscription: "workers", mode: "shared", resume: true, acked: [1], held: [2], member: "4000000040000000" }]);
+  // the new primary hands out 1 (acknowledged) and 2 (held from the old connection) again, and 3
+  const out = p.handle({ type: "frame", conn: 2, frame: { op: "deliver", sid: 2, topic: "jobs", records: [[1, "u", null, "a", null], [2, "u", null, "b", null], [3, "u", null, "c", null]] } }, 2);
+  assert.deepStrictEqual(of(out, "deliver")[0].records.map((r) => r[0]), [3]);
+  assert.deepStrictEqual(of(p.handle({ type: "tick" }, 2), "send").map((a) => a.frame), [{ op: "ack", sid: 2, ts: 1 }]);
+});
