@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -17,10 +18,13 @@ from websockets.datastructures import Headers
 from websockets.exceptions import InvalidStatus
 from websockets.http11 import Request, Response
 
+from tritonmq import tlsconfig
 from tritonmq.broker import http
 from tritonmq.broker.admission import Admission
 from tritonmq.broker.origin import origin_check
+from tritonmq.config import BrokerConfig
 from tritonmq.core.health import Readiness
+from tritonmq.devtools.certs import make_dev_certs
 from tritonmq.wire.frames import SUBPROTOCOL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,3 +197,30 @@ async def test_a_real_server_answers_http_and_still_speaks_websocket_on_the_same
             ):
                 pass
         assert refused.value.response.status_code == 403
+
+
+async def test_over_tls_the_same_routes_answer_https(tmp_path: Path) -> None:
+    certs = make_dev_certs(tmp_path)
+    cfg = BrokerConfig(tls_cert=str(certs.cert), tls_key=str(certs.key))
+    cap = Admission(10)
+    hook = http.plain_http(routes(), cap.process_request, cap.after(origin_check([])))
+    trusted = ssl.create_default_context(cafile=str(certs.ca))
+
+    def fetch_tls(url: str) -> tuple[int, bytes]:
+        with urllib.request.urlopen(url, timeout=5, context=trusted) as r:
+            return r.status, r.read()
+
+    async with websockets.serve(
+        lambda ws: ws.close(),
+        "127.0.0.1",
+        0,
+        process_request=hook,
+        ssl=tlsconfig.server_context(cfg),
+    ) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        url = f"https://127.0.0.1:{port}"
+        assert await asyncio.to_thread(fetch_tls, url + "/readyz") == (
+            200,
+            READY.reason.encode() + b"\n",
+        )
+        assert await asyncio.to_thread(fetch_tls, url + "/tritonmq.js") == (200, CLIENT.body)
