@@ -120,10 +120,33 @@ def a_backup(c: DevCluster) -> str:
     return next(b.url for b in c.brokers.values() if b.id != primary and b.alive)
 
 
+def screens(browser: Any) -> str:
+    """What every open page shows: its state badge, then each line of the room."""
+    out = []
+    for ctx in browser.contexts:
+        for page in ctx.pages:
+            out.append(f"{page.url}: {page.locator('#state').text_content()}")
+            out += page.eval_on_selector_all(
+                "#messages li, #online li",
+                "els => els.map(e => `  ${e.className || 'online'} ${e.dataset.ts ?? ''} "
+                "${e.textContent}`)",
+            )
+    return "\n".join(out)
+
+
 def chat_through_a_failover(
     c: DevCluster, browser: Any, site: str, tokens: dict[str, str | None], shot: Path | None
 ) -> None:
-    """The whole story, for ws:// and wss:// alike."""
+    """The whole story, for ws:// and wss:// alike; on a failure, what the pages showed."""
+    try:
+        _chat_through_a_failover(c, browser, site, tokens, shot)
+    except Exception as e:
+        raise AssertionError(f"the pages showed:\n{screens(browser)}") from e
+
+
+def _chat_through_a_failover(
+    c: DevCluster, browser: Any, site: str, tokens: dict[str, str | None], shot: Path | None
+) -> None:
     broker = a_backup(c)  # bootstrap through a broker that stays up: the client learns the rest
     alice = open_chat(browser, chat_url(site, "alice", broker, tokens["alice"]))
     bob = open_chat(browser, chat_url(site, "bob", broker, tokens["bob"]))
