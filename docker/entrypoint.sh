@@ -1,0 +1,49 @@
+#!/bin/sh
+# `zookeeper`: run a member of a ZooKeeper ensemble (Debian's server) with a zoo.cfg made from
+# the environment; anything else is a `tritonmq` command (broker, init, status, pub, ...).
+#
+# ZOO_MY_ID      this member's id, 1..N (required)
+# ZOO_SERVERS    host names of all members, comma-separated, in id order: zk1,zk2,zk3 (required)
+# ZOO_TICK_MS    tick length (200: sessions of 0.4-4 s are allowed, failures seen quickly)
+# ZOO_HEAP       JVM heap (256m)
+# ZOO_DATA_DIR   where the snapshot and myid live (/var/lib/tritonmq/zookeeper)
+set -eu
+
+if [ "${1:-}" != zookeeper ]; then
+    exec tritonmq "$@"
+fi
+
+: "${ZOO_MY_ID:?set ZOO_MY_ID to this member's id (1..N)}"
+: "${ZOO_SERVERS:?set ZOO_SERVERS to the members' host names, e.g. zk1,zk2,zk3}"
+data="${ZOO_DATA_DIR:-/var/lib/tritonmq/zookeeper}"
+mkdir -p "$data"
+echo "$ZOO_MY_ID" >"$data/myid"
+
+{
+    echo "tickTime=${ZOO_TICK_MS:-200}"
+    echo "initLimit=50"
+    echo "syncLimit=25"
+    echo "dataDir=$data"
+    echo "clientPort=2181"
+    echo "admin.enableServer=false"
+    echo "4lw.commands.whitelist=ruok,srvr,mntr"
+    # Bind the quorum ports on every address: a container's own name may resolve to an
+    # address that is not yet up when the server starts.
+    echo "quorumListenOnAllIPs=true"
+    id=0
+    for host in $(echo "$ZOO_SERVERS" | tr ',' ' '); do
+        id=$((id + 1))
+        echo "server.$id=$host:2888:3888"
+    done
+} >"$data/zoo.cfg"
+
+cat >"$data/log4j.properties" <<'LOG4J'
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
+LOG4J
+
+jars=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+exec java "-Xmx${ZOO_HEAP:-256m}" -cp "$jars" "-Dlog4j.configuration=file:$data/log4j.properties" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$data/zoo.cfg"
