@@ -7,9 +7,15 @@
 # ZOO_TICK_MS    tick length (200: sessions of 0.4-4 s are allowed, failures seen quickly)
 # ZOO_HEAP       JVM heap (256m)
 # ZOO_DATA_DIR   where the snapshot and myid live (/var/lib/tritonmq/zookeeper)
+#
+# TRITONMQ_WAIT_FOR_ZK=HOST:PORT,...   a tritonmq command first waits (up to
+#                TRITONMQ_WAIT_SECONDS, 120) until a majority of that ensemble serves
 set -eu
 
 if [ "${1:-}" != zookeeper ]; then
+    if [ -n "${TRITONMQ_WAIT_FOR_ZK:-}" ]; then
+        tritonmq-healthcheck wait-zookeeper "$TRITONMQ_WAIT_FOR_ZK" "${TRITONMQ_WAIT_SECONDS:-120}"
+    fi
     exec tritonmq "$@"
 fi
 
