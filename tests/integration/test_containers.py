@@ -4,7 +4,9 @@ Builds the image from a wheel of this checkout (scripts/image), brings the whole
 (3 ZooKeeper servers, `tritonmq init`, 2 groups x 3 brokers) under a project name of its
 own, talks to it from the host through the published ports as a user would, kills a
 primary's container and checks that nothing acknowledged was lost. Everything the stack
-made (containers, volumes, network, image tag) is removed afterwards, also on failure.
+made (containers, volumes, network, image tag) is removed afterwards, also on failure;
+the image stays tagged as BUILD_CACHE only, so that the next run rebuilds just what changed
+(a cold build installs Debian's JRE: minutes).
 
 Skipped when podman is not usable (`scripts/bootstrap --containers` installs it), except
 under CI=true, where it fails instead: CI must run it.
@@ -35,6 +37,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker" / "compose.yaml"
 BASE_IMAGE = "docker.io/library/debian:bookworm-slim"
+BUILD_CACHE = "localhost/tritonmq:test-build-cache"
 ZOOKEEPERS = ("zk1", "zk2", "zk3")
 BROKERS = tuple(f"g{g}-b{b}" for g in (1, 2) for b in (1, 2, 3))
 PORT_VARS = {s: s.upper().replace("-", "_") + "_PORT" for s in ZOOKEEPERS + BROKERS}
@@ -85,10 +88,9 @@ def _run(*cmd: str, env: dict[str, str] | None = None, check: bool = True) -> st
 class Stack:
     """One docker/compose.yaml project on podman: its name, ports and containers."""
 
-    def __init__(self, tmp: Path) -> None:
-        tag = uuid.uuid4().hex[:8]
-        self.project = f"tmqtest{tag}"
-        self.image = f"localhost/tritonmq:test-{tag}"
+    def __init__(self, tmp: Path, image: str) -> None:
+        self.project = f"tmqtest{uuid.uuid4().hex[:8]}"
+        self.image = image
         self.ports = dict(zip(PORT_VARS, _free_ports(len(PORT_VARS)), strict=True))
         secrets_dir = tmp / "secrets"
         self.env = {
@@ -148,7 +150,7 @@ class Stack:
         )
 
     def remove(self) -> None:
-        """Down, then remove by label whatever down left; the image tag last."""
+        """Down, then remove by label whatever down left."""
         for service in BROKERS:  # pytest shows this only when the test failed
             tail = _run("podman", "logs", "--tail", "20", self.container(service), check=False)
             print(f"--- {service}\n{tail}")
@@ -159,19 +161,41 @@ class Stack:
         for vol in _run("podman", "volume", "ls", "-q", "--filter", label, check=False).split():
             _run("podman", "volume", "rm", "-f", vol, check=False)
         _run("podman", "network", "rm", "-f", f"{self.project}_default", check=False)
-        _run("podman", "rmi", "-f", self.image, check=False)
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
+def _image_id(ref: str) -> str:
+    return _run("podman", "image", "inspect", "--format", "{{.Id}}", ref, check=False).strip()
+
+
+def _keep_as_build_cache(image: str) -> None:
+    """Tag ``image`` as BUILD_CACHE; the image that tag named before goes (if unused)."""
+    before = _image_id(BUILD_CACHE)
+    _run("podman", "tag", image, BUILD_CACHE)
+    if before and before != _image_id(image):
+        _run("podman", "rmi", before, check=False)
+
+
+@pytest.fixture(scope="module")
+def image() -> Iterator[str]:
+    """The image of this checkout, built once for the module under a tag of its own."""
     why = _unusable()
     if why is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the container test: {why}")
         pytest.skip(why)
-    s = Stack(tmp_path)
+    tag = f"localhost/tritonmq:test-{uuid.uuid4().hex[:8]}"
     try:
-        _run("bash", str(ROOT / "scripts" / "image"), "--tag", s.image)
+        _run("bash", str(ROOT / "scripts" / "image"), "--tag", tag)
+        _keep_as_build_cache(tag)
+        yield tag
+    finally:
+        _run("podman", "rmi", "-f", tag, check=False)
+
+
+@pytest.fixture
+def stack(image: str, tmp_path: Path) -> Iterator[Stack]:
+    s = Stack(tmp_path, image)
+    try:
         s.compose("up", "-d")
         s.wait_healthy(ZOOKEEPERS + BROKERS, timeout=240)
         init = _run("podman", "inspect", "--format", "{{.State.ExitCode}}", s.container("init"))
@@ -180,6 +204,24 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     finally:
         s.remove()
     assert s.leftovers() == [], "the stack left containers or volumes behind"
+
+
+_DIGEST = """
+import hashlib, pathlib, sys
+root = pathlib.Path(sys.argv[1])
+for f in sorted(root.rglob("*.py")):
+    print(f.relative_to(root), hashlib.sha256(f.read_bytes()).hexdigest())
+"""
+
+
+def test_image_holds_exactly_the_checkouts_package(image: str) -> None:
+    """Every module of the checkout, byte for byte, and nothing else: what was tested."""
+    here = _run(sys.executable, "-c", _DIGEST, str(ROOT / "tritonmq"))
+    site = "/opt/tritonmq/lib/python3.11/site-packages/tritonmq"
+    there = _run("podman", "run", "--rm", "--entrypoint", "python3", image, "-c", _DIGEST, site)
+    differ = set(here.splitlines()) ^ set(there.splitlines())
+    assert sorted({line.split()[0] for line in differ}) == [], "image differs from the checkout"
+    assert _run("podman", "run", "--rm", image, "--version").startswith("tritonmq, version")
 
 
 async def _topic_of(client: Client, group: str) -> str:
