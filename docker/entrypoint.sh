@@ -10,11 +10,46 @@
 #
 # TRITONMQ_WAIT_FOR_ZK=HOST:PORT,...   a tritonmq command first waits (up to
 #                TRITONMQ_WAIT_SECONDS, 120) until a majority of that ensemble serves
+# TRITONMQ_START_RETRIES=N   a broker that fails (status 1) within 60 s of its start is
+#                started again, up to N times (0: never; compose sets 5)
 set -eu
+
+# A broker, restarted when it fails early. Container networks' DNS (podman's aardvark-dns
+# 1.4) stops answering for seconds while it reloads for another container being started;
+# a broker starting then cannot resolve ZooKeeper and gives up. A restart policy would start
+# it again, but podman 4.3 applies none to a container with `depends_on` (--requires) on
+# one that has exited (init). Signals go to the broker, so a stop stays a planned stop.
+run_broker() {
+    tries=0
+    while :; do
+        started=$(date +%s)
+        tritonmq "$@" &
+        child=$!
+        stopping=0
+        trap 'stopping=1; kill -TERM "$child" 2>/dev/null' TERM INT
+        status=0
+        wait "$child" || status=$?
+        while kill -0 "$child" 2>/dev/null; do # wait was cut short by a signal
+            status=0
+            wait "$child" || status=$?
+        done
+        trap - TERM INT
+        if [ "$stopping" = 1 ] || [ "$status" != 1 ] \
+            || [ $(($(date +%s) - started)) -ge 60 ] || [ "$tries" -ge "${TRITONMQ_START_RETRIES:-0}" ]; then
+            exit "$status"
+        fi
+        tries=$((tries + 1))
+        echo "tritonmq-entrypoint: broker failed within 60 s of its start; starting it again ($tries)" >&2
+        sleep 1
+    done
+}
 
 if [ "${1:-}" != zookeeper ]; then
     if [ -n "${TRITONMQ_WAIT_FOR_ZK:-}" ]; then
         tritonmq-healthcheck wait-zookeeper "$TRITONMQ_WAIT_FOR_ZK" "${TRITONMQ_WAIT_SECONDS:-120}"
+    fi
+    if [ "${1:-}" = broker ] && [ "${TRITONMQ_START_RETRIES:-0}" -gt 0 ]; then
+        run_broker "$@"
     fi
     exec tritonmq "$@"
 fi
