@@ -17,7 +17,7 @@ import click
 from tritonmq import cli_slots
 from tritonmq.cli_admin import add_commands, read_token, token_option
 from tritonmq.cli_ops import add_commands as add_ops_commands
-from tritonmq.errors import TritonError
+from tritonmq.errors import CoordinationError, TritonError
 
 
 def _fail(message: str) -> None:
@@ -134,7 +134,12 @@ def broker(
         creds = load_credentials(cfg)
     except TritonError as e:
         _fail(str(e))
-    sys.exit(run_broker(cfg, creds))
+    try:
+        code = run_broker(cfg, creds)
+    except CoordinationError as e:  # ZooKeeper unreachable or refusing: a line, not a traceback
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(1)
+    sys.exit(code)
 
 
 @main.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -172,3 +173,14 @@ def test_subscriptions_shows_each_durable_subscriptions_lag(
     sub = wait_for(lag, 30, "the committed offset to be stored")
     assert sub["topic"] == "lagging" and sub["name"] == "spark-q" and sub["group"] == "g1"
     assert sub["head"] == last and sub["lag"] == 6
+
+
+def test_a_broker_that_cannot_reach_zookeeper_says_so_and_exits_1(tmp_path: Path) -> None:
+    cfg = tmp_path / "b.toml"
+    cfg.write_text("[broker]\ninsecure_cluster = true\n")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = run("broker", "--zk", f"127.0.0.1:{port}", "--listen", "127.0.0.1:0", "--config", str(cfg))
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "cannot reach ZooKeeper" in r.stderr and "Traceback" not in r.stderr
