@@ -98,6 +98,33 @@ def topic_rows(snap: Snapshot, only: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+def slot_figures(snap: Snapshot) -> dict[int, dict[str, Any]]:
+    """Per slot of the map, the sum over its topics (:func:`topic_rows`) of retained
+    records and bytes and publish rate, and how many topics: what a rebalance weighs.
+    ``None`` figures: the slot's group's primary did not answer."""
+    slots = snap.cluster.get("slots")
+    if not slots:
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    for n, group in enumerate(slots["owners"]):
+        live = group in snap.stats
+        out[n] = {
+            "topics": 0 if live else None,
+            "records": 0 if live else None,
+            "bytes": 0 if live else None,
+            "rate": 0.0 if live else None,
+        }
+    for r in topic_rows(snap):
+        f = out.get(r["slot"])
+        if f is None or f["records"] is None or r["records"] is None:
+            continue
+        f["topics"] += 1
+        f["records"] += r["records"]
+        f["bytes"] += r["bytes"]
+        f["rate"] += r["rate"]
+    return out
+
+
 def subscription_rows(snap: Snapshot, only: str | None = None) -> list[dict[str, Any]]:
     """One row per durable subscription (ZooKeeper's, and any a primary holds that is
     still registering); sorted by topic, then name."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import subprocess
 import sys
 import uuid
@@ -11,10 +13,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from kazoo.client import KazooClient
 
+from tests.integration.conftest import zk_url
+from tritonmq import Client
 from tritonmq.coord.slots import cas_slot, init_cluster, read_slot_histories, read_slot_map
 from tritonmq.coord.zkclient import new_client
 from tritonmq.core.slothistory import SlotHistory, begin_move, complete, seal
-from tritonmq.core.slots import SlotMap
+from tritonmq.core.slots import SlotMap, slot_of
 from tritonmq.devtools.cluster import DevCluster
 from tritonmq.devtools.zkserver import ZooKeeperServer
 from tritonmq.errors import SlotHistoryError
@@ -54,6 +58,40 @@ def test_a_running_clusters_slots_are_all_at_era_0_with_no_move(
     assert [s["slot"] for s in picked] == [0, 5]
     table = slots(*where, "1")
     assert table.returncode == 0 and "g2" in table.stdout and "normal" in table.stdout
+
+
+def test_a_slot_shows_its_topics_records_bytes_and_rate_and_none_where_unanswered(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    c = make_cluster(groups=2, replicas=1, settings={"replicas": 1, "min_insync": 1})
+    where = ["--zk", str(c.zk_hosts), "--chroot", c.chroot]
+
+    async def publish() -> None:
+        async with Client(zk_url(c)) as client:
+            await client.commit("orders", "billing", 0)  # retained: billing has not read them
+            await client.publish_many("orders", [b"x" * 100] * 10)
+
+    asyncio.run(publish())
+    n = slot_of("orders", 64)
+    r = slots(*where, "--json")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    by_slot = {s["slot"]: s for s in json.loads(r.stdout)["slots"]}
+    orders = by_slot[n]
+    assert (orders["topics"], orders["records"]) == (1, 10)
+    assert orders["bytes"] >= 1000 and orders["rate"] > 0
+    assert all(s["records"] == 0 for k, s in by_slot.items() if k != n)
+    table = slots(*where, str(n))
+    assert table.returncode == 0 and " 10 " in table.stdout, table.stdout
+
+    other = "g2" if orders["owner"] == "g1" else "g1"
+    [silent] = [b for b, p in c.brokers.items() if p.group == other]
+    c.kill(silent, signal.SIGKILL)
+    r = slots(*where, "--json", "--timeout", "2")
+    assert r.returncode == 0, r.stderr
+    assert f"warning: group {other}" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    by_slot = {s["slot"]: s for s in json.loads(r.stdout)["slots"]}
+    assert by_slot[n]["records"] == 10
+    assert {s["records"] for s in by_slot.values() if s["owner"] == other} == {None}
 
 
 def test_a_move_is_written_only_by_cas_and_shows_in_the_map(

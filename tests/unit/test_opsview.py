@@ -16,6 +16,7 @@ from tritonmq.opsview import (
     fmt_seconds,
     group_rows,
     parse_reset_target,
+    slot_figures,
     subscription_rows,
     topic_rows,
 )
@@ -99,6 +100,23 @@ def test_group_rows_flag_an_isr_smaller_than_the_members_and_count_failovers() -
     assert (g1["under_replicated"], g2["under_replicated"]) == (False, True)
     assert (g1["failovers_seen"], g2["failovers_seen"]) == (0, 2)
     assert g1["rate"] == 3.0 and g1["max_bytes"] == 1000
+
+
+def test_slot_figures_sum_their_topics_and_are_unknown_where_the_primary_did_not_answer() -> None:
+    snap = snapshot()
+    two = TopicStats("a2", 2, 40, 16, 17, 1_000, 1.5, 0)  # a second topic in a's slot
+    while slot_of(two.topic, 2) != slot_of("a", 2):
+        two = TopicStats(two.topic + "x", 2, 40, 16, 17, 1_000, 1.5, 0)
+    g = owner("a")
+    snap.stats[g] = stats(g, (*snap.stats[g].topics, two), snap.stats[g].subscriptions)
+    assert slot_of("a", 2) == slot_of("b", 2) == 1  # b: a durable subscription, no records
+    figures = slot_figures(snap)
+    assert figures[1] == {"topics": 3, "records": 7, "bytes": 540, "rate": 4.5}
+    assert figures[0] == {"topics": 0, "records": 0, "bytes": 0, "rate": 0.0}  # g1's, empty
+    other = "g2" if g == "g1" else "g1"
+    silent = slot_figures(snapshot(answered=(other,)))[slot_of("a", 2)]
+    assert silent == {"topics": None, "records": None, "bytes": None, "rate": None}
+    assert slot_figures(Snapshot({"groups": {}, "slots": None}, [])) == {}
 
 
 @pytest.mark.parametrize(
