@@ -368,11 +368,20 @@ def sub(
         sys.exit(1)
 
 
+def _group_counts(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    from tritonmq.devtools.benchgroups import parse_groups
+
+    try:
+        return None if value is None else parse_groups(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
 @main.command()
 @click.option(
     "--zk", "zk_hosts", default=None, help="Measure this cluster instead of starting a 1x3 one."
 )
-@click.option("--records", type=click.IntRange(1000), default=200_000, show_default=True)
+@click.option("--records", type=click.IntRange(100), default=200_000, show_default=True)
 @click.option(
     "--size",
     type=click.IntRange(8, 1 << 20),
@@ -391,10 +400,29 @@ def sub(
 @click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write results here."
 )
+@click.option(
+    "--groups",
+    "group_counts",
+    default=None,
+    callback=_group_counts,
+    help="Instead: acknowledged publish with each of these group counts x 3 (e.g. 1,2,3).",
+)
+@click.option("--topics", type=click.IntRange(1, 10_000), default=64, show_default=True)
+@click.option("--producers", type=click.IntRange(1, 64), default=4, show_default=True)
 def bench(
-    zk_hosts: str | None, records: int, size: int, rate: int, seconds: float, json_path: str | None
+    zk_hosts: str | None,
+    records: int,
+    size: int,
+    rate: int,
+    seconds: float,
+    json_path: str | None,
+    group_counts: list[int] | None,
+    topics: int,
+    producers: int,
 ) -> None:
-    """Throughput and latency of acknowledged publishing and delivery on a 1x3 cluster."""
+    """Throughput and latency of acknowledged publishing and delivery on a 1x3 cluster;
+    with --groups, acknowledged publish over --topics topics (spread over all slots) by
+    --producers, on a fresh cluster per group count."""
     import asyncio
     import platform
 
@@ -402,6 +430,14 @@ def bench(
     from rich.table import Table
 
     from tritonmq.cli_ops import progress
+
+    if group_counts is not None:
+        if zk_hosts is not None:
+            _fail("--groups starts a fresh cluster per group count: not with --zk")
+        from tritonmq.devtools.benchgroups import bench_groups
+
+        bench_groups(group_counts, records, size, topics, producers, json_path)
+        return
     from tritonmq.devtools.bench import run_bench, write_json
     from tritonmq.devtools.cluster import DevCluster
 

@@ -138,6 +138,27 @@ def test_bench_writes_the_promised_json(tmp_path: Path) -> None:
     assert data["latency_p50_us"] <= data["latency_p99_us"]
 
 
+def test_bench_groups_acknowledges_every_record_with_each_group_count(tmp_path: Path) -> None:
+    out = tmp_path / "groups.json"
+    args = ["--groups", "1,2", "--records", "300", "--producers", "2", "--json", str(out)]
+    r = run("bench", *args, timeout=240)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    assert (data["records"], data["topics"], data["producers"], data["replicas"]) == (
+        300,
+        64,
+        2,
+        3,
+    )
+    assert [(x["groups"], x["brokers"], x["acked"]) for x in data["runs"]] == [
+        (1, 3, 300),
+        (2, 6, 300),
+    ]
+    assert data["runs"][1]["topics_per_group"] == {"g1": 32, "g2": 32}  # over all slots
+    assert all(x["msgs_per_s"] > 0 for x in data["runs"])
+    assert "acknowledged" in r.stdout
+
+
 def test_init_creates_the_slot_map_once(zk_server: object) -> None:
     hostport = zk_server.hostport  # type: ignore[attr-defined]
     first = run(
