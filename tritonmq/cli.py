@@ -407,8 +407,20 @@ def _group_counts(_ctx: click.Context, _param: click.Parameter, value: str | Non
     callback=_group_counts,
     help="Instead: acknowledged publish with each of these group counts x 3 (e.g. 1,2,3).",
 )
-@click.option("--topics", type=click.IntRange(1, 10_000), default=64, show_default=True)
-@click.option("--producers", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option(
+    "--topics",
+    type=click.IntRange(1, 10_000),
+    default=64,
+    show_default=True,
+    help="With --groups: topics, spread over all slots.",
+)
+@click.option(
+    "--producers",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="With --groups: producer clients sharing the records.",
+)
 def bench(
     zk_hosts: str | None,
     records: int,
