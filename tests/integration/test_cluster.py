@@ -3,13 +3,16 @@ the cluster could have picked for them (bug 9: EADDRINUSE at start)."""
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import group_info, wait_in_isr, zk_url
 from tritonmq import Client
+from tritonmq.coord.zkclient import ENV_AUTH, ENV_AUTH_FILE
 from tritonmq.devtools import cluster as cluster_module
 from tritonmq.devtools.cluster import DevCluster
 
@@ -67,3 +70,17 @@ async def test_a_one_replica_dev_group_takes_writes(
     async with Client(zk_url(c), timeout=15) as client:
         ack = await client.publish("solo", b"x")
     assert ack.ts > 0
+
+
+def test_a_cluster_started_after_another_was_stopped_makes_its_own_credential(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first cluster puts its ZooKeeper credential file in the environment and removes the
+    # file when it stops; a second cluster in the same process must not look for that file.
+    monkeypatch.delenv(ENV_AUTH_FILE, raising=False)
+    monkeypatch.delenv(ENV_AUTH, raising=False)
+    with DevCluster(1, 1):
+        assert os.environ.get(ENV_AUTH_FILE)
+    assert ENV_AUTH_FILE not in os.environ
+    with DevCluster(1, 1) as second:
+        assert group_info(second)["primary"]

@@ -164,7 +164,6 @@ def run_groups(
 ) -> GroupsReport:
     """Start a fresh cluster per group count, measure it, stop it."""
     from tritonmq.broker.main import tune_gc
-    from tritonmq.coord.zkclient import ENV_AUTH_FILE
     from tritonmq.devtools.cluster import DevCluster
 
     phase = on_phase or (lambda _what: None)
@@ -172,9 +171,6 @@ def run_groups(
     report = GroupsReport(records, size, topics, producers)
     for g in counts:
         phase(f"bench: starting {g} group(s) x {REPLICAS}")
-        # A DevCluster points this process's ZooKeeper credential at its own work
-        # directory, which its stop() removes: each fresh cluster makes its own again.
-        credential = os.environ.get(ENV_AUTH_FILE)
         cluster = DevCluster(g, REPLICAS)
         try:
             cluster.start()
@@ -183,8 +179,6 @@ def run_groups(
             report.runs.append(asyncio.run(measure(url, g, records, size, topics, producers)))
         finally:
             cluster.stop()
-            if credential is None:
-                os.environ.pop(ENV_AUTH_FILE, None)
     return report
 
 

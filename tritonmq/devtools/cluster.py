@@ -153,6 +153,7 @@ class DevCluster:
         self.spawned: list[int] = []  # every process it started, so a harness can check they end
         self.tls = tls
         self.certs: DevCerts | None = None
+        self._env_set: str | None = None  # the credential file this cluster put in the env
         self.zk_auth_file, self.secret_file = self._credentials()
         self.zk_auth: ZkCredential = read_credential(self.zk_auth_file)
         self.zk_reader_file = self.workdir / "zk.reader"  # for zk:// clients: read-only
@@ -170,6 +171,7 @@ class DevCluster:
         _write_private(auth, f"tritonmq:{secrets.token_urlsafe(24)}")
         if not os.environ.get(ENV_AUTH):
             os.environ[ENV_AUTH_FILE] = str(auth)  # this process's clients and CLI: see above
+            self._env_set = str(auth)  # taken back by stop(), which removes the file
         return auth, secret
 
     # --- lifecycle -----------------------------------------------------------------
@@ -221,6 +223,9 @@ class DevCluster:
             self.zk_server.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
+        if self._env_set is not None and os.environ.get(ENV_AUTH_FILE) == self._env_set:
+            del os.environ[ENV_AUTH_FILE]  # its file is gone: the next cluster makes its own
+        self._env_set = None
 
     def __enter__(self) -> Self:
         return self.start()
