@@ -46,7 +46,8 @@ REFUSALS = (Forbidden, Unauthenticated, TokenExpired)  # no admin token
 PIPE_WIDTH = 400  # columns of a table printed to a pipe (a table only takes what it needs)
 
 
-def _options(f: F) -> F:
+def cluster_options(f: F) -> F:
+    """The options of every command that reads the cluster: where, as whom, how long, --json."""
     for option in reversed(
         [
             click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True),
@@ -256,7 +257,7 @@ def console() -> Any:
 
 @click.command("topics")
 @click.argument("topic", required=False)
-@_options
+@cluster_options
 def topics(
     topic: str | None,
     zk_hosts: str,
@@ -295,7 +296,7 @@ def subscriptions() -> None:
 
 @subscriptions.command("list")
 @click.argument("topic", required=False)
-@_options
+@cluster_options
 def list_subscriptions(
     topic: str | None,
     zk_hosts: str,

@@ -18,7 +18,8 @@ from typing import Any
 
 import click
 
-from tritonmq.cli_admin import Unreachable, token_option
+from tritonmq.cli_admin import Unreachable
+from tritonmq.cli_ops import cluster_options, console, read_once
 from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import TritonError
 
@@ -59,24 +60,7 @@ def _move_text(h: SlotHistory) -> str:
 
 @click.command()
 @click.argument("slot_numbers", metavar="[SLOT]...", nargs=-1, type=click.IntRange(0))
-@click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True)
-@click.option("--chroot", default="/tritonmq", show_default=True)
-@click.option(
-    "--ca-file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    envvar="TRITONMQ_CA_FILE",
-    help="PEM CA that wss:// brokers' certificates must chain to.",
-)
-@token_option
-@click.option(
-    "--timeout",
-    type=click.FloatRange(0.1, 300),
-    default=10.0,
-    show_default=True,
-    help="Seconds to wait for ZooKeeper and for each group's primary.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@cluster_options
 def slots(
     slot_numbers: tuple[int, ...],
     zk_hosts: str,
@@ -120,7 +104,6 @@ def slots(
         return
     from rich.table import Table
 
-    from tritonmq.cli_ops import console
     from tritonmq.opsview import fmt, fmt_bytes, fmt_rate
 
     table = Table(title=f"TritonMQ slots (map version {read.map_version})")
@@ -151,7 +134,6 @@ def _figures(
 ) -> dict[int, dict[str, Any]]:
     """Per slot its figures from each group's primary, as `tritonmq topics` reads them;
     none (with a warning) when no primary can be asked at all."""
-    from tritonmq.cli_ops import read_once
     from tritonmq.opsview import slot_figures
 
     try:

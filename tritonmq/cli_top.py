@@ -24,7 +24,7 @@ from tritonmq.cli_admin import read_token
 from tritonmq.cli_ops import (
     Reader,
     Unreachable,
-    _options,
+    cluster_options,
     console,
     subscriptions_table,
     topics_table,
@@ -133,7 +133,7 @@ def snapshot_json(snap: Snapshot, watch: Watch) -> dict[str, Any]:
 
 
 @click.command("top")
-@_options
+@cluster_options
 @click.option("--once", is_flag=True, help="Print one frame and exit (with --json: its rows).")
 @click.option(
     "--interval",
