@@ -138,7 +138,7 @@ async def test_metrics_follow_publish_load_a_sigkill_failover_and_a_draining_lag
             consumer = asyncio.create_task(consume())
             load = asyncio.create_task(produce())
             first = await asyncio.to_thread(scrape, cluster, old)
-            moving = await asyncio.to_thread(
+            await asyncio.to_thread(
                 eventually,
                 cluster,
                 old,
@@ -148,11 +148,13 @@ async def test_metrics_follow_publish_load_a_sigkill_failover_and_a_draining_lag
                         "tritonmq_published_records_total",
                         "tritonmq_publish_ack_seconds_count",
                         "tritonmq_delivered_records_total",
+                        # the log's end moves at append, ahead of the counters (at ack): one
+                        # scrape may catch a batch appended but not yet acknowledged
+                        "tritonmq_log_end_ts",
                     )
                 ),
-                "publish, ack and delivery counters moving under load",
+                "publish, ack and delivery counters and the log's end moving under load",
             )
-            assert metric(moving, "tritonmq_log_end_ts") > metric(first, "tritonmq_log_end_ts")
 
             # SIGKILL the primary mid-load; the load goes on to the new primary.
             cluster.kill(old)
