@@ -24,7 +24,7 @@ from tritonmq.broker import clients, http, replica
 from tritonmq.broker.admission import Admission
 from tritonmq.broker.credentials import BrokerCredentials, load_credentials, warn_if_insecure
 from tritonmq.broker.metrics import BrokerMetrics
-from tritonmq.broker.origin import Origins, origin_check
+from tritonmq.broker.origin import origin_check
 from tritonmq.broker.outbound import Outbound
 from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
@@ -62,7 +62,7 @@ from tritonmq.core.actions import (
     Stopped,
     StoreOffsets,
 )
-from tritonmq.core.auth import broker_origins
+from tritonmq.core.auth import Origins, broker_origins
 from tritonmq.core.broker import STOP_FLUSH_S, BrokerCore
 from tritonmq.core.events import (
     CasDone,
@@ -86,7 +86,7 @@ from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL
 log = logging.getLogger("tritonmq.broker")
 TICK = 0.1
 META_DEADLINE = 3.0
-ORIGINS_EVERY = 5.0  # how stale the cluster's broker origins (for the Origin check) may be
+ORIGINS_EVERY = 5.0  # the cluster's brokers are re-read for the Origin check at most this often
 CLOSE_DEADLINE = 2.0  # closing the server and its connections on a planned stop, at most
 
 
@@ -97,7 +97,8 @@ class Broker:
         self.boot = uuid.uuid4().hex[:12]
         self.core: BrokerCore | None = None
         self.coord: GroupCoordinator | None = None
-        self.cluster_origins: Origins = frozenset()  # see _watch_origins
+        self.cluster_origins: Origins = frozenset()  # see _learn_origins
+        self._origins_read_at = -ORIGINS_EVERY
         self.offsets: Offsets | None = None
         self.server: Server | None = None
         self.repl_server: Server | None = None  # only brokers of the group connect here
@@ -145,7 +146,11 @@ class Broker:
                 self.http,
                 self.admission.process_request,
                 self.admission.after(
-                    origin_check(self.cfg.allowed_origins, lambda: self.cluster_origins)
+                    origin_check(
+                        self.cfg.allowed_origins,
+                        lambda: self.cluster_origins,
+                        self._learn_origins,
+                    )
                 ),
             ),
         )
@@ -203,7 +208,8 @@ class Broker:
             )
         self._zk_changed()
         self.tasks.spawn(self._ticker(), "ticker")
-        self.tasks.spawn(self._watch_origins(self.coord), "watch-origins")
+        if "*" not in self.cfg.allowed_origins:
+            self._learn_origins()  # in the background: the brokers known at start
 
     async def serve_forever(self) -> None:
         await self._stopping.wait()
@@ -256,15 +262,22 @@ class Broker:
         if coord.registered:  # after a lost session, the view is stale until we are back
             self.feed(ZkView(coord.state, dict(coord.members), coord.slot_map, now))
 
-    async def _watch_origins(self, coord: GroupCoordinator) -> None:
-        """Keep :attr:`cluster_origins` within :data:`ORIGINS_EVERY` seconds of ZooKeeper's
-        members: a page served by any broker of the cluster may connect here."""
-        while True:
-            groups = await self._read_groups(coord)
+    def _learn_origins(self) -> None:
+        """(Re)read the cluster's brokers, whose pages the Origin check allows: once at start
+        and when a page is refused (it may come from a broker that joined since), at most
+        every :data:`ORIGINS_EVERY` seconds, sharing ``meta``'s read of the cluster."""
+        coord, now = self.coord, time.monotonic()
+        if coord is None or now - self._origins_read_at < ORIGINS_EVERY:
+            return
+        self._origins_read_at = now
+
+        async def read() -> None:
+            groups = await self._cluster_read(coord)
             if groups is not None:
                 urls = (url for g in groups.values() for url in g["members"].values())
                 self.cluster_origins = broker_origins(urls)
-            await asyncio.sleep(ORIGINS_EVERY)
+
+        self.tasks.spawn(read(), "read-origins")
 
     async def _ticker(self) -> None:
         while True:
@@ -473,14 +486,20 @@ class Broker:
             held = None
         self.feed(SubscriptionRegistered(topic, name, held, time.monotonic()))
 
+    def _cluster_read(self, coord: GroupCoordinator) -> asyncio.Task[dict[str, Any] | None]:
+        """The read of every group's brokers in flight, or a new one (see :meth:`_read_groups`)."""
+        if self._groups_read is None or self._groups_read.done():
+            self._groups_read = self.tasks.spawn(self._read_groups(coord), "read-groups")
+        return self._groups_read
+
     async def _send_meta(self, conn: Any, frame: dict[str, Any]) -> None:
         """``meta`` plus the slot map and every group's brokers, so a ws:// client can route."""
         coord = self.coord
         if coord is not None:
-            if self._groups_read is None or self._groups_read.done():
-                self._groups_read = self.tasks.spawn(self._read_groups(coord), "read-groups")
             try:  # shielded: one waiter's deadline does not cancel the others' read
-                groups = await asyncio.wait_for(asyncio.shield(self._groups_read), META_DEADLINE)
+                groups = await asyncio.wait_for(
+                    asyncio.shield(self._cluster_read(coord)), META_DEADLINE
+                )
             except TimeoutError:
                 groups = None
             if groups is not None:

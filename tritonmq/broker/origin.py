@@ -15,18 +15,21 @@ from http import HTTPStatus
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
-from tritonmq.core.auth import origin_allowed
-
-Origins = frozenset[tuple[str, str, int]]
+from tritonmq.core.auth import Origins, origin_allowed
 
 log = logging.getLogger("tritonmq.broker")
 
 Hook = Callable[[ServerConnection, Request], Response | None]
 
 
-def origin_check(allowed: Sequence[str], cluster: Callable[[], Origins] = frozenset) -> Hook:
+def origin_check(
+    allowed: Sequence[str],
+    cluster: Callable[[], Origins] = frozenset,
+    refused: Callable[[], None] = lambda: None,
+) -> Hook:
     """A ``process_request`` hook refusing handshakes from origins not ``allowed``;
-    ``cluster()`` gives the origins of the cluster's brokers (always allowed)."""
+    ``cluster()`` gives the origins of the cluster's brokers (always allowed), and
+    ``refused()`` is told of each refusal (the broker then re-reads its cluster)."""
     allowed = tuple(allowed)
 
     def check(conn: ServerConnection, request: Request) -> Response | None:
@@ -36,6 +39,7 @@ def origin_check(allowed: Sequence[str], cluster: Callable[[], Origins] = frozen
         host = hosts[0] if len(hosts) == 1 else None
         if len(origins) > 1 or not origin_allowed(origin, host, allowed, cluster()):
             log.info("refused a handshake from Origin %r (Host %r)", origins, host)
+            refused()
             return conn.respond(HTTPStatus.FORBIDDEN, "Origin not allowed\n")
         return None
 

@@ -83,7 +83,12 @@ def allowed(patterns: Sequence[str], value: str) -> bool:
     return "*" in patterns or any(fnmatchcase(value, p) for p in patterns)
 
 
-def _origin_key(url: str) -> tuple[str, str, int] | None:
+Origin = tuple[str, str, int]
+"""(scheme, host, port) of a page's origin."""
+Origins = frozenset[Origin]
+
+
+def _origin_key(url: str) -> Origin | None:
     """(scheme, host, port) of a page's origin or of a broker's ws/wss URL, as an http(s)
     origin: a broker at ``ws://h:p`` serves its page from ``http://h:p``."""
     try:
@@ -96,7 +101,7 @@ def _origin_key(url: str) -> tuple[str, str, int] | None:
         return None
 
 
-def broker_origins(urls: Iterable[str]) -> frozenset[tuple[str, str, int]]:
+def broker_origins(urls: Iterable[str]) -> Origins:
     """The origins of pages the cluster's brokers serve (their client URLs)."""
     return frozenset(k for k in map(_origin_key, urls) if k is not None)
 
@@ -105,7 +110,7 @@ def origin_allowed(
     origin: str | None,
     host: str | None,
     allowed: Sequence[str],
-    cluster: frozenset[tuple[str, str, int]] = frozenset(),
+    cluster: Origins = frozenset(),
 ) -> bool:
     """May a browser page from ``origin`` open a connection? No ``Origin`` header: not a
     browser, allowed. A page served by a broker of this cluster (``cluster``, from
