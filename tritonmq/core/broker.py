@@ -713,9 +713,12 @@ class BrokerCore(ReplicationLinks):
         out = self._primary_out(p, p.tick(now), now)
         self.rates.tick(now)
         out.extend(self.delivery.tick(p.commit_ts, now))
-        shared = self.delivery.shared_due(p.epoch, map(id, self.links.values()))
-        if shared is not None and self.links:
-            out.append(SendShared(tuple(self.links.values()), shared))
+        if self.links:
+            shared = self.delivery.shared_due(p.epoch, map(id, self.links.values()))
+            if shared is not None:
+                out.append(SendShared(tuple(self.links.values()), shared))
+        else:  # no backup to tell: no snapshot to build; the next one gets everything
+            self.delivery.mirror.sent_nothing()
         self.retention.committed(p.commit_ts, now)
         beat = tuple(self.links[f] for f in p.heartbeat() if f in self.links)
         if beat:

@@ -91,5 +91,5 @@ class SharedMirror:
         return SharedState(epoch, subs)
 
     def sent_nothing(self) -> None:
-        """We start a new epoch as primary: send everything again."""
+        """We start a new epoch as primary, or have no backup: send everything next time."""
         self._sent = None
