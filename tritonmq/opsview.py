@@ -13,7 +13,9 @@ Rows are plain dicts with stable keys: the ``--json`` output is exactly these ro
 
 from __future__ import annotations
 
+import functools
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +42,14 @@ class Snapshot:
         groups: dict[str, dict[str, Any]] = self.cluster.get("groups") or {}
         return groups
 
+    @functools.cached_property
+    def _view(self) -> ClusterView:
+        return ClusterView.from_info(self.cluster)  # once per snapshot, not per topic
+
     def group_of(self, topic: str) -> str | None:
         if not self.groups:
             return None
-        return ClusterView.from_info(self.cluster).group_of(topic) or None
+        return self._view.group_of(topic) or None
 
     def slot_of(self, topic: str) -> int | None:
         slots = self.cluster.get("slots")
@@ -73,11 +79,12 @@ def topic_rows(snap: Snapshot, only: str | None = None) -> list[dict[str, Any]]:
         found.setdefault(s["topic"], snap.group_of(s["topic"]))
     if only is not None:
         found = {only: found.get(only, snap.group_of(only))}
+    by_topic = defaultdict(dict, {g: {t.topic: t for t in r.topics} for g, r in snap.stats.items()})
     rows = []
     for topic, reported_by in found.items():
         group = snap.group_of(topic) or reported_by
         st = snap.stats.get(group or "")
-        ts = next((t for t in st.topics if t.topic == topic), None) if st else None
+        ts = by_topic[group or ""].get(topic)
         live = st is not None
         rows.append(
             {
