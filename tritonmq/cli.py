@@ -15,22 +15,13 @@ from typing import Any
 import click
 
 from tritonmq import cli_slots
-from tritonmq.cli_admin import add_commands, read_token, token_option
+from tritonmq.cli_admin import add_commands, ca_file_option, read_token, token_option
 from tritonmq.cli_ops import add_commands as add_ops_commands
 from tritonmq.errors import CoordinationError, TritonError
 
 
 def _fail(message: str) -> None:
     raise click.UsageError(message)
-
-
-_ca_file_option = click.option(
-    "--ca-file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    envvar="TRITONMQ_CA_FILE",
-    help="PEM CA that wss:// brokers' certificates must chain to (default: the system's).",
-)
 
 
 @click.group()
@@ -257,7 +248,7 @@ _zk_option = click.option(
 @click.argument("value", required=False)
 @_url_option
 @_zk_option
-@_ca_file_option
+@ca_file_option
 @token_option
 @click.option("--key", default=None, help="Record key (UTF-8).")
 def pub(
@@ -299,7 +290,7 @@ def pub(
 @click.argument("topic")
 @_url_option
 @_zk_option
-@_ca_file_option
+@ca_file_option
 @token_option
 @click.option("--subscription", default=None, help="Subscription name (makes it durable).")
 @click.option(

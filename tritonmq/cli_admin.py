@@ -23,6 +23,15 @@ from tritonmq.tokens import TOKEN_ENV, read_token_file
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+ca_file_option = click.option(
+    "--ca-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    envvar="TRITONMQ_CA_FILE",
+    help="PEM CA that wss:// brokers' certificates must chain to (default: the system's).",
+)
+
+
 def token_option(f: F) -> F:
     """``--token-file``: a file holding the client's token (else ``$TRITONMQ_TOKEN``)."""
     return click.option(
@@ -112,13 +121,7 @@ _connection = [
     click.option(
         "--chroot", default=None, help="ZooKeeper path of the cluster (default /tritonmq)."
     ),
-    click.option(
-        "--ca-file",
-        type=click.Path(exists=True, dir_okay=False),
-        default=None,
-        envvar="TRITONMQ_CA_FILE",
-        help="PEM CA that wss:// brokers' certificates must chain to (default: the system's).",
-    ),
+    ca_file_option,
     token_option,
     click.option("--execute", is_flag=True, help="Do it (without: a dry run)."),
 ]

@@ -22,7 +22,14 @@ from typing import Any, TypeVar
 
 import click
 
-from tritonmq.cli_admin import Unreachable, delete, read_token, reset, token_option
+from tritonmq.cli_admin import (
+    Unreachable,
+    ca_file_option,
+    delete,
+    read_token,
+    reset,
+    token_option,
+)
 from tritonmq.errors import (
     CoordinationError,
     Forbidden,
@@ -52,13 +59,7 @@ def cluster_options(f: F) -> F:
         [
             click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True),
             click.option("--chroot", default="/tritonmq", show_default=True),
-            click.option(
-                "--ca-file",
-                type=click.Path(exists=True, dir_okay=False),
-                default=None,
-                envvar="TRITONMQ_CA_FILE",
-                help="PEM CA that wss:// brokers' certificates must chain to.",
-            ),
+            ca_file_option,
             token_option,
             click.option(
                 "--timeout",

@@ -334,10 +334,8 @@ class Broker:
                     self.outbound.send(conn, codec.enc_committed(cid, ts, head))
                 case SendSubInfo(conn=conn, info=info):
                     self.outbound.send(conn, codec.enc_subinfo(info))
-                case SendPresence(conn=conn, frame=frame):
-                    self.outbound.send(conn, codec.enc_broker(frame))
-                case SendStats(conn=conn, stats=stats):
-                    self.outbound.send(conn, codec.enc_broker(stats))
+                case SendPresence(conn=conn, frame=reply) | SendStats(conn=conn, stats=reply):
+                    self.outbound.send(conn, codec.enc_broker(reply))
                 case SendMeta(conn=conn, info=info, cluster=cluster):
                     if cluster:
                         self.tasks.spawn(self._send_meta(conn, dict(info)), "meta")

@@ -96,13 +96,9 @@ class Subscription:
             start = self.start
         mode = "shared" if self.shared else "broadcast"
         resume = self.position is not None
-        if not self.shared:
-            return Sub(
-                self.sid, self.topic, self.name, start, self.window, mode, resume,
-                presence=self.presence, info=self.info,
-            )  # fmt: skip
-        acked, held = (self.recent_acks(now), tuple(self.handed)) if resume else ((), ())
+        shared_resume = self.shared and resume
+        acked, held = (self.recent_acks(now), tuple(self.handed)) if shared_resume else ((), ())
         return Sub(
             self.sid, self.topic, self.name, start, self.window, mode, resume, acked, held,
-            self.member, self.presence, self.info,
+            self.member if self.shared else "", self.presence, self.info,
         )  # fmt: skip

@@ -391,9 +391,7 @@ class Delivery:
             keep = gone and bool(c.member) and self.grace > 0
             for ts in [ts for ts, (who, _) in d.inflight.items() if who is c]:
                 if same:  # it is back already, on another connection
-                    d.inflight[ts] = (same[0], d.inflight[ts][1])
-                    same[0].inflight += 1
-                    same[0].inflight_bytes += self._size(d.topic, ts)
+                    self._hold(d, same[0], ts, d.inflight[ts][1])
                     continue
                 del d.inflight[ts]
                 if keep:
@@ -489,9 +487,7 @@ class Delivery:
             who = d.inflight.get(ts)
             if who is not None and who[0] is not c and c.member and who[0].member == c.member:
                 self._release(d, who[0], ts)  # ours, on a connection that is not closed yet
-                d.inflight[ts] = (c, deadline)
-                c.inflight += 1
-                c.inflight_bytes += self._size(d.topic, ts)
+                self._hold(d, c, ts, deadline)
                 continue
             if who is not None or ts in d.ahead:
                 continue  # someone has it already, or it was acknowledged
@@ -510,9 +506,7 @@ class Delivery:
                 d.ahead.add(ts)  # the cursor passes it by: it is out already
             else:
                 continue  # acknowledged already
-            d.inflight[ts] = (c, deadline)
-            c.inflight += 1
-            c.inflight_bytes += self._size(d.topic, ts)
+            self._hold(d, c, ts, deadline)
         if requeued:
             heapq.heapify(d.redeliver)
 
@@ -697,6 +691,12 @@ class Delivery:
             return 0
         i = t.index_of(ts)
         return record_size(t.records[i]) if i < len(t.records) and t.records[i][0] == ts else 0
+
+    def _hold(self, d: Durable, who: Consumer, ts: int, deadline: float) -> None:
+        """Record ``ts`` is in flight with shared member ``who`` until ``deadline``."""
+        d.inflight[ts] = (who, deadline)
+        who.inflight += 1
+        who.inflight_bytes += self._size(d.topic, ts)
 
     def _release(self, d: Durable, who: Consumer, ts: int) -> None:
         """Record ``ts`` is no longer in flight with shared member ``who``."""

@@ -72,11 +72,11 @@ class SharedMirror:
         self._sent: tuple[tuple[SharedSub, ...], frozenset[int]] | None = None
 
     def adopt(self, frame: SharedState) -> None:
-        for s in frame.subs:
-            self.subs[(s.topic, s.name)] = s
+        self.keep(frame.subs)
 
     def keep(self, subs: Iterable[SharedSub]) -> None:
-        """Our own state as we stop being primary: better than an older primary's."""
+        """Our primary's state (:meth:`adopt`), or our own as we stop being primary: better
+        than an older primary's."""
         for s in subs:
             self.subs[(s.topic, s.name)] = s
 
