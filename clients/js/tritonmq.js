@@ -1196,6 +1196,7 @@ class Link {
     this._timer = null;
     this._timerAt = Infinity;
     this._closed = false;
+    this._resolved = false; // see Client._candidatesFor
     this._state = null;
   }
 
@@ -1230,10 +1231,11 @@ class Link {
         this._disconnect(a.conn);
         break;
       case "resolve":
-        c._candidatesFor(this.group).then(
+        c._candidatesFor(this.group, this._resolved).then(
           (urls) => !this._closed && this.handle({ type: "resolved", urls }),
           (e) => !this._closed && this.handle({ type: "resolveFailed", error: e.message ?? String(e) }),
         );
+        this._resolved = true;
         break;
       case "probe":
         c._probe(this.group, a.exclude).then(([epoch, primaryUrl]) => !this._closed && this.handle({ type: "epochSeen", epoch, primaryUrl }));
@@ -1518,14 +1520,19 @@ export class Client extends Emitter {
     throw new TritonError("UNAVAILABLE", `no broker reachable among ${this._known.join(", ")}: ${last?.message ?? "none"}`);
   }
 
-  async _candidatesFor(group) {
+  /** The brokers of `group` to try. A link's first resolve takes the view `connect()` has just
+   * read; later ones (after its candidates failed) read the cluster again. */
+  async _candidatesFor(group, again = true) {
+    const held = !again && this._view ? this._view.candidates(group) : [];
+    if (held.length) return held;
     await this.refresh();
     return this._view.candidates(group);
   }
 
   /** C5 without ZooKeeper: ask the group's other brokers for its epoch and primary. */
   async _probe(group, exclude) {
-    const urls = [...new Set([...this._view.candidates(group), ...this._known])].filter((u) => u !== exclude);
+    const ours = this._view.candidates(group); // other groups' brokers cannot answer for this one
+    const urls = (ours.length ? ours : this._known).filter((u) => u !== exclude);
     const hello = [{ op: "hello", client: CLIENT_NAME, token: this._token }];
     const answers = await Promise.allSettled(urls.map((u) => ask(this._env, u, hello, (f) => f.op === "meta", 1000)));
     let best = [null, null];

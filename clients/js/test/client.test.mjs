@@ -9,9 +9,10 @@ import { FakeClock, FakeNet, settle } from "./fakes.mjs";
 
 const hex = (b) => Array.from(toBytes(b), (x) => x.toString(16).padStart(2, "0")).join("");
 
-async function setup(brokers = [["ws://b1", { id: "b1" }]], options = {}) {
+async function setup(brokers = [["ws://b1", { id: "b1" }]], options = {}, prepare = (_net) => {}) {
   const net = new FakeNet();
   for (const [url, o] of brokers) net.add(url, o);
+  prepare(net); // before the client's first read of the cluster
   const clock = new FakeClock();
   const client = new Client(brokers[0][0], { WebSocket: net.WebSocket, clock, random: () => 0.5, ...options });
   const states = [];
@@ -78,11 +79,16 @@ test("a retriable refusal drops the connection and resends from the refused batc
 });
 
 test("a backup redirects to its primary; NOT_PRIMARY with a hint is followed", async () => {
-  const { net, clock, client } = await setup([
-    ["ws://b2", { id: "b2", role: "backup" }],
-    ["ws://b1", { id: "b1" }],
-  ]);
-  net.stalePrimary.g1 = "ws://b2"; // cluster reads name a backup as the primary
+  const { net, clock, client } = await setup(
+    [
+      ["ws://b2", { id: "b2", role: "backup" }],
+      ["ws://b1", { id: "b1" }],
+    ],
+    {},
+    (net) => {
+      net.stalePrimary.g1 = "ws://b2"; // cluster reads name a backup as the primary
+    },
+  );
   const ack = await within(clock, 2000, client.publish("chat", "hi"));
   assert.equal(ack.ts, 1);
   const b1 = net.brokers.get("ws://b1");
