@@ -607,6 +607,18 @@ def test_admin_ops_are_requests_answered_by_subinfo() -> None:
     assert failed.ticket == 8 and failed.error.code == "FORBIDDEN"
 
 
+def test_header_values_count_toward_the_batch_bytes() -> None:
+    """Small values with 8 KB header values: counted by value alone, 30 of them made one
+    ~250 KB frame past batch_bytes."""
+    h = Harness(batch_size=1000, batch_bytes=100_000)
+    h.connect()
+    heavy = [(f"u{i}".encode(), None, b"v", {"trace": b"x" * 8192}) for i in range(30)]
+    h(Publish(1, "t", heavy))
+    pubs = h.pubs(h(Tick()))
+    assert len(pubs) > 1 and [r for p in pubs for r in p.records] == heavy
+    assert all(sum(len(r[3]["trace"]) for r in p.records) <= 100_000 for p in pubs)
+
+
 def test_batches_are_cut_by_bytes_as_well_as_by_count() -> None:
     """1,000 records of 8 KB were one 8 MB frame, over the broker's max_frame_bytes: the
     broker closed with 1009 and the client resent the same batch until its timeout."""

@@ -126,6 +126,7 @@ from tritonmq.client.pending import Request as _Request
 from tritonmq.client.pending import Subscription as _Sub
 from tritonmq.client.pending import Ticket as _Ticket
 from tritonmq.client.states import ConnState
+from tritonmq.core.log import record_size
 from tritonmq.errors import (
     ClientClosed,
     PublishTimeout,
@@ -178,11 +179,9 @@ _NEVER = float("inf")
 
 
 def _record_bytes(r: PubRecord) -> int:
-    """What a record adds to a ``pub`` frame, near enough to keep batches under the frame
-    limit: uuid, key and value, plus a few bytes per header and of framing."""
-    uuid, key, value, headers = r
-    extra = sum(len(k) + 16 for k in headers) if headers else 0
-    return len(uuid) + len(value) + (len(key) if key else 0) + extra + 8
+    """What a record adds to a ``pub`` frame: the broker's own estimate
+    (:func:`tritonmq.core.log.record_size`), header values included."""
+    return record_size((0, *r))
 
 
 @dataclass(slots=True)
