@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tritonmq.core.broker import BrokerCore
 from tritonmq.core.events import SessionState
-from tritonmq.core.log import GroupLog
+from tritonmq.core.log import lag_of
 from tritonmq.core.roles import Role
 
 
@@ -72,15 +72,3 @@ def subscription_lags(core: BrokerCore, wall_ms: int) -> Iterator[Lag]:
             if published is not None:
                 seconds = max(0.0, (wall_ms - published) / 1000)
         yield Lag(d.topic, d.name, records, seconds)
-
-
-def lag_of(log: GroupLog, topic: str, offset: int, commit_ts: int) -> tuple[int, int | None]:
-    """Committed records of ``topic`` after ``offset``, and the ts of the first of them."""
-    t = log.topics.get(topic)
-    if t is None:
-        return 0, None
-    i = t.index_of(offset + 1)
-    j = t.index_of(commit_ts + 1)
-    if j <= i:
-        return 0, None
-    return j - i, t.records[i][0]

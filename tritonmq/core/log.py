@@ -511,3 +511,15 @@ def divergence(
         if common >= fstart - 1:
             best = max(best, common)
     return max(0, min(best, follower_last, leader_last))
+
+
+def lag_of(log: GroupLog, topic: str, offset: int, commit_ts: int) -> tuple[int, int | None]:
+    """Committed records of ``topic`` after ``offset``, and the ts of the first of them."""
+    t = log.topics.get(topic)
+    if t is None:
+        return 0, None
+    i = t.index_of(offset + 1)
+    j = t.index_of(commit_ts + 1)
+    if j <= i:
+        return 0, None
+    return j - i, t.records[i][0]

@@ -20,7 +20,7 @@ from typing import Any
 
 from tritonmq.core.actions import SendStats
 from tritonmq.core.delivery import Delivery
-from tritonmq.core.log import GroupLog, TopicLog
+from tritonmq.core.log import GroupLog, TopicLog, lag_of
 from tritonmq.wire.frames import STATS_MAX_ITEMS, Stats, StatsReply, SubStats, TopicStats
 
 RATE_SAMPLE_S = 1.0  # a rate sample closes after this long
@@ -93,14 +93,11 @@ def _lag(
     log: GroupLog, topic: str, offset: int, commit_ts: int, wall_ms: int
 ) -> tuple[int, int | None]:
     """Committed records of ``topic`` after ``offset``, and how long the oldest has waited."""
-    t = log.topics.get(topic)
-    if t is None:
+    n, oldest = lag_of(log, topic, offset, commit_ts)
+    if oldest is None:
         return 0, 0
-    i, j = t.index_of(offset + 1), t.index_of(commit_ts + 1)
-    if j <= i:
-        return 0, 0
-    at = log.published_at(t.records[i][0])
-    return j - i, None if at is None else max(0, wall_ms - at)
+    at = log.published_at(oldest)
+    return n, None if at is None else max(0, wall_ms - at)
 
 
 def answer(
