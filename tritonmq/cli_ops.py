@@ -86,6 +86,7 @@ class Reader:
         self.ca_file, self.token = ca_file, token
         self.zk: Any = None
         self.client: Any = None
+        self.slot_map: Any = None  # the last read (top reads every second)
 
     async def __aenter__(self) -> Reader:
         from tritonmq.client import Client
@@ -125,9 +126,14 @@ class Reader:
 
     async def read(self, topic: str | None = None) -> Snapshot:
         from tritonmq.coord.inspect import read_cluster, read_subscriptions
+        from tritonmq.coord.slots import read_slot_map
 
         try:
-            cluster = await asyncio.to_thread(read_cluster, self.zk, self.chroot)
+            cluster = await asyncio.to_thread(read_cluster, self.zk, self.chroot, with_slots=False)
+            self.slot_map = await asyncio.to_thread(
+                read_slot_map, self.zk, self.chroot, self.slot_map
+            )
+            cluster["slots"] = self.slot_map.as_dict() if self.slot_map else None
             subs = await asyncio.to_thread(read_subscriptions, self.zk, self.chroot)
         except CoordinationError as e:
             raise Unreachable(str(e)) from None

@@ -65,12 +65,16 @@ def create_slot_map(zk: KazooClient, chroot: str, smap: SlotMap) -> SlotMap:
     return smap
 
 
-def read_slot_map(zk: KazooClient, chroot: str) -> SlotMap | None:
+def read_slot_map(zk: KazooClient, chroot: str, known: SlotMap | None = None) -> SlotMap | None:
+    """The slot map; ``known`` is returned as it is when ``/cluster``'s version has not
+    moved (every change of an owner bumps it), which saves a read per slot."""
     try:
         raw, _ = zk.get(cluster_path(chroot))
     except NoNodeError:
         return None
     slots, version = parse_cluster(raw)
+    if known is not None and known.version == version:
+        return known
     owners = []
     for n in range(slots):
         try:
