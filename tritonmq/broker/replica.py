@@ -42,6 +42,7 @@ from tritonmq.wire.frames import (
     Leader,
     Purge,
     ReplAck,
+    SharedAck,
     SharedState,
 )
 
@@ -86,8 +87,9 @@ async def _take(
     except ProtocolError as e:
         await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
         return False
-    if not isinstance(frame, Follow | ReplAck):
-        await ws.send(codec.enc_error(ErrorCode.BAD_REQUEST, "a follower sends follow/rack"))
+    if not isinstance(frame, Follow | ReplAck | SharedAck):
+        msg = "a follower sends follow/rack/sack"
+        await ws.send(codec.enc_error(ErrorCode.BAD_REQUEST, msg))
         return False
     feed(FollowerFrame(ws, frame, time.monotonic(), nonce))
     return True

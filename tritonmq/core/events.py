@@ -16,7 +16,16 @@ from typing import Any, TypeAlias
 from tritonmq.core.auth import Principal, TokenRejected
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.slots import SlotMap
-from tritonmq.wire.frames import Append, ClientFrame, Follow, Leader, Purge, ReplAck, SharedState
+from tritonmq.wire.frames import (
+    Append,
+    ClientFrame,
+    Follow,
+    Leader,
+    Purge,
+    ReplAck,
+    SharedAck,
+    SharedState,
+)
 
 
 class SessionState(enum.Enum):
@@ -62,7 +71,7 @@ class ClientGone:
 @dataclass(frozen=True, slots=True)
 class FollowerFrame:
     link: Any
-    frame: Follow | ReplAck
+    frame: Follow | ReplAck | SharedAck
     now: float
     nonce: bytes = b""  # the challenge the shell sent on ``link`` (a follow must sign it)
 
