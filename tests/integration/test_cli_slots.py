@@ -190,3 +190,41 @@ def test_an_unreadable_cluster_exits_2_with_a_message(
         read_slot_histories(zk, chroot)
     r = slots("--zk", zk_server.hostport, "--chroot", chroot)
     assert r.returncode == 2 and "sealed" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_moves_and_roll_backs_that_cannot_be_are_refused_with_exit_2(
+    zk_server: ZooKeeperServer, zk: KazooClient
+) -> None:
+    """No broker runs here: the map alone says what may be asked."""
+    chroot = f"/slots-{uuid.uuid4().hex[:8]}"
+    init_cluster(zk_server.hostport, chroot, ["g1", "g2"], 4)
+    where = ["--zk", zk_server.hostport, "--chroot", chroot]
+    for args, says in [
+        (["move", "9", "--to", "g2"], "slots 0..3"),
+        (["move", "--to", "g2"], "SLOT"),
+        (["move", "0"], "--to"),
+        (["move", "0", "--to", "g9"], "no group 'g9'"),
+        (["move", "0", "2", "--to", "g1"], "slot 0: cannot move a slot of g1 to 'g1'"),
+        (["roll-back", "0"], "slot 0: no move to roll back"),
+    ]:
+        r = slots(*args, *where)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r)
+    read = read_slot_histories(zk, chroot)
+    assert read is not None and all(h.move is None for h in read.slots), "nothing was written"
+
+    r = slots("move", "1", "--to", "g1", "--no-wait", *where)
+    assert r.returncode == 0 and "slot 1: moving" in r.stdout, r.stderr
+    r = slots("move", "1", "--to", "g1", *where)
+    assert r.returncode == 2 and "already moving" in r.stderr, r.stderr
+    # nobody completes it here: the wait ends at its deadline with exit 1, saying so
+    r = slots("move", "0", "--to", "g2", "--timeout", "0.5", "--json", *where)
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["slots"] == [{"slot": 0, "outcome": "moving", "owner": "g1"}]
+    r = slots("roll-back", "0", "1", *where)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "slot 0: rolled back (owner g1)",
+        "slot 1: rolled back (owner g2)",
+    ]
+    read = read_slot_histories(zk, chroot)
+    assert read is not None and all(h.move is None and h.era == 0 for h in read.slots)

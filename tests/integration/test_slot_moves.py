@@ -1,0 +1,188 @@
+"""Slot moves for producers on a real 2 groups x 3 cluster (docs/replication.md M2, M7, M8):
+`tritonmq slots move` as an operator runs it, producers that keep publishing across it,
+and primaries SIGKILLed in the middle of it. What a user checks: every acknowledged record
+is stored exactly once, in the group that held its era, and each producer's order holds
+across the eras."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+import websockets
+
+from tests.integration.conftest import group_info
+from tritonmq.coord.slots import fetch_slot_histories
+from tritonmq.core.slothistory import SlotHistory, SlotState
+from tritonmq.core.slots import slot_of
+from tritonmq.devtools.cluster import DevCluster, wait_for
+from tritonmq.wire import codec
+from tritonmq.wire.frames import SUBPROTOCOL
+
+pytestmark = pytest.mark.integration
+
+TRITONMQ = [sys.executable, "-m", "tritonmq"]
+SLOTS = 64
+
+
+@pytest.fixture
+def two_groups(make_cluster: Any) -> DevCluster:
+    # records stay 5 minutes, so each group's share of a moved topic can be read back
+    return make_cluster(groups=2, settings={"retention_s": 300.0})  # type: ignore[no-any-return]
+
+
+def cli(c: DevCluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    where = ["--zk", str(c.zk_hosts), "--chroot", c.chroot]
+    return subprocess.run(
+        [*TRITONMQ, "slots", *args, *where],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ.copy(),
+    )
+
+
+def histories(c: DevCluster) -> tuple[SlotHistory, ...]:
+    read = fetch_slot_histories(str(c.zk_hosts), c.chroot)
+    assert read is not None
+    return read.slots
+
+
+def topics_in(slots: Iterable[int], per_slot: int) -> list[str]:
+    want = {n: per_slot for n in slots}
+    out = []
+    for i in range(100_000):
+        t = f"m-{i}"
+        n = slot_of(t, SLOTS)
+        if want.get(n, 0) > 0:
+            want[n] -= 1
+            out.append(t)
+        if not any(want.values()):
+            return out
+    raise AssertionError("not enough topics")
+
+
+async def ask(url: str, frame: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+    async with websockets.connect(url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
+        await ws.send(codec.packb(frame))
+        return codec.decode_broker(await asyncio.wait_for(ws.recv(), timeout))
+
+
+async def stored(c: DevCluster, group: str, topic: str) -> list[tuple[int, bytes, bytes]]:
+    """(ts, uuid, value) of every record of ``topic`` ``group``'s primary retains."""
+    out: list[tuple[int, bytes, bytes]] = []
+    start = 1
+    while True:
+        url = group_info(c, group)["primary_url"]
+        got = await ask(
+            url,
+            {"op": "fetch", "id": 1, "topic": topic, "from": start, "to": 2**53 - 1, "max": 10_000},
+        )
+        if got["op"] == "error":
+            if got["code"] in ("NOT_PRIMARY", "UNAVAILABLE"):
+                await asyncio.sleep(0.2)
+                continue
+            raise AssertionError(f"fetch of {topic} at {group}: {got}")
+        recs = got["records"]
+        out += [(r[0], r[1], r[3]) for r in recs]
+        if not recs:
+            return out
+        start = recs[-1][0] + 1
+
+
+async def everything(
+    c: DevCluster, topic: str, hs: tuple[SlotHistory, ...]
+) -> list[tuple[int, int, str, bytes, bytes]]:
+    """Every stored record of ``topic`` in both groups, as (era, ts, group, uuid, value),
+    in the slot's order: by era, then by ts within the era's group (M3)."""
+    h = hs[slot_of(topic, SLOTS)]
+    out = []
+    for g in ("g1", "g2"):
+        for ts, uuid, value in await stored(c, g, topic):
+            era = h.era_of(g, ts)
+            assert era is not None, f"{topic}: {g} holds ts {ts}, which no era of the slot covers"
+            out.append((era, ts, g, uuid, value))
+    return sorted(out)
+
+
+def wait_normal(
+    c: DevCluster, slots: Iterable[int], timeout: float = 60.0
+) -> tuple[SlotHistory, ...]:
+    chosen = list(slots)
+
+    def done() -> tuple[SlotHistory, ...] | None:
+        hs = histories(c)
+        return hs if all(hs[n].state is SlotState.NORMAL for n in chosen) else None
+
+    return wait_for(done, timeout, f"slots {chosen} to be normal again")  # type: ignore[no-any-return]
+
+
+# --- issue 11, test 3 --------------------------------------------------------------------------
+
+
+async def test_a_producer_retry_that_straddles_the_seal_is_stored_once(
+    two_groups: DevCluster,
+) -> None:
+    c = two_groups
+    [topic] = topics_in([next(n for n, h in enumerate(histories(c)) if h.owner == "g1")], 1)
+    n = slot_of(topic, SLOTS)
+    old = group_info(c, "g1")["primary_url"]
+    first = [[f"a{i}".encode().ljust(16, b"."), None, f"a{i}".encode(), None] for i in range(3)]
+    second = [[f"b{i}".encode().ljust(16, b"."), None, f"b{i}".encode(), None] for i in range(3)]
+    acked = await ask(old, {"op": "pub", "id": 1, "topic": topic, "records": first})
+    assert acked["op"] == "puback" and "eras" not in acked, acked
+
+    # the move begins; the old group refuses the next batch, naming the new group
+    r = cli(c, "move", str(n), "--to", "g2", "--no-wait")
+    assert r.returncode == 0, r.stderr
+    refused: dict[str, Any] = {}
+
+    async def refused_by_old() -> bool:
+        nonlocal refused
+        refused = await ask(old, {"op": "pub", "id": 2, "topic": topic, "records": second})
+        return refused.get("code") == "WRONG_GROUP"
+
+    deadline = time.monotonic() + 30
+    while not await refused_by_old():
+        assert time.monotonic() < deadline, refused
+        await asyncio.sleep(0.05)
+    assert refused["group"] == "g2" and refused["retriable"] is True
+
+    # resent with the same uuids to the new group: refused retriably until it completes
+    new_url = group_info(c, "g2")["primary_url"]
+    deadline = time.monotonic() + 30
+    while True:
+        got = await ask(new_url, {"op": "pub", "id": 2, "topic": topic, "records": second})
+        if got["op"] == "puback":
+            break
+        assert got["code"] == "UNAVAILABLE" and got["retriable"], got
+        assert time.monotonic() < deadline, got
+        await asyncio.sleep(0.05)
+    [h] = [histories(c)[n]]
+    assert (h.owner, h.era, h.state) == ("g2", 1, SlotState.NORMAL)
+
+    # retries of either batch, to either group, are answered with the original positions
+    again = await ask(new_url, {"op": "pub", "id": 3, "topic": topic, "records": second})
+    assert again["ts"] == got["ts"] and "eras" not in again
+    old_again = await ask(new_url, {"op": "pub", "id": 4, "topic": topic, "records": first})
+    assert old_again["ts"] == acked["ts"] and old_again["eras"] == (0, 0, 0), old_again
+    at_old = await ask(old, {"op": "pub", "id": 5, "topic": topic, "records": first})
+    assert at_old["ts"] == acked["ts"] and at_old["eras"] == (0, 0, 0), at_old
+
+    records = await everything(c, topic, histories(c))
+    assert [(e, g, v) for e, _, g, _, v in records] == [
+        (0, "g1", b"a0"),
+        (0, "g1", b"a1"),
+        (0, "g1", b"a2"),
+        (1, "g2", b"b0"),
+        (1, "g2", b"b1"),
+        (1, "g2", b"b2"),
+    ]
+    assert [ts for _, ts, g, _, _ in records if g == "g1"] == list(acked["ts"])
+    assert [ts for _, ts, g, _, _ in records if g == "g2"] == list(got["ts"])
