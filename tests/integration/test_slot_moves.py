@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,9 +18,11 @@ from typing import Any
 import pytest
 import websockets
 
-from tests.integration.conftest import group_info
-from tritonmq.coord.slots import fetch_slot_histories
-from tritonmq.core.slothistory import SlotHistory, SlotState
+from tests.integration.conftest import group_info, zk_url
+from tritonmq import Client
+from tritonmq.coord.slots import apply_slot_step, fetch_slot_histories
+from tritonmq.coord.zkclient import new_client
+from tritonmq.core.slothistory import SlotHistory, SlotState, begin_move
 from tritonmq.core.slots import slot_of
 from tritonmq.devtools.cluster import DevCluster, wait_for
 from tritonmq.wire import codec
@@ -111,6 +114,18 @@ async def everything(
     return sorted(out)
 
 
+def begin_moves(c: DevCluster, slots: Iterable[int], to: str) -> None:
+    """``begin_move`` by CAS, as `tritonmq slots move --no-wait` does it."""
+    zk = new_client(str(c.zk_hosts), timeout=2.0, auth=c.zk_auth)
+    zk.start(timeout=10)
+    try:
+        for n in slots:
+            apply_slot_step(zk, c.chroot, n, lambda h: begin_move(h, to))
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def wait_normal(
     c: DevCluster, slots: Iterable[int], timeout: float = 60.0
 ) -> tuple[SlotHistory, ...]:
@@ -186,3 +201,134 @@ async def test_a_producer_retry_that_straddles_the_seal_is_stored_once(
     ]
     assert [ts for _, ts, g, _, _ in records if g == "g1"] == list(acked["ts"])
     assert [ts for _, ts, g, _, _ in records if g == "g2"] == list(got["ts"])
+
+
+# --- producers across moves (issue 11, tests 1 and 2, the producers' half) ---------------------
+
+
+class Producers:
+    """``n`` clients, each publishing numbered records round the topics one small batch at a
+    time (awaiting each: a producer's order is its program order), until stopped."""
+
+    def __init__(self, c: DevCluster, topics: list[str], n: int = 4) -> None:
+        self.c, self.topics, self.n = c, topics, n
+        self.acked: dict[str, set[bytes]] = {t: set() for t in topics}
+        self.errors: list[BaseException] = []
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> Producers:
+        self.tasks = [asyncio.create_task(self._run(p)) for p in range(self.n)]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop.set()
+        await asyncio.gather(*self.tasks)
+
+    async def _run(self, p: int) -> None:
+        seq = 0
+        async with Client(zk_url(self.c)) as client:
+            while not self.stop.is_set():
+                for t in self.topics:
+                    values = [f"p{p}:{seq + i}".encode() for i in range(3)]
+                    seq += 3
+                    try:
+                        await client.publish_many(t, values)
+                    except Exception as e:  # the application would see it: the test fails
+                        self.errors.append(e)
+                        return
+                    self.acked[t].update(values)
+                await asyncio.sleep(0.005)
+
+    def count(self) -> int:
+        return sum(len(v) for v in self.acked.values())
+
+
+async def wait_acked(producers: Producers, more: int, timeout: float = 30.0) -> None:
+    """Until ``more`` records more than now are acknowledged (the producers are live)."""
+    want = producers.count() + more
+    deadline = time.monotonic() + timeout
+    while producers.count() < want:
+        assert not producers.errors, producers.errors
+        assert time.monotonic() < deadline, f"{producers.count()} of {want} acknowledged"
+        await asyncio.sleep(0.05)
+
+
+async def check_stored_once_in_order(c: DevCluster, producers: Producers) -> int:
+    """Every acknowledged record is stored exactly once (in the group of its era), nothing
+    is stored twice, and each producer's records follow its order across the eras."""
+    assert not producers.errors, producers.errors
+    hs = histories(c)
+    total = 0
+    for t in producers.topics:
+        records = await everything(c, t, hs)
+        values = [v for *_, v in records]
+        dups = {v for v in values if values.count(v) > 1}
+        assert not dups, f"{t}: stored twice: {sorted(dups)[:5]}"
+        lost = producers.acked[t] - set(values)
+        assert not lost, f"{t}: acknowledged, not stored: {sorted(lost)[:5]}"
+        last: dict[bytes, int] = {}
+        for v in values:  # in the slot's order: era, then ts
+            p, n = v.split(b":")
+            assert int(n) > last.get(p, -1), f"{t}: {v!r} after {p!r}:{last[p]}"
+            last[p] = int(n)
+        total += len(values)
+    return total
+
+
+async def test_producers_on_many_topics_lose_nothing_while_slots_move_back_and_forth(
+    two_groups: DevCluster,
+) -> None:
+    c = two_groups
+    hs = histories(c)
+    g1_slots = [n for n, h in enumerate(hs) if h.owner == "g1"][:2]
+    g2_slots = [n for n, h in enumerate(hs) if h.owner == "g2"][:2]
+    topics = topics_in(g1_slots + g2_slots, 3)
+    async with Producers(c, topics) as producers:
+        await wait_acked(producers, 200)
+        for round_ in range(2):  # g1's slots to g2 and g2's to g1, then back
+            for slots_, to in ((g1_slots, "g2"), (g2_slots, "g1")):
+                to = to if round_ == 0 else ("g1" if to == "g2" else "g2")
+                r = await asyncio.to_thread(cli, c, "move", *map(str, slots_), "--to", to)
+                assert r.returncode == 0, (r.stdout, r.stderr)
+                assert r.stdout.splitlines() == [f"slot {n}: moved (owner {to})" for n in slots_]
+                await wait_acked(producers, 100)
+    hs = histories(c)
+    assert all(hs[n].era == 2 and hs[n].owner == "g1" for n in g1_slots), hs
+    assert all(hs[n].era == 2 and hs[n].owner == "g2" for n in g2_slots), hs
+    assert await check_stored_once_in_order(c, producers) >= producers.count()
+    # each topic has records of several eras, in both groups
+    records = await everything(c, topics[0], hs)
+    assert {e for e, *_ in records} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("victim", ["old", "new"])
+async def test_a_primary_killed_mid_move_loses_and_duplicates_nothing(
+    two_groups: DevCluster, victim: str
+) -> None:
+    """SIGKILL of the old group's primary before it sealed the slots, or of the new group's
+    before it took them over: the next primary of that group picks the move up (M7), the
+    move completes, and every acknowledged record is stored exactly once, in order. The
+    victim is frozen (SIGSTOP) before the move begins, so that it dies before its step
+    whatever the timing; its successor's log shows it took the step."""
+    c = two_groups
+    hs = histories(c)
+    moved = [n for n, h in enumerate(hs) if h.owner == "g1"][:3]
+    topics = topics_in(moved, 3)
+    async with Producers(c, topics) as producers:
+        await wait_acked(producers, 200)
+        killed = c.primary("g1" if victim == "old" else "g2")
+        assert killed is not None
+        c.kill(killed, signal.SIGSTOP)  # from here on it takes no step of the move
+        await asyncio.to_thread(begin_moves, c, moved, "g2")
+        await asyncio.sleep(0.3)  # the other group takes its step meanwhile (new: the seal)
+        await asyncio.to_thread(c.kill, killed)
+        hs = await asyncio.to_thread(wait_normal, c, moved)
+        await wait_acked(producers, 200)
+    assert all(hs[n].owner == "g2" and hs[n].era == 1 for n in moved), hs
+    # the victim's successor took the step it could not
+    heir = c.primary("g1" if victim == "old" else "g2")
+    assert heir is not None and heir != killed
+    step = "sealing slot" if victim == "old" else "completing the move of slot"
+    assert step in c.log_tail(heir, 500), c.log_tail(heir, 40)
+    await check_stored_once_in_order(c, producers)
