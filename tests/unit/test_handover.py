@@ -77,11 +77,11 @@ def test_a_handover_entry_round_trips_and_is_read_back_as_the_table() -> None:
     value = encode_entry(5, 2, pairs)
     assert decode_entry(value) == (5, 2, pairs)
     log = GroupLog()
-    log.append_new(HANDOVER_TOPIC, handover_uuid(5, 2), None, value, None)
+    log.append_new(HANDOVER_TOPIC, handover_uuid(5, 2, 7), None, value, None)
     table = table_of(log)
     assert table.lookup(b"x") == Position(2, 9) and table.lookup(b"z") is None
     # no client uuid (1..64 bytes) can be an entry's, and each (slot, era) has its own
-    assert len(handover_uuid(5, 2)) > 64 and handover_uuid(5, 2) != handover_uuid(5, 3)
+    assert len(handover_uuid(5, 2, 7)) > 64 and handover_uuid(5, 2, 7) != handover_uuid(5, 3, 7)
 
 
 def test_a_value_that_is_not_a_handover_entry_is_refused() -> None:

@@ -265,7 +265,7 @@ def test_the_new_primary_asks_for_the_handover_writes_it_and_completes_once_comm
     assert not only(x.handle(Tick(0.3)), AskHandover), "one ask at a time"
     pairs = HandoverPairs(0, 2, ((1, b"u1"), (2, b"u2")))
     x.handle(HandoverAnswered(ask.request, pairs, 0.4))
-    assert handover_uuid(0, 0) in x.log.uuids
+    assert handover_uuid(0, 0, 2) in x.log.uuids
     [step] = only(x.handle(Tick(0.5)), ProposeSlotStep)
     assert (step.slot, step.step) == (0, SlotStep.COMPLETE)
     # a retry of a record the old group stored is answered with its position there, at once
@@ -298,7 +298,7 @@ def test_the_handover_entry_replicates_and_commits_before_the_move_completes() -
     rest = carry(x, y, [*out, *x.handle(Tick(0.45))], 0.5)
     [step] = only([*rest, *x.handle(Tick(0.6))], ProposeSlotStep)
     assert step.step is SlotStep.COMPLETE
-    assert handover_uuid(0, 0) in y.log.uuids
+    assert handover_uuid(0, 0, 2) in y.log.uuids
 
 
 def test_a_later_new_primary_that_holds_the_handover_completes_without_asking_again() -> None:
@@ -417,3 +417,17 @@ def test_a_group_that_held_an_era_of_a_slot_still_serves_fetches_of_its_own_ts()
     [err] = only(c.handle(ClientFrameIn("r", Fetch(8, T1, 1, 10, 100), 0.5)), SendError)
     assert err.code is ErrorCode.WRONG_GROUP
     _ = StartFollowing, ReplAck  # imported for the helpers' types
+
+
+def test_a_move_sealed_again_after_a_roll_back_is_handed_over_afresh() -> None:
+    """Same era, a later seal point: the old group wrote more of the slot after the roll
+    back, so the first handover entry is not enough (found in review: with one entry per
+    (slot, era) the new primary completed on the stale one)."""
+    x = leading("x", "g2")
+    [ask] = only(view(x, sealed_to_g2(2), 0.2), AskHandover)
+    x.handle(HandoverAnswered(ask.request, HandoverPairs(0, 2, ((2, b"u2"),)), 0.3))
+    view(x, (roll_back(sealed_to_g2(2)[0]), SlotHistory("g1")), 0.4)
+    out = view(x, sealed_to_g2(5), 0.5)
+    assert not only(out, ProposeSlotStep)
+    [again] = only(out, AskHandover)
+    assert again.until == 5

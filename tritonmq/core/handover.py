@@ -30,10 +30,14 @@ _MAGIC = b"TMQH1"
 _UUID_LEN = 72  # longer than any client uuid (at most 64 bytes): no client record collides
 
 
-def handover_uuid(slot: int, era: int) -> bytes:
-    """The entry's uuid: one per (slot, the era that ends), so the log's dedup table makes
-    a repeated handover (a new primary after a crash, M7) find the entry it already has."""
-    return f"tritonmq handover of slot {slot} era {era} ".encode().ljust(_UUID_LEN, b".")
+def handover_uuid(slot: int, era: int, until: int) -> bytes:
+    """The entry's uuid: one per (slot, the era that ends, its seal point), so the log's
+    dedup table makes a repeated handover (a new primary after a crash, M7) find the entry
+    it already has, while a move sealed again after a roll back (same era, a later seal
+    point, more records) is handed over afresh."""
+    return f"tritonmq handover of slot {slot} era {era} until {until} ".encode().ljust(
+        _UUID_LEN, b"."
+    )
 
 
 def encode_entry(slot: int, era: int, pairs: Iterable[tuple[int, bytes]]) -> bytes:
@@ -86,7 +90,7 @@ def handover_pairs(
     retained = [
         (rec[0], rec[1])
         for name, t in log.topics.items()
-        if in_slot(name)
+        if in_slot(name) and name != HANDOVER_TOPIC
         for rec in t.records
         if rec[0] <= until
     ]

@@ -174,13 +174,13 @@ class SlotMoves:
                     out.append(self._propose(n, SlotStep.SEAL, until))
                     out.append(LogLine(L.INFO, f"sealing slot {n} at ts {until}"))
             elif h.state is SlotState.SEALED and h.move.to == self.group:
-                at = log.uuids.get(handover_uuid(n, h.era))
+                assert h.move.until is not None
+                at = log.uuids.get(handover_uuid(n, h.era, h.move.until))
                 if at is not None:
                     if at <= p.commit_ts and self.step is None:
                         out.append(self._propose(n, SlotStep.COMPLETE, None))
                         out.append(LogLine(L.INFO, f"completing the move of slot {n} here"))
                 elif n not in self.asking and now >= self.ask_after.get(n, 0.0):
-                    assert h.move.until is not None
                     self._requests += 1
                     self.asking[n] = self._requests
                     out.append(AskHandover(self._requests, n, h.owner, h.move.until))
@@ -228,7 +228,8 @@ class SlotMoves:
             self.ask_after[n] = ev.now + ASK_AGAIN_S
             return [LogLine(L.INFO, f"slot {n}: no broker of {h.owner} handed over; asking again")]
         value = encode_entry(n, h.era, got.pairs)
-        written = p.append_internal(HANDOVER_TOPIC, handover_uuid(n, h.era), value, ev.wall_ms)
+        uuid = handover_uuid(n, h.era, got.until)
+        written = p.append_internal(HANDOVER_TOPIC, uuid, value, ev.wall_ms)
         if written is None:
             self.ask_after[n] = ev.now + ASK_AGAIN_S
             return [LogLine(L.INFO, f"slot {n}: cannot write the handover now; asking again")]
