@@ -19,6 +19,7 @@ with a warning on stderr, as `tritonmq topics` does.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import Any, NoReturn
@@ -343,3 +344,112 @@ def roll_back_cmd(slot_numbers: tuple[int, ...], zk_hosts: str, chroot: str) -> 
     finally:
         zk.stop()
         zk.close()
+
+
+# --- rebalance --------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--groups",
+    "group_list",
+    default="",
+    help="Comma-separated groups to spread over (default: every group of the cluster); "
+    "a group left out gives all its slots away (drain it before removing it).",
+)
+@click.option("--execute", is_flag=True, help="Run the moves (default: only show them).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=120.0,
+    show_default=True,
+    help="With --execute: seconds to wait for every move to complete.",
+)
+@zk_option
+@chroot_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
+def rebalance(
+    group_list: str, execute: bool, timeout: float, zk_hosts: str, chroot: str, as_json: bool
+) -> None:
+    """Spread the slots evenly over the groups with the fewest moves (a dry run unless
+    --execute; then as `tritonmq slots move`, exit 1 when a move did not complete)."""
+    from kazoo.exceptions import NoNodeError
+
+    from tritonmq.coord import paths
+    from tritonmq.coord.slots import apply_slot_step
+    from tritonmq.core.rebalance import even_plan
+    from tritonmq.core.slothistory import begin_move
+
+    zk, read = _session(zk_hosts, chroot)
+    try:
+        try:
+            known = set(zk.get_children(paths.groups(chroot)))
+        except NoNodeError:
+            known = set()
+        known |= {h.owner for h in read.slots}
+        groups = [g.strip() for g in group_list.split(",") if g.strip()] or sorted(known)
+        if unknown := sorted(set(groups) - known):
+            _fail(
+                f"no group {', '.join(map(repr, unknown))} in the cluster (groups: {', '.join(sorted(known))})"
+            )
+        plan = even_plan(read.slots, groups)
+        for to in sorted({m.to for m in plan}) if execute else ():
+            try:
+                live = zk.get_children(paths.members(chroot, to))
+            except NoNodeError:
+                live = []
+            if not live:
+                _fail(f"group {to} has no live broker: it cannot take slots over")
+        after = {g: 0 for g in groups}
+        for h in read.slots:
+            g = h.move.to if h.move is not None else h.owner
+            after[g] = after.get(g, 0) + 1
+        for m in plan:
+            after[m.source] -= 1
+            after[m.to] += 1
+        outcomes: list[Outcome] = []
+        if execute and plan:
+            for m in plan:
+                try:
+                    apply_slot_step(zk, chroot, m.slot, functools.partial(begin_move, to=m.to))
+                except TritonError as e:
+                    _fail(f"slot {m.slot}: {e}")
+            outcomes = _wait_each(zk, chroot, {m.slot: m.to for m in plan}, timeout)
+    finally:
+        zk.stop()
+        zk.close()
+    spread = dict(sorted(after.items()))  # a drained group shows 0
+    if as_json:
+        out: dict[str, Any] = {
+            "moves": [{"slot": m.slot, "from": m.source, "to": m.to} for m in plan],
+            "after": spread,
+            "executed": execute,
+        }
+        if execute:
+            out["outcomes"] = [{"slot": n, "outcome": s, "owner": o} for n, s, o in outcomes]
+        click.echo(json.dumps(out, indent=2))
+    else:
+        if execute:
+            _report(outcomes, False)
+        else:
+            for m in plan:
+                click.echo(f"slot {m.slot}: {m.source} -> {m.to}")
+        what = "moved" if execute else "to move (dry run: --execute runs them)"
+        shares = ", ".join(f"{g} {n}" for g, n in spread.items())
+        click.echo(f"{len(plan)} slot(s) {what}; then {shares}")
+    if execute and any(state != "moved" for _, state, _ in outcomes):
+        sys.exit(1)
+
+
+def _wait_each(zk: Any, chroot: str, to: dict[int, str], timeout: float) -> list[Outcome]:
+    """:func:`_wait` for slots bound to different groups."""
+    by_group: dict[str, list[int]] = {}
+    for n, g in to.items():
+        by_group.setdefault(g, []).append(n)
+    import time
+
+    deadline = time.monotonic() + timeout
+    out: list[Outcome] = []
+    for g, ns in sorted(by_group.items()):
+        out += _wait(zk, chroot, sorted(ns), g, max(0.1, deadline - time.monotonic()))
+    return sorted(out)

@@ -228,3 +228,34 @@ def test_moves_and_roll_backs_that_cannot_be_are_refused_with_exit_2(
     ]
     read = read_slot_histories(zk, chroot)
     assert read is not None and all(h.move is None and h.era == 0 for h in read.slots)
+
+
+def rebalance(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TRITONMQ, "rebalance", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_rebalance_plans_a_dry_run_and_refuses_what_cannot_be_done(
+    zk_server: ZooKeeperServer, zk: KazooClient
+) -> None:
+    chroot = f"/slots-{uuid.uuid4().hex[:8]}"
+    init_cluster(zk_server.hostport, chroot, ["g1", "g2"], 6)
+    where = ["--zk", zk_server.hostport, "--chroot", chroot]
+    r = rebalance(*where)
+    assert r.returncode == 0 and r.stdout.splitlines() == [
+        "0 slot(s) to move (dry run: --execute runs them); then g1 3, g2 3"
+    ], r
+    r = rebalance("--groups", "g2", "--json", *where)  # draining g1, as a dry run
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["moves"] == [{"slot": n, "from": "g1", "to": "g2"} for n in (0, 2, 4)]
+    assert (out["after"], out["executed"]) == ({"g1": 0, "g2": 6}, False)
+    read = read_slot_histories(zk, chroot)
+    assert read is not None and all(h.move is None for h in read.slots), "a dry run writes nothing"
+    for args, says in [
+        (["--groups", "g1,g9"], "no group 'g9'"),
+        (["--groups", "g2", "--execute"], "group g2 has no live broker"),
+    ]:
+        r = rebalance(*args, *where)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r)

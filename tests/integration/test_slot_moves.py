@@ -7,6 +7,7 @@ across the eras."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -48,6 +49,13 @@ def cli(c: DevCluster, *args: str, timeout: float = 120) -> subprocess.Completed
         text=True,
         timeout=timeout,
         env=os.environ.copy(),
+    )
+
+
+def cli_rebalance(c: DevCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    where = ["--zk", str(c.zk_hosts), "--chroot", c.chroot]
+    return subprocess.run(
+        [*TRITONMQ, "rebalance", *args, *where], capture_output=True, text=True, timeout=300
     )
 
 
@@ -100,13 +108,14 @@ async def stored(c: DevCluster, group: str, topic: str) -> list[tuple[int, bytes
 
 
 async def everything(
-    c: DevCluster, topic: str, hs: tuple[SlotHistory, ...]
+    c: DevCluster, topic: str, hs: tuple[SlotHistory, ...], groups: Iterable[str] = ("g1", "g2")
 ) -> list[tuple[int, int, str, bytes, bytes]]:
     """Every stored record of ``topic`` in both groups, as (era, ts, group, uuid, value),
     in the slot's order: by era, then by ts within the era's group (M3)."""
     h = hs[slot_of(topic, SLOTS)]
+    held = {h.owner, *(e.group for e in h.history)}  # only they hold records of it
     out = []
-    for g in ("g1", "g2"):
+    for g in sorted(held & set(groups)):
         for ts, uuid, value in await stored(c, g, topic):
             era = h.era_of(g, ts)
             assert era is not None, f"{topic}: {g} holds ts {ts}, which no era of the slot covers"
@@ -254,14 +263,16 @@ async def wait_acked(producers: Producers, more: int, timeout: float = 30.0) -> 
         await asyncio.sleep(0.05)
 
 
-async def check_stored_once_in_order(c: DevCluster, producers: Producers) -> int:
+async def check_stored_once_in_order(
+    c: DevCluster, producers: Producers, groups: Iterable[str] = ("g1", "g2")
+) -> int:
     """Every acknowledged record is stored exactly once (in the group of its era), nothing
     is stored twice, and each producer's records follow its order across the eras."""
     assert not producers.errors, producers.errors
     hs = histories(c)
     total = 0
     for t in producers.topics:
-        records = await everything(c, t, hs)
+        records = await everything(c, t, hs, groups)
         values = [v for *_, v in records]
         dups = {v for v in values if values.count(v) > 1}
         assert not dups, f"{t}: stored twice: {sorted(dups)[:5]}"
@@ -332,3 +343,32 @@ async def test_a_primary_killed_mid_move_loses_and_duplicates_nothing(
     step = "sealing slot" if victim == "old" else "completing the move of slot"
     assert step in c.log_tail(heir, 500), c.log_tail(heir, 40)
     await check_stored_once_in_order(c, producers)
+
+
+# --- rebalance (issue 11, test 4: a group drained, then given its share again) ---------------
+
+
+async def test_rebalance_drains_a_group_then_spreads_the_slots_while_producers_run(
+    make_cluster: Any,
+) -> None:
+    """3 groups: `rebalance --groups g1,g2 --execute` empties g3 (as before removing it),
+    `rebalance --execute` gives it its share back, as it would a group just added. The
+    producers' clients follow every move without a restart."""
+    c = make_cluster(groups=3, settings={"retention_s": 300.0})
+    topics = topics_in(range(0, SLOTS, 4), 1)
+    async with Producers(c, topics, n=3) as producers:
+        await wait_acked(producers, 200)
+        r = await asyncio.to_thread(cli_rebalance, c, "--groups", "g1,g2", "--execute")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert r.stdout.splitlines()[-1] == "21 slot(s) moved; then g1 32, g2 32, g3 0", r.stdout
+        assert {h.owner for h in histories(c)} == {"g1", "g2"}
+        await wait_acked(producers, 100)
+        r = await asyncio.to_thread(cli_rebalance, c, "--execute", "--json")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        out = json.loads(r.stdout)
+        assert out["after"] == {"g1": 22, "g2": 21, "g3": 21}
+        assert {o["outcome"] for o in out["outcomes"]} == {"moved"}
+        await wait_acked(producers, 100)
+    hs = histories(c)
+    assert sorted(h.owner for h in hs).count("g3") == 21
+    await check_stored_once_in_order(c, producers, groups=("g1", "g2", "g3"))

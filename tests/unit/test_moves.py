@@ -348,15 +348,17 @@ def test_the_handed_over_uuids_are_forgotten_after_the_dedup_window() -> None:
     assert HANDOVER_TOPIC not in x.log.topics or not x.log.topics[HANDOVER_TOPIC].records
 
 
-def test_the_handover_entry_stays_out_of_the_topics_meta_lists() -> None:
-    from tritonmq.core.actions import SendMeta
-    from tritonmq.wire.frames import Meta
+def test_the_handover_entry_stays_out_of_the_topics_meta_and_stats_list() -> None:
+    from tritonmq.core.actions import SendMeta, SendStats
+    from tritonmq.wire.frames import Meta, Stats
 
     x = leading("x", "g2")
     [ask] = only(view(x, sealed_to_g2(), 0.2), AskHandover)
     x.handle(HandoverAnswered(ask.request, HandoverPairs(0, 2, ()), 0.3))
     [meta] = only(x.handle(ClientFrameIn("c", Meta(1), 0.4)), SendMeta)
     assert HANDOVER_TOPIC not in meta.info["topics"]
+    [stats] = only(x.handle(ClientFrameIn("c", Stats(2), 0.4)), SendStats)
+    assert HANDOVER_TOPIC not in {t.topic for t in stats.stats.topics}
 
 
 # --- answering another group's ask ----------------------------------------------------------

@@ -84,6 +84,7 @@ class SlotMoves:
         self.group = group
         self.secret = secret
         self.histories: tuple[SlotHistory, ...] | None = None
+        self.any_moved = False
         self.seal_at: dict[int, int] = {}  # slot -> our seal point, taken as primary
         self.step: tuple[int, int] | None = None  # (request, slot) of the one CAS in flight
         self.asking: dict[int, int] = {}  # slot -> request of the handover ask in flight
@@ -96,6 +97,8 @@ class SlotMoves:
 
     def viewed(self, histories: Sequence[SlotHistory] | None) -> None:
         self.histories = tuple(histories) if histories is not None else None
+        # the hot path (every pub) costs nothing more in a cluster where no slot moved
+        self.any_moved = any(h.moved for h in self.histories or ())
         for n in list(self.seal_at):
             if not self._sealing_here(n):
                 del self.seal_at[n]
@@ -111,7 +114,7 @@ class SlotMoves:
     def history_of(self, topic: str) -> tuple[int, SlotHistory] | None:
         """The slot and history of ``topic`` when its slot ever moved or is moving."""
         hs = self.histories
-        if not hs:
+        if not hs or not self.any_moved:
             return None
         n = slot_of(topic, len(hs))
         h = hs[n]
@@ -162,7 +165,7 @@ class SlotMoves:
     def plan(self, p: PrimaryCore | None, log: GroupLog, now: float) -> list[Action]:
         """The next step of every move this group takes part in, as primary."""
         hs = self.histories
-        if p is None or not hs:
+        if p is None or not hs or not self.any_moved:
             return []
         out: list[Action] = []
         for n, h in enumerate(hs):
@@ -205,7 +208,7 @@ class SlotMoves:
         self.step = None
         hs = self.histories
         if ev.outcome is CasOutcome.OK and ev.history is not None and hs and n < len(hs):
-            self.histories = (*hs[:n], ev.history, *hs[n + 1 :])  # the view follows
+            self.viewed((*hs[:n], ev.history, *hs[n + 1 :]))  # the view follows
             return [
                 LogLine(L.INFO, f"slot {n} is now {ev.history.state.value} ({ev.history.owner})")
             ]
