@@ -79,8 +79,16 @@ def topics_in(slots: Iterable[int], per_slot: int) -> list[str]:
     raise AssertionError("not enough topics")
 
 
+TLS_CA: dict[str, Any] = {}  # wss:// clusters: the CA to trust (set by the TLS test)
+
+
 async def ask(url: str, frame: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-    async with websockets.connect(url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
+    ssl = None
+    if url.startswith("wss://"):
+        import ssl as ssl_
+
+        ssl = ssl_.create_default_context(cafile=TLS_CA["file"])
+    async with websockets.connect(url, subprotocols=[SUBPROTOCOL], ssl=ssl) as ws:  # type: ignore[list-item]
         await ws.send(codec.packb(frame))
         return codec.decode_broker(await asyncio.wait_for(ws.recv(), timeout))
 
@@ -221,6 +229,7 @@ class Producers:
 
     def __init__(self, c: DevCluster, topics: list[str], n: int = 4) -> None:
         self.c, self.topics, self.n = c, topics, n
+        self.ca_file = c.ca_file if c.tls else None
         self.acked: dict[str, set[bytes]] = {t: set() for t in topics}
         self.errors: list[BaseException] = []
         self.stop = asyncio.Event()
@@ -236,7 +245,7 @@ class Producers:
 
     async def _run(self, p: int) -> None:
         seq = 0
-        async with Client(zk_url(self.c)) as client:
+        async with Client(zk_url(self.c), ca_file=self.ca_file) as client:
             while not self.stop.is_set():
                 for t in self.topics:
                     values = [f"p{p}:{seq + i}".encode() for i in range(3)]
@@ -372,3 +381,19 @@ async def test_rebalance_drains_a_group_then_spreads_the_slots_while_producers_r
     hs = histories(c)
     assert sorted(h.owner for h in hs).count("g3") == 21
     await check_stored_once_in_order(c, producers, groups=("g1", "g2", "g3"))
+
+
+async def test_a_move_between_groups_that_speak_tls_hands_over_on_the_tls_replication_wire(
+    make_cluster: Any,
+) -> None:
+    """wss:// everywhere: the new primary asks the old group over TLS (verified with the
+    cluster's CA), with the cluster proof, and the move completes under producers."""
+    c = make_cluster(groups=2, settings={"retention_s": 300.0}, tls=True)
+    TLS_CA["file"] = c.ca_file
+    moved = [n for n, h in enumerate(histories(c)) if h.owner == "g1"][:2]
+    async with Producers(c, topics_in(moved, 2), n=2) as producers:
+        await wait_acked(producers, 100)
+        r = await asyncio.to_thread(cli, c, "move", *map(str, moved), "--to", "g2")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        await wait_acked(producers, 100)
+    await check_stored_once_in_order(c, producers)
