@@ -207,6 +207,10 @@ async def test_a_producer_retry_that_straddles_the_seal_is_stored_once(
     at_old = await ask(old, {"op": "pub", "id": 5, "topic": topic, "records": first})
     assert at_old["ts"] == acked["ts"] and at_old["eras"] == (0, 0, 0), at_old
 
+    async with Client(zk_url(c)) as client:  # the Python client says where they are
+        acks = await client.publish_batch(topic, [(r[0], r[2], None, None) for r in first])
+    assert [(a.ts, a.era, a.group) for a in acks] == [(t, 0, "g2") for t in acked["ts"]]
+
     records = await everything(c, topic, histories(c))
     assert [(e, g, v) for e, _, g, _, v in records] == [
         (0, "g1", b"a0"),
