@@ -48,6 +48,7 @@ def zk(port: int | None, data_dir: str | None) -> None:
 
 
 main.add_command(cli_slots.slots)  # tritonmq slots (tritonmq/cli_slots.py)
+main.add_command(cli_slots.rebalance)  # tritonmq rebalance (tritonmq/cli_slots.py)
 
 
 @main.command()

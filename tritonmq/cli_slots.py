@@ -3,18 +3,26 @@ and any move in progress (docs/replication.md, "Slot moves"), and what it weighs
 retained records and bytes and publish rate summed over its topics, from the same
 ``stats`` reads as `tritonmq topics` (:func:`tritonmq.opsview.slot_figures`). Read-only.
 
-Registered on the main command from cli.py. Exit status 2: a bad argument, a cluster
+`tritonmq slots move SLOT... --to GROUP` starts moves (``begin_move`` by CAS; the two
+groups' primaries do the rest, docs/replication.md M2) and waits for each slot to reach
+``normal`` again, printing its outcome; `tritonmq slots roll-back SLOT...` abandons moves
+that have not completed (M7).
+
+Registered on the main command from cli.py. Exit status 2: a bad argument (a slot out
+of range, an unknown group, a move already running, nothing to roll back), a cluster
 that cannot be read (ZooKeeper unreachable or refusing our credential) or one without
-a slot map (`tritonmq init` has not run under that chroot). A group whose primary does
+a slot map (`tritonmq init` has not run under that chroot); 1: a move that did not
+complete within ``--timeout`` (or was rolled back meanwhile). A group whose primary does
 not answer (or no broker at all) leaves its slots' figures empty (``null`` in JSON),
 with a warning on stderr, as `tritonmq topics` does.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -58,10 +66,28 @@ def _move_text(h: SlotHistory) -> str:
     return f"to {h.move.to}, {h.state.value}{sealed}"
 
 
-@click.command()
+class _SlotsGroup(click.Group):
+    """`tritonmq slots [SLOT]...` lists (the hidden ``show``); `slots move|roll-back` act."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands:
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[SLOT]... [OPTIONS] | move | roll-back")
+
+
+@click.group(cls=_SlotsGroup)
+def slots() -> None:
+    """The slot map (`tritonmq slots [SLOT]...`, see `tritonmq slots show --help`), and
+    moving slots between groups (`move`, `roll-back`)."""
+
+
+@slots.command("show")
 @click.argument("slot_numbers", metavar="[SLOT]...", nargs=-1, type=click.IntRange(0))
 @cluster_options
-def slots(
+def show(
     slot_numbers: tuple[int, ...],
     zk_hosts: str,
     chroot: str,
@@ -75,6 +101,9 @@ def slots(
 
     A slot's records of era e are the ts range (after..until] of the group that held
     it; the current era's are the owner's ts above `after`.
+
+    To move slots: `tritonmq slots move SLOT... --to GROUP`, `tritonmq slots roll-back
+    SLOT...` (see their --help).
     """
     from tritonmq.coord.slots import fetch_slot_histories
 
@@ -142,3 +171,285 @@ def _figures(
         click.echo(f"warning: no per-slot figures: {e.message}", err=True)
         return {}
     return slot_figures(snap)
+
+
+# --- moves ----------------------------------------------------------------------------
+
+zk_option = click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True)
+chroot_option = click.option("--chroot", default="/tritonmq", show_default=True)
+
+
+def _session(zk_hosts: str, chroot: str) -> Any:
+    """A ZooKeeper session with the cluster's credential (from the environment), and the
+    slots as read; exit 2 when either cannot be had."""
+    from tritonmq.coord.slots import read_slot_histories
+    from tritonmq.coord.zkclient import new_client
+
+    if "/" in zk_hosts or not zk_hosts.strip():
+        raise click.BadParameter("HOST:PORT[,HOST:PORT...]", param_hint="--zk")
+    try:
+        zk = new_client(zk_hosts, timeout=2.0)
+        zk.start(timeout=10)
+    except Exception as e:
+        _fail(f"cannot reach ZooKeeper at {zk_hosts}: {e}")
+    try:
+        read = read_slot_histories(zk, chroot)
+    except Exception as e:
+        zk.stop()
+        _fail(f"cannot read the slot map under {chroot}: {e}")
+    if read is None:
+        zk.stop()
+        _fail(f"no slot map under {chroot} at {zk_hosts} (run tritonmq init)")
+    return zk, read
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+def _check_slots(numbers: tuple[int, ...], count: int) -> list[int]:
+    if bad := [n for n in numbers if n >= count]:
+        raise click.BadParameter(
+            f"{', '.join(map(str, bad))}: the cluster has slots 0..{count - 1}", param_hint="SLOT"
+        )
+    return sorted(set(numbers))
+
+
+@slots.command("move")
+@click.argument("slot_numbers", metavar="SLOT...", nargs=-1, required=True, type=click.IntRange(0))
+@click.option("--to", "to", required=True, help="The group that will own the slots.")
+@click.option("--no-wait", is_flag=True, help="Start the moves and return.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for every move to complete.",
+)
+@zk_option
+@chroot_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
+def move(
+    slot_numbers: tuple[int, ...],
+    to: str,
+    no_wait: bool,
+    timeout: float,
+    zk_hosts: str,
+    chroot: str,
+    as_json: bool,
+) -> None:
+    """Move each SLOT to group TO: its owner seals it (new writes are refused, naming TO),
+    TO takes over the dedup state of its recent records and then writes it. No record is
+    copied: the old group keeps what it holds of the slot (docs/replication.md, M2)."""
+    from kazoo.exceptions import NoNodeError
+
+    from tritonmq.coord import paths
+    from tritonmq.coord.slots import apply_slot_step
+    from tritonmq.core.slothistory import begin_move
+
+    zk, read = _session(zk_hosts, chroot)
+    try:
+        chosen = _check_slots(slot_numbers, len(read.slots))
+        try:  # the groups that ever ran, and those the map names
+            groups = set(zk.get_children(paths.groups(chroot)))
+        except NoNodeError:
+            groups = set()
+        groups |= {h.owner for h in read.slots}
+        if to not in groups:
+            known = ", ".join(sorted(groups)) or "none"
+            _fail(f"no group {to!r} in the cluster (groups: {known})")
+        for n in chosen:  # every slot checked before any is written
+            try:
+                begin_move(read.slots[n], to)
+            except TritonError as e:
+                _fail(f"slot {n}: {e}")
+        for n in chosen:
+            try:
+                apply_slot_step(zk, chroot, n, lambda h: begin_move(h, to))
+            except TritonError as e:
+                _fail(f"slot {n}: {e}")
+        if no_wait:
+            _report([(n, "moving", read.slots[n].owner) for n in chosen], as_json)
+            return
+        outcomes = _wait(zk, chroot, chosen, to, timeout)
+    finally:
+        zk.stop()
+        zk.close()
+    _report(outcomes, as_json)
+    if any(state != "moved" for _, state, _ in outcomes):
+        sys.exit(1)
+
+
+def _wait(zk: Any, chroot: str, chosen: list[int], to: str, timeout: float) -> list[Outcome]:
+    """Each slot's outcome once it is ``normal`` again (moved to ``to``, or rolled back),
+    or its state when ``timeout`` passed."""
+    import time
+
+    from tritonmq.coord.slots import read_slot_histories
+    from tritonmq.core.slothistory import SlotState
+
+    deadline = time.monotonic() + timeout
+    while True:
+        read = read_slot_histories(zk, chroot)
+        assert read is not None
+        out: list[Outcome] = []
+        for n in chosen:
+            h = read.slots[n]
+            if h.state is SlotState.NORMAL:
+                out.append((n, "moved" if h.owner == to else "rolled back", h.owner))
+            else:
+                out.append((n, h.state.value, h.owner))
+        if all(state in ("moved", "rolled back") for _, state, _ in out):
+            return out
+        if time.monotonic() >= deadline:
+            return out
+        time.sleep(0.1)
+
+
+Outcome = tuple[int, str, str]  # slot, "moved" | "rolled back" | its state, its owner
+
+
+def _report(outcomes: list[Outcome], as_json: bool) -> None:
+    if as_json:
+        rows = [{"slot": n, "outcome": state, "owner": owner} for n, state, owner in outcomes]
+        click.echo(json.dumps({"slots": rows}, indent=2))
+        return
+    for n, state, owner in outcomes:
+        click.echo(f"slot {n}: {state} (owner {owner})")
+
+
+@slots.command("roll-back")
+@click.argument("slot_numbers", metavar="SLOT...", nargs=-1, required=True, type=click.IntRange(0))
+@zk_option
+@chroot_option
+def roll_back_cmd(slot_numbers: tuple[int, ...], zk_hosts: str, chroot: str) -> None:
+    """Abandon the moves of SLOTs that have not completed: the owner writes them again, in
+    the same era (docs/replication.md, M7). A move that completed meanwhile stays done."""
+    from tritonmq.coord.slots import apply_slot_step
+    from tritonmq.core.slothistory import roll_back
+
+    zk, read = _session(zk_hosts, chroot)
+    try:
+        chosen = _check_slots(slot_numbers, len(read.slots))
+        for n in chosen:
+            if read.slots[n].move is None:
+                _fail(f"slot {n}: no move to roll back")
+        for n in chosen:
+            try:
+                h = apply_slot_step(zk, chroot, n, roll_back)
+            except TritonError as e:
+                _fail(f"slot {n}: {e} (did it complete meanwhile?)")
+            click.echo(f"slot {n}: rolled back (owner {h.owner})")
+    finally:
+        zk.stop()
+        zk.close()
+
+
+# --- rebalance --------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--groups",
+    "group_list",
+    default="",
+    help="Comma-separated groups to spread over (default: every group of the cluster); "
+    "a group left out gives all its slots away (drain it before removing it).",
+)
+@click.option("--execute", is_flag=True, help="Run the moves (default: only show them).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=120.0,
+    show_default=True,
+    help="With --execute: seconds to wait for every move to complete.",
+)
+@zk_option
+@chroot_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
+def rebalance(
+    group_list: str, execute: bool, timeout: float, zk_hosts: str, chroot: str, as_json: bool
+) -> None:
+    """Spread the slots evenly over the groups with the fewest moves (a dry run unless
+    --execute; then as `tritonmq slots move`, exit 1 when a move did not complete)."""
+    from kazoo.exceptions import NoNodeError
+
+    from tritonmq.coord import paths
+    from tritonmq.coord.slots import apply_slot_step
+    from tritonmq.core.rebalance import even_plan
+    from tritonmq.core.slothistory import begin_move
+
+    zk, read = _session(zk_hosts, chroot)
+    try:
+        try:
+            known = set(zk.get_children(paths.groups(chroot)))
+        except NoNodeError:
+            known = set()
+        known |= {h.owner for h in read.slots}
+        groups = [g.strip() for g in group_list.split(",") if g.strip()] or sorted(known)
+        if unknown := sorted(set(groups) - known):
+            _fail(
+                f"no group {', '.join(map(repr, unknown))} in the cluster (groups: {', '.join(sorted(known))})"
+            )
+        plan = even_plan(read.slots, groups)
+        for to in sorted({m.to for m in plan}) if execute else ():
+            try:
+                live = zk.get_children(paths.members(chroot, to))
+            except NoNodeError:
+                live = []
+            if not live:
+                _fail(f"group {to} has no live broker: it cannot take slots over")
+        after = {g: 0 for g in groups}
+        for h in read.slots:
+            g = h.move.to if h.move is not None else h.owner
+            after[g] = after.get(g, 0) + 1
+        for m in plan:
+            after[m.source] -= 1
+            after[m.to] += 1
+        outcomes: list[Outcome] = []
+        if execute and plan:
+            for m in plan:
+                try:
+                    apply_slot_step(zk, chroot, m.slot, functools.partial(begin_move, to=m.to))
+                except TritonError as e:
+                    _fail(f"slot {m.slot}: {e}")
+            outcomes = _wait_each(zk, chroot, {m.slot: m.to for m in plan}, timeout)
+    finally:
+        zk.stop()
+        zk.close()
+    spread = dict(sorted(after.items()))  # a drained group shows 0
+    if as_json:
+        out: dict[str, Any] = {
+            "moves": [{"slot": m.slot, "from": m.source, "to": m.to} for m in plan],
+            "after": spread,
+            "executed": execute,
+        }
+        if execute:
+            out["outcomes"] = [{"slot": n, "outcome": s, "owner": o} for n, s, o in outcomes]
+        click.echo(json.dumps(out, indent=2))
+    else:
+        if execute:
+            _report(outcomes, False)
+        else:
+            for m in plan:
+                click.echo(f"slot {m.slot}: {m.source} -> {m.to}")
+        what = "moved" if execute else "to move (dry run: --execute runs them)"
+        shares = ", ".join(f"{g} {n}" for g, n in spread.items())
+        click.echo(f"{len(plan)} slot(s) {what}; then {shares}")
+    if execute and any(state != "moved" for _, state, _ in outcomes):
+        sys.exit(1)
+
+
+def _wait_each(zk: Any, chroot: str, to: dict[int, str], timeout: float) -> list[Outcome]:
+    """:func:`_wait` for slots bound to different groups."""
+    by_group: dict[str, list[int]] = {}
+    for n, g in to.items():
+        by_group.setdefault(g, []).append(n)
+    import time
+
+    deadline = time.monotonic() + timeout
+    out: list[Outcome] = []
+    for g, ns in sorted(by_group.items()):
+        out += _wait(zk, chroot, sorted(ns), g, max(0.1, deadline - time.monotonic()))
+    return sorted(out)

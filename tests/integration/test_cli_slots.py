@@ -190,3 +190,72 @@ def test_an_unreadable_cluster_exits_2_with_a_message(
         read_slot_histories(zk, chroot)
     r = slots("--zk", zk_server.hostport, "--chroot", chroot)
     assert r.returncode == 2 and "sealed" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_moves_and_roll_backs_that_cannot_be_are_refused_with_exit_2(
+    zk_server: ZooKeeperServer, zk: KazooClient
+) -> None:
+    """No broker runs here: the map alone says what may be asked."""
+    chroot = f"/slots-{uuid.uuid4().hex[:8]}"
+    init_cluster(zk_server.hostport, chroot, ["g1", "g2"], 4)
+    where = ["--zk", zk_server.hostport, "--chroot", chroot]
+    for args, says in [
+        (["move", "9", "--to", "g2"], "slots 0..3"),
+        (["move", "--to", "g2"], "SLOT"),
+        (["move", "0"], "--to"),
+        (["move", "0", "--to", "g9"], "no group 'g9'"),
+        (["move", "0", "2", "--to", "g1"], "slot 0: cannot move a slot of g1 to 'g1'"),
+        (["roll-back", "0"], "slot 0: no move to roll back"),
+    ]:
+        r = slots(*args, *where)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r)
+    read = read_slot_histories(zk, chroot)
+    assert read is not None and all(h.move is None for h in read.slots), "nothing was written"
+
+    r = slots("move", "1", "--to", "g1", "--no-wait", *where)
+    assert r.returncode == 0 and "slot 1: moving" in r.stdout, r.stderr
+    r = slots("move", "1", "--to", "g1", *where)
+    assert r.returncode == 2 and "already moving" in r.stderr, r.stderr
+    # nobody completes it here: the wait ends at its deadline with exit 1, saying so
+    r = slots("move", "0", "--to", "g2", "--timeout", "0.5", "--json", *where)
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["slots"] == [{"slot": 0, "outcome": "moving", "owner": "g1"}]
+    r = slots("roll-back", "0", "1", *where)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "slot 0: rolled back (owner g1)",
+        "slot 1: rolled back (owner g2)",
+    ]
+    read = read_slot_histories(zk, chroot)
+    assert read is not None and all(h.move is None and h.era == 0 for h in read.slots)
+
+
+def rebalance(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TRITONMQ, "rebalance", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_rebalance_plans_a_dry_run_and_refuses_what_cannot_be_done(
+    zk_server: ZooKeeperServer, zk: KazooClient
+) -> None:
+    chroot = f"/slots-{uuid.uuid4().hex[:8]}"
+    init_cluster(zk_server.hostport, chroot, ["g1", "g2"], 6)
+    where = ["--zk", zk_server.hostport, "--chroot", chroot]
+    r = rebalance(*where)
+    assert r.returncode == 0 and r.stdout.splitlines() == [
+        "0 slot(s) to move (dry run: --execute runs them); then g1 3, g2 3"
+    ], r
+    r = rebalance("--groups", "g2", "--json", *where)  # draining g1, as a dry run
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["moves"] == [{"slot": n, "from": "g1", "to": "g2"} for n in (0, 2, 4)]
+    assert (out["after"], out["executed"]) == ({"g1": 0, "g2": 6}, False)
+    read = read_slot_histories(zk, chroot)
+    assert read is not None and all(h.move is None for h in read.slots), "a dry run writes nothing"
+    for args, says in [
+        (["--groups", "g1,g9"], "no group 'g9'"),
+        (["--groups", "g2", "--execute"], "group g2 has no live broker"),
+    ]:
+        r = rebalance(*args, *where)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r)

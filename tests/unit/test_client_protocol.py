@@ -205,6 +205,19 @@ def test_records_are_batched_per_topic_at_batch_size_or_on_the_next_turn() -> No
     assert h.frame(PubAck(2, (13,), "g1")) == [PublishDone(2, (12, 13), "g1")]
 
 
+def test_the_eras_a_puback_names_reach_each_publish_in_its_records_order() -> None:
+    """A moved slot (docs/protocol.md §6): a ticket spanning batches gets each record's era,
+    -1 (unknown) for a part whose puback named none."""
+    h = Harness(batch_size=3)
+    h.connect()
+    h(Publish(1, "t", recs(2)))
+    [p1, p2] = h.pubs(h(Publish(2, "t", recs(2, "w"))))
+    assert h.frame(PubAck(p1.id, (10, 11, 77), "g2", (1, 1, 0))) == [
+        PublishDone(1, (10, 11), "g2", (1, 1))
+    ]
+    assert h.frame(PubAck(p2.id, (13,), "g2")) == [PublishDone(2, (77, 13), "g2", (0, -1))]
+
+
 def test_linger_holds_a_batch_back() -> None:
     h = Harness(linger=0.5)
     h.connect()

@@ -169,6 +169,8 @@ def test_broker_frames_decode_to_their_maps() -> None:
         "ts": (5, 6),
         "group": "g1",
     }
+    moved = codec.decode_broker(codec.enc_puback(3, [5, 6], "g2", [0, 1]))
+    assert moved == {"op": "puback", "id": 3, "ts": (5, 6), "group": "g2", "eras": (0, 1)}
     deliver = codec.decode_broker(codec.enc_deliver(2, "chat", [rec]))
     assert deliver == {"op": "deliver", "sid": 2, "topic": "chat", "records": (rec,)}
     assert codec.decode_broker(codec.enc_subok(2, 8)) == {"op": "subok", "sid": 2, "next": 8}
@@ -231,6 +233,7 @@ def test_typed_broker_frames_round_trip() -> None:
     frames = [
         PubAck(3, (5, 6), "g1"),
         SubOk(2, 8),
+        PubAck(4, (5, 9), "g2", (0, 1)),
         meta,
         MetaReply(1, "g1", "b1", "primary"),
         Error.of(ErrorCode.NOT_PRIMARY, "go away", id=9, primary="ws://b:1"),
@@ -269,6 +272,8 @@ def test_retriable_comes_from_the_code_not_from_the_frame() -> None:
         {"op": "deliver", "sid": 1, "topic": "t", "records": [5]},
         {"op": "deliver", "sid": -1, "topic": "t", "records": []},
         {"op": "puback", "id": 1, "ts": [1, "2"], "group": "g"},
+        {"op": "puback", "id": 1, "ts": [1, 2], "group": "g", "eras": [0]},
+        {"op": "puback", "id": 1, "ts": [1], "group": "g", "eras": [-1]},
         {"op": "subok", "sid": 1},
         {"op": "fetched", "id": 1, "records": {}, "next": 1},
         {"op": "error", "code": 5, "message": "m"},

@@ -62,3 +62,35 @@ def test_a_handover_is_forgotten_at_its_deadline_not_before() -> None:
     assert handed.forget(60.0) == 1 and handed.lookup(uid(1)) is None
     assert handed.lookup(uid(4)) == Position(2, 4)
     assert handed.forget(500.0) == 1 and handed.positions == {} and handed.batches == []
+
+
+def test_a_handover_entry_round_trips_and_is_read_back_as_the_table() -> None:
+    from tritonmq.core.handover import (
+        HANDOVER_TOPIC,
+        decode_entry,
+        encode_entry,
+        handover_uuid,
+        table_of,
+    )
+
+    pairs = ((3, b"u" * 16), (9, b"x"), (2**40, b"y" * 64))
+    value = encode_entry(5, 2, pairs)
+    assert decode_entry(value) == (5, 2, pairs)
+    log = GroupLog()
+    log.append_new(HANDOVER_TOPIC, handover_uuid(5, 2, 7), None, value, None)
+    table = table_of(log)
+    assert table.lookup(b"x") == Position(2, 9) and table.lookup(b"z") is None
+    # no client uuid (1..64 bytes) can be an entry's, and each (slot, era) has its own
+    assert len(handover_uuid(5, 2, 7)) > 64 and handover_uuid(5, 2, 7) != handover_uuid(5, 3, 7)
+
+
+def test_a_value_that_is_not_a_handover_entry_is_refused() -> None:
+    import pytest
+
+    from tritonmq.core.handover import decode_entry, encode_entry
+    from tritonmq.errors import SlotHistoryError
+
+    with pytest.raises(SlotHistoryError):
+        decode_entry(b"hello")
+    with pytest.raises(SlotHistoryError):
+        decode_entry(encode_entry(1, 0, ((1, b"abc"),))[:-1])

@@ -93,3 +93,23 @@ def test_the_gate_never_holds_a_follow_without_a_valid_proof() -> None:
     )
     assert isinstance(refused, Rejected) and refused.code is ErrorCode.UNAUTHENTICATED
     assert gate.take_held() == []
+
+
+def test_a_handover_proof_binds_the_nonce_and_what_is_asked_and_is_no_follow_proof() -> None:
+    from tritonmq.core.peerauth import admit_handover, handover_proof
+    from tritonmq.wire.frames import HandoverAsk
+
+    secret = b"k" * 32
+    proof = handover_proof(secret, b"n1", "g2", "x", "bx", 3, 100)
+    assert (
+        admit_handover(HandoverAsk("g2", "x", "bx", 3, 100, proof), nonce=b"n1", secret=secret)
+        is None
+    )
+    for frame, nonce in [
+        (HandoverAsk("g2", "x", "bx", 3, 100, proof), b"n2"),  # replayed on another link
+        (HandoverAsk("g2", "x", "bx", 4, 100, proof), b"n1"),  # another slot
+        (HandoverAsk("g2", "x", "bx", 3, 99, proof), b"n1"),  # another seal point
+        (HandoverAsk("g2", "x", "bx", 3, 100, follow_proof(secret, b"n1", "g2", "x", "bx")), b"n1"),
+    ]:
+        refused = admit_handover(frame, nonce=nonce, secret=secret)
+        assert refused is not None and refused.code is ErrorCode.UNAUTHENTICATED

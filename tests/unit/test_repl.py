@@ -14,6 +14,8 @@ from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import (
     Append,
     Follow,
+    HandoverAsk,
+    HandoverPairs,
     Leader,
     ReplAck,
     SharedAck,
@@ -55,6 +57,32 @@ def test_append_round_trips_with_its_entries(epoch: int, commit: int, ents: list
 @given(st.builds(Follow, short_names, short_names, short_names, ids, ids, epoch_lists))
 def test_follow_round_trips(frame: Follow) -> None:
     assert repl.decode_repl(repl.enc_follow(frame)) == frame
+
+
+@given(
+    st.builds(HandoverAsk, short_names, short_names, short_names, ids, ids, st.binary(max_size=32))
+)
+def test_a_handover_ask_round_trips(frame: HandoverAsk) -> None:
+    assert repl.decode_repl(repl.enc_handover_ask(frame)) == frame
+
+
+@given(st.builds(HandoverPairs, ids, ids, st.lists(st.tuples(ids, uuids), max_size=8).map(tuple)))
+def test_handover_pairs_round_trip(frame: HandoverPairs) -> None:
+    assert repl.decode_repl(repl.enc_handover_pairs(frame)) == frame
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"op": "handover", "group": "g2", "id": "x", "boot": "b", "slot": -1, "until": 1},
+        {"op": "handover", "group": "g2", "id": "x", "boot": "b", "slot": 1},
+        {"op": "handed", "slot": 1, "until": 2, "pairs": [[1, "not bytes"]]},
+        {"op": "handed", "slot": 1, "until": 2},
+    ],
+)
+def test_malformed_handover_frames_are_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(MalformedFrame):
+        repl.decode_repl(msgpack.packb(bad))
 
 
 @given(

@@ -8,6 +8,7 @@ action the core returns goes through the one ``match`` in :meth:`Broker.perform`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import secrets
 import time
@@ -20,7 +21,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from websockets.asyncio.server import Server, ServerConnection
 
 from tritonmq import tlsconfig
-from tritonmq.broker import clients, http, replica
+from tritonmq.broker import clients, http, moves, replica
 from tritonmq.broker.admission import Admission
 from tritonmq.broker.credentials import BrokerCredentials, load_credentials, warn_if_insecure
 from tritonmq.broker.metrics import BrokerMetrics
@@ -32,6 +33,7 @@ from tritonmq.coord.group import GroupCoordinator
 from tritonmq.coord.offsets import Offsets
 from tritonmq.core.actions import (
     Action,
+    AskHandover,
     CloseConn,
     CloseLink,
     DeleteSubscription,
@@ -39,6 +41,7 @@ from tritonmq.core.actions import (
     LoadSubscriptions,
     LogLine,
     ProposeIsr,
+    ProposeSlotStep,
     ProposeState,
     ReadState,
     RegisterSubscription,
@@ -47,6 +50,7 @@ from tritonmq.core.actions import (
     SendEntries,
     SendError,
     SendFetched,
+    SendHandover,
     SendLeader,
     SendMeta,
     SendPresence,
@@ -267,7 +271,8 @@ class Broker:
             self._session = coord.session  # type: ignore[assignment]
             self.feed(SessionChanged(coord.session, now))
         if coord.registered:  # after a lost session, the view is stale until we are back
-            self.feed(ZkView(coord.state, dict(coord.members), coord.slot_map, now))
+            view = ZkView(coord.state, dict(coord.members), coord.slot_map, now)
+            self.feed(dataclasses.replace(view, histories=coord.slot_histories))
 
     def _learn_origins(self) -> None:
         """(Re)read the cluster's brokers, whose pages the Origin check allows: once at start
@@ -308,8 +313,8 @@ class Broker:
         group = self.cfg.group
         for a in actions:
             match a:
-                case SendPubAck(conn=conn, id=pub_id, ts=ts):
-                    self.outbound.send(conn, codec.enc_puback(pub_id, ts, group))
+                case SendPubAck(conn=conn, id=pub_id, ts=ts, eras=eras):
+                    self.outbound.send(conn, codec.enc_puback(pub_id, ts, group, eras))
                     self.metrics.acked(conn, pub_id, len(ts))
                 case Deliver(conn=conn, sid=sid, topic=topic, records=records):
                     data = codec.enc_deliver(sid, topic, records)
@@ -409,6 +414,25 @@ class Broker:
                     log.log(level, "%s", message)
                 case Stopped():
                     self._stopped.set()
+                case ProposeSlotStep():
+                    assert self.coord is not None
+                    step = moves.perform_step(self.coord.zk, self.cfg.chroot, group, a, self.feed)
+                    self.tasks.spawn(step, f"slot-{a.slot}-{a.step.value}")
+                case AskHandover():
+                    assert self.coord is not None and self.creds is not None
+                    ask = moves.ask_handover(
+                        a,
+                        zk=self.coord.zk,
+                        chroot=self.cfg.chroot,
+                        me=core.me,
+                        group=group,
+                        secret=self.creds.secret,
+                        tls=self.repl_tls,
+                        feed=self.feed,
+                    )
+                    self.tasks.spawn(ask, f"handover-{a.slot}")
+                case SendHandover(link=link, pairs=pairs):
+                    self.send(link, repl.enc_handover_pairs(pairs))
                 case Replicate() | ProposeIsr():
                     raise AssertionError(f"BrokerCore never returns {a!r}")
                 case _:

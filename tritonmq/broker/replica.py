@@ -1,5 +1,7 @@
 """Replication links (``tritonmq.repl.v1``): bytes in and out, every decision in the core.
 
+The same listener answers another group's ``handover`` ask for a moving slot (M2.3).
+
 The primary's side reads ``follow`` and ``rack`` frames from a follower's link; the
 backup's side keeps one link to the primary open (reconnecting on a short back-off)
 and reports how each attempt ends: refused (nothing listens: the process is gone),
@@ -26,6 +28,7 @@ from tritonmq.core.events import (
     Event,
     FollowerFrame,
     FollowerGone,
+    HandoverAsked,
     LinkEnd,
     LinkEvent,
     PrimaryFrame,
@@ -39,6 +42,7 @@ from tritonmq.wire.frames import (
     Challenge,
     ErrorCode,
     Follow,
+    HandoverAsk,
     Leader,
     Purge,
     ReplAck,
@@ -87,6 +91,9 @@ async def _take(
     except ProtocolError as e:
         await ws.send(codec.enc_error(ErrorCode(e.code), e.message))
         return False
+    if isinstance(frame, HandoverAsk):  # another group's primary, for a moving slot (M2.3)
+        feed(HandoverAsked(ws, frame, time.monotonic(), nonce))
+        return True
     if not isinstance(frame, Follow | ReplAck | SharedAck):
         msg = "a follower sends follow/rack/sack"
         await ws.send(codec.enc_error(ErrorCode.BAD_REQUEST, msg))
@@ -98,7 +105,7 @@ async def _take(
 # --- backup side --------------------------------------------------------------------
 
 
-async def _challenge(ws: Any) -> bytes:
+async def challenge_of(ws: Any) -> bytes:
     """The nonce of the primary's first frame (a ``challenge``), which our ``follow`` signs."""
     data = await asyncio.wait_for(ws.recv(), CHALLENGE_TIMEOUT)
     frame = repl.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
@@ -170,7 +177,7 @@ async def follow(
                 ping_timeout=10,
                 close_timeout=1,
             ) as ws:
-                nonce = await _challenge(ws)
+                nonce = await challenge_of(ws)
                 links[follow_id] = ws
                 backoff = 0.05
                 feed(LinkEvent(follow_id, LinkEnd.CONNECTED, time.monotonic(), nonce=nonce))

@@ -384,13 +384,19 @@ class Client:
     async def _publish(
         self, topic: str, items: Sequence[tuple[bytes, bytes, Any, Any]]
     ) -> list[Ack]:
-        """Send to the topic's group; if its slot moved, re-route with the same uuids."""
+        """Send to the topic's group; if its slot moved, re-route with the same uuids: to
+        the group the refusal names (while a slot moves, the map still names the old owner,
+        which refuses new writes naming the new one: docs/replication.md M2), else by the
+        re-read map."""
+        group = self._group_of(topic)
         for _ in range(REROUTES):
-            link = self._link(self._group_of(topic))
+            link = self._link(group)
             try:
                 return await link.publish_batch(topic, list(items))
-            except WrongGroup:
+            except WrongGroup as e:
                 await self.refresh()
+                named = e.group if e.group in self._view.groups else None
+                group = named or self._group_of(topic)
         raise WrongGroup(f"topic {topic!r} kept moving between groups")
 
     # --- reading ranges and committing (Spark) -------------------------------------------

@@ -197,6 +197,7 @@ class PublishDone:
     ticket: int
     ts: tuple[int, ...]
     group: str
+    eras: tuple[int, ...] = ()  # per ts when the broker said them (a slot that moved)
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,11 +226,14 @@ class Link:
                 self._spawn(self._resolve_candidates())
             case Probe(exclude=url):
                 self._spawn(self._probe_epoch(url))
-            case PublishDone(ticket=ticket, ts=ts, group=group):
+            case PublishDone(ticket=ticket, ts=ts, group=group, eras=eras):
                 entry = self._pending.pop(ticket, None)
                 if entry is not None and not entry[0].done():
                     fut, topic, single = entry
-                    acks = [Ack(topic, t, group) for t in ts]
+                    acks = [
+                        Ack(topic, t, group, eras[i] if eras and eras[i] >= 0 else None)
+                        for i, t in enumerate(ts)
+                    ]
                     fut.set_result(acks[0] if single else acks)
             case PublishFailed(ticket=ticket, error=error):
                 entry = self._pending.pop(ticket, None)

@@ -30,6 +30,7 @@ class Ticket:
     topic: str
     ts: list[int]
     missing: int
+    eras: list[int] | None = None  # per record, once a puback said eras (a moved slot)
 
 
 @dataclass(slots=True)

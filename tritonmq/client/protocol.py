@@ -379,10 +379,16 @@ class ClientProtocol(Consuming):
             t = self._tickets.get(ticket)
             if t is not None:
                 t.ts[first : first + n] = ts[at : at + n]
+                if f.eras:  # a moved slot: where each record's ts belongs (era, ts)
+                    if t.eras is None:
+                        t.eras = [-1] * len(t.ts)
+                    t.eras[first : first + n] = f.eras[at : at + n]
                 t.missing -= n
                 if t.missing <= 0:
                     del self._tickets[ticket]
-                    self._out.append(PublishDone(ticket, tuple(t.ts), f.group or self.group))
+                    eras = tuple(t.eras) if t.eras is not None else ()
+                    done = PublishDone(ticket, tuple(t.ts), f.group or self.group, eras)
+                    self._out.append(done)
             at += n
         self._pump(now)
 

@@ -14,6 +14,10 @@ class Ack:
     topic: str
     ts: int
     group: str
+    # The era of the topic's slot the record was written in, when the broker said it: only
+    # for a slot that moved, when the record is not ``group``'s of the current era (a retry
+    # answered from the slot's previous group: ``ts`` is that group's; docs/protocol.md §6)
+    era: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,47 @@ def cas_slot(zk: KazooClient, chroot: str, n: int, new: SlotHistory, read: SlotH
     raise CoordinationError(f"writing slot {n} failed: {results}")
 
 
+@dataclass(frozen=True, slots=True)
+class OneSlot:
+    """One slot's history as read, with the versions a CAS on it must name (a move's step
+    reads only ``/cluster`` and its slot, not the whole map)."""
+
+    cluster_version: int
+    map_version: int
+    count: int  # slots in the map
+    history: SlotHistory
+    znode_version: int
+
+
+def read_slot(zk: KazooClient, chroot: str, n: int) -> OneSlot:
+    try:
+        raw, stat = zk.get(cluster_path(chroot))
+    except NoNodeError:
+        raise CoordinationError(f"no slot map under {chroot}") from None
+    count, version = parse_cluster(raw)
+    if not 0 <= n < count:
+        raise CoordinationError(f"no slot {n}: the cluster has slots 0..{count - 1}")
+    try:
+        data, st = zk.get(slot_path(chroot, n))
+    except NoNodeError:
+        raise CoordinationError(f"slot {n} is missing: a partial slot map") from None
+    return OneSlot(stat.version, version, count, SlotHistory.decode(data), st.version)
+
+
+def _cas_one(zk: KazooClient, chroot: str, n: int, new: SlotHistory, read: OneSlot) -> bool:
+    """:func:`cas_slot` for a slot read by :func:`read_slot`."""
+    tx = zk.transaction()
+    tx.set_data(slot_path(chroot, n), new.encode(), version=read.znode_version)
+    cluster = {"slots": read.count, "version": read.map_version + 1}
+    tx.set_data(cluster_path(chroot), json.dumps(cluster).encode(), version=read.cluster_version)
+    results = tx.commit()
+    if not any(isinstance(r, Exception) for r in results):
+        return True
+    if any(isinstance(r, BadVersionError) for r in results):
+        return False
+    raise CoordinationError(f"writing slot {n} failed: {results}")
+
+
 def apply_slot_step(
     zk: KazooClient,
     chroot: str,
@@ -159,21 +200,18 @@ def apply_slot_step(
     result by CAS; returns what was written. A lost race (another slot or move wrote
     first) re-reads and applies the step again to what is there now, so a step the slot
     no longer allows raises IllegalSlotTransition. A write of unknown outcome (the
-    connection dropped) is judged by re-reading, as R4a does for the group state."""
+    connection dropped) is judged by re-reading, as R4a does for the group state. Reads
+    ``/cluster`` and the slot only (a move's pause does not grow with the map)."""
     for _ in range(attempts):
-        read = read_slot_histories(zk, chroot)
-        if read is None:
-            raise CoordinationError(f"no slot map under {chroot}")
-        if not 0 <= n < len(read.slots):
-            raise CoordinationError(f"no slot {n}: the cluster has slots 0..{len(read.slots) - 1}")
-        new = step(read.slots[n])
+        read = read_slot(zk, chroot, n)
+        new = step(read.history)
         try:
-            if cas_slot(zk, chroot, n, new, read):
+            if _cas_one(zk, chroot, n, new, read):
                 return new
         except (ConnectionLoss, SessionExpiredError):
             zk.retry(zk.sync, slot_path(chroot, n))
-            now = read_slot_histories(zk, chroot)
-            if now is not None and now.slots[n] == new and now.map_version > read.map_version:
+            now = read_slot(zk, chroot, n)
+            if now.history == new and now.map_version > read.map_version:
                 return new
     raise CoordinationError(f"slot {n}: gave up after {attempts} lost races")
 

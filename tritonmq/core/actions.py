@@ -16,6 +16,7 @@ from tritonmq.core.group import GroupState, Member
 from tritonmq.wire.frames import (
     ErrorCode,
     Follow,
+    HandoverPairs,
     Join,
     Leader,
     Leave,
@@ -35,6 +36,7 @@ class SendPubAck:
     conn: Any
     id: int
     ts: tuple[int, ...]
+    eras: tuple[int, ...] = ()  # per ts, only when one is not the slot's current era (M8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +300,49 @@ class Stopped:
     listeners and every connection, then exit."""
 
 
+# --- slot moves (docs/replication.md M2, M7) ------------------------------------------
+
+
+class SlotStep(enum.Enum):
+    SEAL = "seal"  # the old group's primary ends its era at ``until``
+    COMPLETE = "complete"  # the new group's primary, holding the handover, takes the slot
+
+
+@dataclass(frozen=True, slots=True)
+class SlotMoveAction:
+    """The actions of a slot move (one class, so a shell without moves refuses them once)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeSlotStep(SlotMoveAction):
+    """Apply ``step`` to ``/slots/<slot>`` by CAS (``coord.slots.apply_slot_step``, which
+    re-judges a lost race); answered with SlotStepDone."""
+
+    request: int
+    slot: int
+    step: SlotStep
+    until: int | None = None  # SEAL: the seal point
+
+
+@dataclass(frozen=True, slots=True)
+class AskHandover(SlotMoveAction):
+    """Ask ``group`` (its primary, else any ISR member) for slot ``slot``'s dedup state up
+    to ``until`` over the replication wire; answered with HandoverAnswered."""
+
+    request: int
+    slot: int
+    group: str
+    until: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendHandover(SlotMoveAction):
+    """Answer a HandoverAsked on ``link`` (the asker closes it)."""
+
+    link: Any
+    pairs: HandoverPairs
+
+
 Action: TypeAlias = (
     SendPubAck
     | SendError
@@ -328,6 +373,9 @@ Action: TypeAlias = (
     | LoadSubscriptions
     | LogLine
     | Stopped
+    | ProposeSlotStep
+    | AskHandover
+    | SendHandover
 )
 """Everything the cores return. BrokerCore never returns Replicate or ProposeIsr (the
 PrimaryCore's internal requests): it turns them into SendEntries and ProposeState."""

@@ -71,11 +71,14 @@ from tritonmq.core.events import (
     Event,
     FollowerFrame,
     FollowerGone,
+    HandoverAnswered,
+    HandoverAsked,
     LinkEvent,
     OffsetsStored,
     PrimaryFrame,
     SessionChanged,
     SessionState,
+    SlotStepDone,
     StopRequested,
     SubscriptionRegistered,
     SubscriptionsLoaded,
@@ -83,8 +86,10 @@ from tritonmq.core.events import (
     ZkView,
 )
 from tritonmq.core.group import GroupState, Member, Verdict, decide
+from tritonmq.core.handover import HANDOVER_TOPIC
 from tritonmq.core.links import ReplicationLinks
 from tritonmq.core.log import GroupLog
+from tritonmq.core.moves import SlotMoves
 from tritonmq.core.peerauth import FollowGate
 from tritonmq.core.presence import PresenceTable
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
@@ -152,6 +157,7 @@ class BrokerCore(ReplicationLinks):
         self.state: GroupState | None = None
         self.members: dict[str, Member] = {}
         self.slots: SlotMap | None = None
+        self.moves = SlotMoves(cfg.group, cluster_secret)  # slots' histories, move steps
         self.viewed = False
         self.primary: PrimaryCore | None = None
         self.backup: BackupCore | None = None
@@ -221,6 +227,13 @@ class BrokerCore(ReplicationLinks):
                 if self.primary is None:  # step-down refused its commits and dropped it
                     return []
                 return self.commits.registered(topic, name, offset, self.primary.commit_ts)
+            case SlotStepDone():
+                return self.moves.step_done(ev)
+            case HandoverAsked():
+                return self.moves.answer_ask(ev, self.log, self.commit_ts)
+            case HandoverAnswered():  # the handover entry replicates like a record
+                out = self.moves.answered(ev, self.primary, self.log)
+                return self._primary_out(self.primary, out, ev.now) if self.primary else out
             case Tick(now=now):
                 return self._tick(now)
             case StopRequested(now=now):
@@ -264,10 +277,16 @@ class BrokerCore(ReplicationLinks):
 
     # --- clients --------------------------------------------------------------------
 
-    def _other_owner(self, topic: str) -> str | None:
+    def _other_owner(
+        self, frame: Pub | Sub | Fetch | Commit | SubDelete | SubReset | Presence
+    ) -> str | None:
         if self.slots is None:
             return None
-        g = self.slots.group_of(topic)
+        if isinstance(frame, Pub) and self.moves.history_of(frame.topic) is not None:
+            return None  # the slot moved: its history decides (M2, M8)
+        if isinstance(frame, Fetch) and self.moves.serves_fetch(frame.topic):
+            return None  # our own ts of an era we held
+        g = self.slots.group_of(frame.topic)
         return g if g != self.cfg.group else None
 
     def _not_primary(self, conn: Any, *, id: int | None = None, sid: int | None = None) -> Action:
@@ -282,7 +301,7 @@ class BrokerCore(ReplicationLinks):
         if (bad_name := limits.check_names(conn, frame, self.caps)) is not None:
             return [bad_name]
         if isinstance(frame, Pub | Sub | Fetch | Commit | SubDelete | SubReset | Presence) and (
-            owner := self._other_owner(frame.topic)
+            owner := self._other_owner(frame)
         ):
             msg = f"topic {frame.topic!r} belongs to group {owner}, not {self.cfg.group}"
             if isinstance(frame, Sub):
@@ -294,8 +313,12 @@ class BrokerCore(ReplicationLinks):
                     return [self._not_primary(conn, id=pub_id)]
                 if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
                     return [cap]
+                refused, origins = self.moves.pub(self.log, conn, frame)
+                if refused is not None:  # the slot is moving (M2)
+                    return [refused]
                 last = self.log.last_ts
-                out = self._primary_out(p, p.publish(conn, pub_id, topic, records, ev.wall_ms), now)
+                batch = p.publish(conn, pub_id, topic, records, ev.wall_ms, origins=origins)
+                out = self._primary_out(p, batch, now)
                 self.rates.published(topic, self.log.last_ts - last)
                 return out
             case Ack(sid=sid, ts=ts, many=many):
@@ -315,7 +338,8 @@ class BrokerCore(ReplicationLinks):
                 return [SendMeta(conn, {**self.meta(), "id": 0}, cluster=False)]
             case Meta(id=meta_id):
                 # topics: for readers that match topics by pattern (Spark's topicPattern)
-                info = {**self.meta(), "id": meta_id, "topics": sorted(self.log.topics)}
+                topics = sorted(t for t in self.log.topics if t != HANDOVER_TOPIC)
+                info = {**self.meta(), "id": meta_id, "topics": topics}
                 return [SendMeta(conn, info, cluster=True)]
             case Fetch():
                 if p is None:
@@ -450,6 +474,7 @@ class BrokerCore(ReplicationLinks):
         )
         self.primary = p
         self.role = Role.LEADING
+        self.moves.lead_changed()
         self.state = state
         # Our suspicion has done its work; kept, it would make us ignore the suspect if it
         # is elected after us (simulator, seed 157 with refusals).
@@ -479,6 +504,7 @@ class BrokerCore(ReplicationLinks):
         self.primary = None
         self.role = Role.JOINING
         self.rates.clear()
+        self.moves.lead_changed()
         out: list[Action] = [
             LogLine(L.WARNING, f"stepping down as primary of epoch {p.epoch}: {reason}")
         ]
@@ -515,6 +541,7 @@ class BrokerCore(ReplicationLinks):
         self.state = ev.state
         self.members = dict(ev.members)
         self.slots = ev.slots
+        self.moves.viewed(ev.histories)
         self.viewed = True
         out: list[Action] = []
         cas = self.cas
@@ -523,7 +550,7 @@ class BrokerCore(ReplicationLinks):
         out += self._reconcile(ev.now)
         for held in self.follow_gate.take_held():
             out += self._follower_frame(held, final=True)
-        return out
+        return out + self.moves.plan(self.primary, self.log, ev.now)
 
     def _judge_unknown(self, cas: PendingCas, now: float) -> list[Action]:
         """A re-read after a CAS of unknown outcome: did our write happen?"""
@@ -693,9 +720,12 @@ class BrokerCore(ReplicationLinks):
         d = self.delivery
         if not d.may_purge(now):
             return []
-        topics = [t for t, tl in self.log.topics.items() if tl.records]
+        topics = [t for t, tl in self.log.topics.items() if tl.records and t != HANDOVER_TOPIC]
         points = self.retention.purge_points(topics, d.holds(), p.commit_ts, now)
-        frame = p.purge(points, self.retention.forget_point(now))
+        forget = self.retention.forget_point(now)
+        if HANDOVER_TOPIC in self.log.topics and forget > 0:
+            points[HANDOVER_TOPIC] = forget  # handed-over uuids last the dedup window (M2.3)
+        frame = p.purge(points, forget)
         if frame is not None and self.links:
             return [SendPurge(tuple(self.links.values()), frame)]
         return []
@@ -716,6 +746,7 @@ class BrokerCore(ReplicationLinks):
             # again. Let our clients go to the new primary instead of waiting for that.
             return self._step_down("ZooKeeper unreachable for longer than the session timeout")
         out = self._primary_out(p, p.tick(now), now)
+        out.extend(self.moves.plan(p, self.log, now))
         self.rates.tick(now)
         out.extend(self.delivery.tick(p.commit_ts, now))
         out.extend(self._send_shared(p))

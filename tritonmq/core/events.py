@@ -15,11 +15,14 @@ from typing import Any, TypeAlias
 
 from tritonmq.core.auth import Principal, TokenRejected
 from tritonmq.core.group import GroupState, Member
+from tritonmq.core.slothistory import SlotHistory
 from tritonmq.core.slots import SlotMap
 from tritonmq.wire.frames import (
     Append,
     ClientFrame,
     Follow,
+    HandoverAsk,
+    HandoverPairs,
     Leader,
     Purge,
     ReplAck,
@@ -118,12 +121,14 @@ class LinkEvent:
 
 @dataclass(frozen=True, slots=True)
 class ZkView:
-    """A fresh read of the group: state znode (None: not created), live members, slot map."""
+    """A fresh read of the group: state znode (None: not created), live members, slot map;
+    ``histories``: every ``/slots/<n>`` read with it (None: not read, as if none moved)."""
 
     state: GroupState | None
     members: Mapping[str, Member]
     slots: SlotMap | None
     now: float
+    histories: tuple[SlotHistory, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +177,43 @@ class SubscriptionRegistered:
     now: float
 
 
+# --- slot moves (docs/replication.md M2, M7) ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SlotStepDone:
+    """The answer to ProposeSlotStep ``request``: OK with what was written, CONFLICT (the
+    slot no longer allows the step: someone else moved it first), UNKNOWN (ZooKeeper
+    failed; the next view decides)."""
+
+    request: int
+    outcome: CasOutcome
+    history: SlotHistory | None
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class HandoverAsked:
+    """A broker of a slot's new group asks us (on our replication listener ``link``,
+    challenged with ``nonce``) for the slot's dedup state up to its seal point."""
+
+    link: Any
+    frame: HandoverAsk
+    now: float
+    nonce: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class HandoverAnswered:
+    """The answer to AskHandover ``request``: the old group's pairs (None: no broker of
+    it answered; the core asks again later)."""
+
+    request: int
+    pairs: HandoverPairs | None
+    now: float
+    wall_ms: int = 0
+
+
 # --- time and lifecycle ----------------------------------------------------------------
 
 
@@ -200,6 +242,9 @@ Event: TypeAlias = (
     | SubscriptionsLoaded
     | OffsetsStored
     | SubscriptionRegistered
+    | SlotStepDone
+    | HandoverAsked
+    | HandoverAnswered
     | Tick
     | StopRequested
 )

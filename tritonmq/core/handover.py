@@ -7,8 +7,11 @@ the old group's, so a retry that hits one is answered with the record's position
 ts in the old group), and the table forgets a handover at a deadline the caller passes
 in (the dedup window after the seal), never by the new group's own ``ts``.
 
-Pure, and not yet called by the broker: the handover wire step and the replicated entry
-that carries it to the new group's backups come with the move itself.
+The new group's primary writes the pairs it was handed into its own log as one entry
+(:data:`HANDOVER_TOPIC`, uuid :func:`handover_uuid`, value :func:`encode_entry`), so
+they replicate and commit like records and a later primary of the group holds them;
+every replica reads its table back from those entries (:func:`table_of`), and the
+entry leaves the log when the dedup window has passed it (purged at the forget point).
 """
 
 from __future__ import annotations
@@ -18,6 +21,63 @@ from dataclasses import dataclass, field
 
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slothistory import Position
+from tritonmq.errors import SlotHistoryError
+
+# The topic of handover entries: a control character, so no client can name it (a
+# topic name must not contain one), and so no client reads, writes or subscribes to it.
+HANDOVER_TOPIC = "\x00tritonmq.handover"
+_MAGIC = b"TMQH1"
+_UUID_LEN = 72  # longer than any client uuid (at most 64 bytes): no client record collides
+
+
+def handover_uuid(slot: int, era: int, until: int) -> bytes:
+    """The entry's uuid: one per (slot, the era that ends, its seal point), so the log's
+    dedup table makes a repeated handover (a new primary after a crash, M7) find the entry
+    it already has, while a move sealed again after a roll back (same era, a later seal
+    point, more records) is handed over afresh."""
+    return f"tritonmq handover of slot {slot} era {era} until {until} ".encode().ljust(
+        _UUID_LEN, b"."
+    )
+
+
+def encode_entry(slot: int, era: int, pairs: Iterable[tuple[int, bytes]]) -> bytes:
+    """The entry's value: the slot, the era that ended and its ``(ts, uuid)`` pairs."""
+    body = [_MAGIC, slot.to_bytes(4, "big"), era.to_bytes(4, "big")]
+    for ts, uuid in pairs:
+        body += [ts.to_bytes(8, "big"), len(uuid).to_bytes(1, "big"), uuid]
+    return b"".join(body)
+
+
+def decode_entry(value: bytes) -> tuple[int, int, tuple[tuple[int, bytes], ...]]:
+    """(slot, era, pairs) of an entry's value; SlotHistoryError when it is not one."""
+    if not value.startswith(_MAGIC) or len(value) < len(_MAGIC) + 8:
+        raise SlotHistoryError("not a handover entry")
+    i = len(_MAGIC)
+    slot = int.from_bytes(value[i : i + 4], "big")
+    era = int.from_bytes(value[i + 4 : i + 8], "big")
+    i += 8
+    pairs = []
+    while i < len(value):
+        if i + 9 > len(value):
+            raise SlotHistoryError("a handover entry is cut short")
+        ts = int.from_bytes(value[i : i + 8], "big")
+        n = value[i + 8]
+        uuid = value[i + 9 : i + 9 + n]
+        if len(uuid) != n:
+            raise SlotHistoryError("a handover entry is cut short")
+        pairs.append((ts, uuid))
+        i += 9 + n
+    return slot, era, tuple(pairs)
+
+
+def table_of(log: GroupLog) -> HandedOver:
+    """The handed-over uuids a replica holds: every handover entry still in its log."""
+    t = log.topics.get(HANDOVER_TOPIC)
+    table = HandedOver()
+    for rec in t.records if t is not None else ():
+        _, era, pairs = decode_entry(rec[3])
+        table.adopt(era, pairs, float("inf"))
+    return table
 
 
 def handover_pairs(
@@ -30,7 +90,7 @@ def handover_pairs(
     retained = [
         (rec[0], rec[1])
         for name, t in log.topics.items()
-        if in_slot(name)
+        if in_slot(name) and name != HANDOVER_TOPIC
         for rec in t.records
         if rec[0] <= until
     ]

@@ -24,9 +24,10 @@ from typing import Any
 from tritonmq.core.events import FollowerFrame
 from tritonmq.core.group import Member
 from tritonmq.core.replication import Rejected
-from tritonmq.wire.frames import ErrorCode, Follow
+from tritonmq.wire.frames import ErrorCode, Follow, HandoverAsk
 
 PROOF_CONTEXT = b"tritonmq.repl.v1 follow\n"
+HANDOVER_CONTEXT = b"tritonmq.repl.v1 handover\n"
 MAX_HELD = 8  # follows held for a re-read at once; beyond, an unknown id is refused at once
 
 
@@ -46,6 +47,30 @@ def follow_proof(
         _field(x) for x in (nonce, group.encode(), broker_id.encode(), boot.encode())
     )
     return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
+def handover_proof(
+    secret: bytes | None, nonce: bytes, group: str, broker_id: str, boot: str, slot: int, until: int
+) -> bytes:
+    """The proof in a ``handover`` ask (a slot's new primary asking its old group, M2.3):
+    like a follow's, over what it asks too, in a context of its own so that neither proof
+    can stand for the other."""
+    if secret is None:
+        return b""
+    parts = (nonce, group.encode(), broker_id.encode(), boot.encode(), b"%d" % slot, b"%d" % until)
+    msg = HANDOVER_CONTEXT + b"".join(_field(x) for x in parts)
+    return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
+def admit_handover(frame: HandoverAsk, *, nonce: bytes, secret: bytes | None) -> Rejected | None:
+    """None when ``frame`` proves the cluster secret (the asker is a broker of another
+    group, so our group's members cannot vouch for it); else why not."""
+    if secret is None:
+        return None
+    want = handover_proof(secret, nonce, frame.group, frame.id, frame.boot, frame.slot, frame.until)
+    if not nonce or not hmac.compare_digest(want, frame.proof):
+        return Rejected(ErrorCode.UNAUTHENTICATED, "handover without a valid cluster proof")
+    return None
 
 
 def admit_follow(

@@ -22,11 +22,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tritonmq.core.actions import Action, ProposeIsr, Replicate, SendError, SendPubAck
 from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog, divergence, pub_memory
+from tritonmq.core.slothistory import Position
 from tritonmq.errors import LogGap, StaleEpoch
 from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord, Purge
 
@@ -55,6 +56,19 @@ class FollowerProgress:
         self.acked = position
         self.last_progress = now
         self.confirmed = confirmed
+
+
+class SlotOrigins(Protocol):
+    """Where the records of a slot that moved were written (docs/replication.md M8): a
+    retry is answered with each record's era, and with the old group's ts for one the
+    slot's previous group stored and handed over."""
+
+    @property
+    def era(self) -> int: ...  # the slot's current era
+
+    def handed(self, uuid: bytes) -> Position | None: ...
+
+    def era_of(self, ts: int) -> int: ...  # the era of our own record at ``ts``
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +120,7 @@ class PrimaryCore:
         self.members: dict[str, str] = {}
         self.accepting = True
         self.proposal: ProposeIsr | None = None
-        self._pending: list[tuple[int, int, Any, int, tuple[int, ...]]] = []
+        self._pending: list[tuple[int, int, Any, int, tuple[int, ...], tuple[int, ...]]] = []
         self._seq = 0
         self._refused: dict[Any, ErrorCode] = {}
         self._beat_commit = -1
@@ -122,8 +136,14 @@ class PrimaryCore:
         topic: str,
         records: Sequence[PubRecord],
         wall_ms: int = 0,
+        *,
+        origins: SlotOrigins | None = None,
     ) -> list[Action]:
         """Stamp, dedup and replicate a batch; it is acknowledged when it commits.
+
+        ``origins`` (a slot that moved): a record handed over by the slot's old group is
+        answered with its position there, never stored again, and the ``puback`` says
+        each record's era when one is not the current era (M8).
 
         ``wall_ms`` (the shell's wall clock) is recorded once for the batch's new
         records and replicated with them: the ``published`` time readers see.
@@ -136,8 +156,15 @@ class PrimaryCore:
         log = self.log
         lookup = log.uuids.get
         known = [lookup(r[0]) for r in records]
-        if None not in known:
-            return self._ack_when_committed(conn, pub_id, known)  # type: ignore[arg-type]
+        prior: dict[int, Position] = {}
+        if origins is not None:
+            for i, k in enumerate(known):
+                if k is None and (pos := origins.handed(records[i][0])) is not None:
+                    prior[i] = pos
+        if None not in known or (prior and len(prior) == known.count(None)):
+            stamps = [k if k is not None else prior[i].ts for i, k in enumerate(known)]
+            eras = _eras(known, prior, origins)
+            return self._ack_when_committed(conn, pub_id, stamps, eras, ours=known)
         refused = self._refused.get(conn)
         if refused is not None:
             msg = "an earlier batch on this connection was refused; resend in order"
@@ -167,13 +194,20 @@ class PrimaryCore:
         append = log.append_new
         first_new = log.last_ts + 1
         stamps = []
-        for (uuid, key, value, headers), ts in zip(records, known, strict=True):
+        ours: list[int | None] = []
+        for i, ((uuid, key, value, headers), ts) in enumerate(zip(records, known, strict=True)):
+            if i in prior:
+                stamps.append(prior[i].ts)
+                ours.append(None)
+                continue
             if ts is None:
                 ts = lookup(uuid)  # a uuid repeated within this batch
                 if ts is None:
                     ts = append(topic, uuid, key, value, headers)
             stamps.append(ts)
-        actions = self._ack_when_committed(conn, pub_id, stamps)
+            ours.append(ts)
+        eras = _eras(ours, prior, origins)
+        actions = self._ack_when_committed(conn, pub_id, stamps, eras, ours=ours)
         if log.last_ts >= first_new:
             log.mark_published(first_new, wall_ms)
             actions.extend(self._replicate_new(first_new))
@@ -181,15 +215,27 @@ class PrimaryCore:
                 actions.extend(self._advance_commit())
         return actions
 
-    def _ack_when_committed(self, conn: Any, pub_id: int, stamps: list[int]) -> list[Action]:
-        need = max(stamps)
+    def _ack_when_committed(
+        self,
+        conn: Any,
+        pub_id: int,
+        stamps: list[int],
+        eras: tuple[int, ...] = (),
+        *,
+        ours: Sequence[int | None] | None = None,
+    ) -> list[Action]:
+        """``ours``: the stamps that are our own records (others are another group's,
+        committed there); the batch waits for the newest of ours to commit."""
+        need = max((t for t in (stamps if ours is None else ours) if t is not None), default=0)
         if need <= self.commit_ts:
-            return [self._answer(conn, pub_id, tuple(stamps))]
+            return [self._answer(conn, pub_id, tuple(stamps), eras)]
         self._seq += 1
-        heapq.heappush(self._pending, (need, self._seq, conn, pub_id, tuple(stamps)))
+        heapq.heappush(self._pending, (need, self._seq, conn, pub_id, tuple(stamps), eras))
         return []
 
-    def _answer(self, conn: Any, pub_id: int, stamps: tuple[int, ...]) -> Action:
+    def _answer(
+        self, conn: Any, pub_id: int, stamps: tuple[int, ...], eras: tuple[int, ...] = ()
+    ) -> Action:
         """A committed batch is acknowledged only while the ISR is ``min_insync`` strong.
 
         Below it the records may be held by fewer copies than promised: the producer
@@ -202,7 +248,7 @@ class PrimaryCore:
                 f" {self.min_insync} required; retry"
             )
             return self._refuse(conn, pub_id, ErrorCode.NOT_ENOUGH_REPLICAS, msg)
-        return SendPubAck(conn, pub_id, stamps)
+        return SendPubAck(conn, pub_id, stamps, eras)
 
     def _refuse(self, conn: Any, pub_id: int, code: ErrorCode, message: str) -> SendError:
         self._refused[conn] = code
@@ -238,8 +284,8 @@ class PrimaryCore:
         out: list[Action] = []
         pending = self._pending
         while pending and pending[0][0] <= c:
-            _, _, conn, pub_id, stamps = heapq.heappop(pending)
-            out.append(self._answer(conn, pub_id, stamps))
+            _, _, conn, pub_id, stamps, eras = heapq.heappop(pending)
+            out.append(self._answer(conn, pub_id, stamps, eras))
         return out
 
     def step_down(self) -> list[Action]:
@@ -252,7 +298,7 @@ class PrimaryCore:
                 "primary stepped down before this batch committed",
                 pub_id,
             )
-            for _, _, conn, pub_id, _ in sorted(self._pending)
+            for _, _, conn, pub_id, _, _ in sorted(self._pending)
         ]
         self._pending.clear()
         return out
@@ -262,6 +308,26 @@ class PrimaryCore:
         self._pending = [p for p in self._pending if p[2] is not conn]
         heapq.heapify(self._pending)
         self._refused.pop(conn, None)
+
+    def append_internal(
+        self, topic: str, uuid: bytes, value: bytes, wall_ms: int
+    ) -> list[Action] | None:
+        """Append an entry of the broker's own (a slot's handed-over dedup state) that must
+        replicate and commit like a record; nothing when the log holds ``uuid`` already.
+        None (refused, try later) when a write would be: it must reach ``min_insync``
+        copies before anyone relies on it."""
+        log = self.log
+        if uuid in log.uuids:
+            return []
+        if not self.accepting or len(self.isr) < self.min_insync:
+            return None
+        first_new = log.last_ts + 1
+        log.append_new(topic, uuid, None, value, None)
+        log.mark_published(first_new, wall_ms)
+        actions = self._replicate_new(first_new)
+        if not self._voters():
+            actions.extend(self._advance_commit())
+        return actions
 
     # --- followers -----------------------------------------------------------
 
@@ -432,6 +498,21 @@ class PrimaryCore:
         elif not done:
             return None
         return Purge(self.epoch, done, self._forgot)
+
+
+def _eras(
+    ours: Sequence[int | None], prior: Mapping[int, Position], origins: SlotOrigins | None
+) -> tuple[int, ...]:
+    """Each record's era, or () when every one is ours, of the current era (as in a slot
+    that never moved: its pubacks do not change). A handed-over record always says its
+    era: its ts is the old group's, not the answering group's."""
+    if origins is None:
+        return ()
+    eras = tuple(
+        prior[i].era if i in prior else origins.era_of(ts) if ts is not None else origins.era
+        for i, ts in enumerate(ours)
+    )
+    return () if not prior and all(e == origins.era for e in eras) else eras
 
 
 class BackupCore:

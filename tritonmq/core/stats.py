@@ -20,6 +20,7 @@ from typing import Any
 
 from tritonmq.core.actions import SendStats
 from tritonmq.core.delivery import Delivery
+from tritonmq.core.handover import HANDOVER_TOPIC
 from tritonmq.core.log import GroupLog, TopicLog, lag_of
 from tritonmq.wire.frames import STATS_MAX_ITEMS, Stats, StatsReply, SubStats, TopicStats
 
@@ -115,6 +116,8 @@ def answer(
     group_rate, per_topic = rates.of()
     consumers = {t: len(cs) for t, cs in delivery.by_topic.items()}
     names = [frame.topic] if frame.topic else list({*log.topics, *consumers, *per_topic})
+    if HANDOVER_TOPIC in names:  # the broker's own entries (slot moves), no client's topic
+        names.remove(HANDOVER_TOPIC)
     top = heapq.nsmallest(
         STATS_MAX_ITEMS,
         names,

@@ -42,6 +42,7 @@ from tritonmq.core.actions import (
     SendSubInfo,
     SendSubOk,
     SendToPrimary,
+    SlotMoveAction,
     StartFollowing,
     StopFollowing,
     Stopped,
@@ -400,6 +401,8 @@ class SimCoreBroker:
                 raise AssertionError(f"simulated clients send no admin ops: {a!r}")
             case SendPresence():
                 raise AssertionError(f"simulated clients ask for no presence: {a!r}")
+            case SlotMoveAction():
+                raise AssertionError(f"the simulated cluster moves no slot: {a!r}")
             case _:
                 assert_never(a)
 

@@ -468,7 +468,10 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
         ts = obj.get("ts")
         if type(ts) is not tuple or not all(map(_ts_ok, ts)):
             raise MalformedFrame("'ts' must be an array of integers from 0 to 2^53 - 1")
-        return PubAck(_int(obj, "id"), ts, _opt_str(obj, "group") or "")
+        eras = obj.get("eras", ())
+        if type(eras) is not tuple or len(eras) not in (0, len(ts)) or not all(map(_ts_ok, eras)):
+            raise MalformedFrame("'eras' must be an array of integers, one per ts")
+        return PubAck(_int(obj, "id"), ts, _opt_str(obj, "group") or "", eras)
     if op == "subok":
         return SubOk(_int(obj, "sid"), _int(obj, "next"))
     if op == "fetched":
@@ -624,8 +627,11 @@ def enc_meta(m: MetaReply) -> bytes:
     return _packb(_meta_map(m))
 
 
-def enc_puback(id: int, ts: Sequence[int], group: str) -> bytes:
-    return _packb({"op": "puback", "id": id, "ts": ts, "group": group})
+def enc_puback(id: int, ts: Sequence[int], group: str, eras: Sequence[int] = ()) -> bytes:
+    frame: dict[str, Any] = {"op": "puback", "id": id, "ts": ts, "group": group}
+    if eras:
+        frame["eras"] = eras
+    return _packb(frame)
 
 
 def enc_deliver(sid: int, topic: str, records: Sequence[Record]) -> bytes:
@@ -764,8 +770,8 @@ def enc_broker(frame: BrokerFrame) -> bytes:
     match frame:
         case Deliver(sid=sid, topic=topic, records=records):
             return enc_deliver(sid, topic, records)
-        case PubAck(id=id, ts=ts, group=group):
-            return enc_puback(id, ts, group)
+        case PubAck(id=id, ts=ts, group=group, eras=eras):
+            return enc_puback(id, ts, group, eras)
         case SubOk(sid=sid, next=next_ts):
             return enc_subok(sid, next_ts)
         case Fetched(id=id, records=records, next=next_ts, published=published, purged=purged):

@@ -244,6 +244,31 @@ class ReplAck:
 
 
 @dataclass(frozen=True, slots=True)
+class HandoverAsk:
+    """A moving slot's new primary asks a broker of the old group (on its replication
+    listener, after its challenge) for the dedup state of slot ``slot`` up to the seal
+    point ``until`` (docs/replication.md M2.3). ``proof`` signs the challenge, who asks
+    and what, with the cluster secret (empty from a broker without one)."""
+
+    group: str  # the asking broker's group (the slot's new group)
+    id: str
+    boot: str
+    slot: int
+    until: int
+    proof: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class HandoverPairs:
+    """The answer to ``handover``: ``(ts, uuid)`` of the slot's records up to ``until``
+    that a retry may still name (``core.handover.handover_pairs``)."""
+
+    slot: int
+    until: int
+    pairs: tuple[tuple[int, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Presence:
     """Who is subscribed to ``topic`` with presence right now (answered with ``members``)."""
 
@@ -278,6 +303,9 @@ class PubAck:
     id: int
     ts: tuple[int, ...]
     group: str
+    # per record the era of the slot it was written in, only when one is not the slot's
+    # current era (a retry answered from the old group's records, replication.md M8)
+    eras: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -555,7 +583,16 @@ class SharedAck:
 
 
 ReplFrame: TypeAlias = (
-    Follow | Append | ReplAck | SharedAck | Leader | Purge | SharedState | Challenge
+    Follow
+    | Append
+    | ReplAck
+    | SharedAck
+    | Leader
+    | Purge
+    | SharedState
+    | Challenge
+    | HandoverAsk
+    | HandoverPairs
 )
 
 # The broker -> client frame types, for codecs that tell the two directions apart.

@@ -27,6 +27,8 @@ from tritonmq.wire.frames import (
     Challenge,
     Entry,
     Follow,
+    HandoverAsk,
+    HandoverPairs,
     Leader,
     Purge,
     ReplAck,
@@ -132,6 +134,17 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             obj.get("reset") is True,
             _dedup(obj.get("dedup", ())),
         )
+    if op == "handover":
+        return HandoverAsk(
+            _str(obj, "group", max_len=MAX_NAME_LEN),
+            _str(obj, "id", max_len=MAX_NAME_LEN),
+            _str(obj, "boot", max_len=MAX_NAME_LEN),
+            _int(obj, "slot"),
+            _int(obj, "until"),
+            _bin(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
+        )
+    if op == "handed":
+        return HandoverPairs(_int(obj, "slot"), _int(obj, "until"), _dedup(obj.get("pairs")))
     raise UnknownOp(f"unknown replication op {op[:40]!r}")
 
 
@@ -241,3 +254,21 @@ def enc_leader(lead: Leader) -> bytes:
     if lead.dedup:
         frame["dedup"] = lead.dedup
     return _packb(frame)
+
+
+def enc_handover_ask(a: HandoverAsk) -> bytes:
+    return _packb(
+        {
+            "op": "handover",
+            "group": a.group,
+            "id": a.id,
+            "boot": a.boot,
+            "slot": a.slot,
+            "until": a.until,
+            **({"proof": a.proof} if a.proof else {}),
+        }
+    )
+
+
+def enc_handover_pairs(h: HandoverPairs) -> bytes:
+    return _packb({"op": "handed", "slot": h.slot, "until": h.until, "pairs": h.pairs})

@@ -1,0 +1,274 @@
+"""A broker's part in slot moves, decided from the slots' histories (docs/replication.md M2-M8).
+
+Part of :class:`~tritonmq.core.broker.BrokerCore`, kept apart for its size. It holds the
+histories of the latest view and decides:
+
+* what a ``pub`` of a moved slot's topic gets (:meth:`SlotMoves.pub`, from
+  :func:`~tritonmq.core.slotguard.write_verdict`: the dedup lookup first, then ACCEPT,
+  WRONG_GROUP naming the new group, or the retriable UNAVAILABLE "moving here");
+* the old primary's seal: its ``last_ts`` when it first sees ``moving`` (or, a later
+  primary of the old group, when it first sees it as primary, M7), proposed once its
+  commit point reaches it;
+* the new primary's handover: it asks the old group for the slot's dedup state, writes
+  it into its log as one entry (:mod:`tritonmq.core.handover`), and once that entry is
+  committed proposes ``complete``; a later primary that holds the entry completes without
+  asking again (M7);
+* the answer to another group's handover ask, from any broker of the old group that holds
+  the sealed era committed.
+
+A slot that never moved (no history, no move) is never decided here: it routes exactly as
+before moves existed (M1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tritonmq.core.actions import (
+    Action,
+    AskHandover,
+    CloseLink,
+    LogLine,
+    ProposeSlotStep,
+    SendError,
+    SendHandover,
+    SlotStep,
+)
+from tritonmq.core.actions import Level as L
+from tritonmq.core.events import CasOutcome, HandoverAnswered, HandoverAsked, SlotStepDone
+from tritonmq.core.handover import (
+    HANDOVER_TOPIC,
+    HandedOver,
+    encode_entry,
+    handover_pairs,
+    handover_uuid,
+    table_of,
+)
+from tritonmq.core.log import GroupLog
+from tritonmq.core.peerauth import admit_handover
+from tritonmq.core.replication import PrimaryCore
+from tritonmq.core.slotguard import Verdict, write_verdict
+from tritonmq.core.slothistory import Position, SlotHistory, SlotState
+from tritonmq.core.slots import slot_of
+from tritonmq.wire.frames import ErrorCode, HandoverPairs, Pub
+
+ASK_AGAIN_S = 0.5  # a handover no broker of the old group answered is asked again after this
+
+
+@dataclass(frozen=True, slots=True)
+class Origins:
+    """:class:`~tritonmq.core.replication.SlotOrigins` of one moved slot, seen from ``group``."""
+
+    history: SlotHistory
+    group: str
+    table: HandedOver
+
+    @property
+    def era(self) -> int:
+        return self.history.era
+
+    def handed(self, uuid: bytes) -> Position | None:
+        return self.table.lookup(uuid)
+
+    def era_of(self, ts: int) -> int:
+        era = self.history.era_of(self.group, ts)
+        return self.history.era if era is None else era
+
+
+class SlotMoves:
+    """The histories of the latest view, and this broker's steps in the moves they show."""
+
+    def __init__(self, group: str, secret: bytes | None) -> None:
+        self.group = group
+        self.secret = secret
+        self.histories: tuple[SlotHistory, ...] | None = None
+        self.any_moved = False
+        self.seal_at: dict[int, int] = {}  # slot -> our seal point, taken as primary
+        self.step: tuple[int, int] | None = None  # (request, slot) of the one CAS in flight
+        self.asking: dict[int, int] = {}  # slot -> request of the handover ask in flight
+        self.ask_after: dict[int, float] = {}  # slot -> no new ask before this
+        self._requests = 0
+        self._table: HandedOver = HandedOver()
+        self._table_key: tuple[int, int, int] | None = None
+
+    # --- the view -------------------------------------------------------------------------
+
+    def viewed(self, histories: Sequence[SlotHistory] | None) -> None:
+        self.histories = tuple(histories) if histories is not None else None
+        # the hot path (every pub) costs nothing more in a cluster where no slot moved
+        self.any_moved = any(h.moved for h in self.histories or ())
+        for n in list(self.seal_at):
+            if not self._sealing_here(n):
+                del self.seal_at[n]
+
+    def lead_changed(self) -> None:
+        """We became primary or stopped being it: whatever we began is decided afresh (a
+        new primary takes its own seal point, M7)."""
+        self.seal_at.clear()
+        self.step = None
+        self.asking.clear()
+        self.ask_after.clear()
+
+    def history_of(self, topic: str) -> tuple[int, SlotHistory] | None:
+        """The slot and history of ``topic`` when its slot ever moved or is moving."""
+        hs = self.histories
+        if not hs or not self.any_moved:
+            return None
+        n = slot_of(topic, len(hs))
+        h = hs[n]
+        return (n, h) if h.moved else None
+
+    def serves_fetch(self, topic: str) -> bool | None:
+        """A fetch names our own ts: a group that held any era of the topic's slot serves
+        what it retains of it. None: the slot never moved (routed by owner as before)."""
+        found = self.history_of(topic)
+        if found is None:
+            return None
+        h = found[1]
+        return self.group == h.owner or any(e.group == self.group for e in h.history)
+
+    def handed(self, log: GroupLog) -> HandedOver:
+        """The handed-over uuids our log holds, rebuilt only when its handover entries change."""
+        t = log.topics.get(HANDOVER_TOPIC)
+        key = (len(t.records), t.records[0][0], t.records[-1][0]) if t and t.records else None
+        if key != self._table_key:
+            self._table = table_of(log) if key is not None else HandedOver()
+            self._table_key = key
+        return self._table
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def pub(self, log: GroupLog, conn: Any, frame: Pub) -> tuple[SendError | None, Origins | None]:
+        """What a ``pub`` gets here when its slot moved: a dedup lookup first (ours, then
+        handed over), then the slot's owner and state decide (M2, M8). (None, None): the
+        slot never moved, the owner alone decided (before this call)."""
+        found = self.history_of(frame.topic)
+        if found is None:
+            return None, None
+        n, h = found
+        table = self.handed(log)
+        uuids = [r[0] for r in frame.records]
+        stored = bool(uuids) and all(u in log.uuids or table.lookup(u) for u in uuids)
+        d = write_verdict(h, self.group, already_stored=stored)
+        if d.verdict is Verdict.WRONG_GROUP:
+            msg = f"slot {n} of topic {frame.topic!r} belongs to group {d.group} (moved)"
+            return SendError(conn, ErrorCode.WRONG_GROUP, msg, frame.id, group=d.group), None
+        if d.verdict is Verdict.MOVING_HERE:
+            msg = f"slot {n} is moving here; retry"
+            return SendError(conn, ErrorCode.UNAVAILABLE, msg, frame.id), None
+        return None, Origins(h, self.group, table)
+
+    # --- steps, as primary ----------------------------------------------------------------
+
+    def plan(self, p: PrimaryCore | None, log: GroupLog, now: float) -> list[Action]:
+        """The next step of every move this group takes part in, as primary."""
+        hs = self.histories
+        if p is None or not hs or not self.any_moved:
+            return []
+        out: list[Action] = []
+        for n, h in enumerate(hs):
+            if h.move is None:
+                continue
+            if self._sealing_here(n):
+                until = self.seal_at.setdefault(n, log.last_ts)
+                if p.commit_ts >= until and self.step is None:
+                    out.append(self._propose(n, SlotStep.SEAL, until))
+                    out.append(LogLine(L.INFO, f"sealing slot {n} at ts {until}"))
+            elif h.state is SlotState.SEALED and h.move.to == self.group:
+                assert h.move.until is not None
+                at = log.uuids.get(handover_uuid(n, h.era, h.move.until))
+                if at is not None:
+                    if at <= p.commit_ts and self.step is None:
+                        out.append(self._propose(n, SlotStep.COMPLETE, None))
+                        out.append(LogLine(L.INFO, f"completing the move of slot {n} here"))
+                elif n not in self.asking and now >= self.ask_after.get(n, 0.0):
+                    self._requests += 1
+                    self.asking[n] = self._requests
+                    out.append(AskHandover(self._requests, n, h.owner, h.move.until))
+        return out
+
+    def _sealing_here(self, n: int) -> bool:
+        hs = self.histories
+        if hs is None or n >= len(hs):
+            return False
+        h = hs[n]
+        return h.state is SlotState.MOVING and h.owner == self.group
+
+    def _propose(self, n: int, step: SlotStep, until: int | None) -> ProposeSlotStep:
+        self._requests += 1
+        self.step = (self._requests, n)
+        return ProposeSlotStep(self._requests, n, step, until)
+
+    def step_done(self, ev: SlotStepDone) -> list[Action]:
+        if self.step is None or ev.request != self.step[0]:
+            return []
+        n = self.step[1]
+        self.step = None
+        hs = self.histories
+        if ev.outcome is CasOutcome.OK and ev.history is not None and hs and n < len(hs):
+            self.viewed((*hs[:n], ev.history, *hs[n + 1 :]))  # the view follows
+            return [
+                LogLine(L.INFO, f"slot {n} is now {ev.history.state.value} ({ev.history.owner})")
+            ]
+        return [LogLine(L.INFO, f"slot {n}: step {ev.outcome.value}; deciding again")]
+
+    def answered(self, ev: HandoverAnswered, p: PrimaryCore | None, log: GroupLog) -> list[Action]:
+        """The old group's pairs: written as one entry, which completes once committed."""
+        n = next((s for s, r in self.asking.items() if r == ev.request), None)
+        if n is None:
+            return []
+        del self.asking[n]
+        hs = self.histories
+        if p is None or not hs or n >= len(hs):
+            return []
+        h = hs[n]
+        got = ev.pairs
+        if h.state is not SlotState.SEALED or h.move is None or h.move.to != self.group:
+            return []
+        if got is None or got.slot != n or got.until != h.move.until:
+            self.ask_after[n] = ev.now + ASK_AGAIN_S
+            return [LogLine(L.INFO, f"slot {n}: no broker of {h.owner} handed over; asking again")]
+        value = encode_entry(n, h.era, got.pairs)
+        uuid = handover_uuid(n, h.era, got.until)
+        written = p.append_internal(HANDOVER_TOPIC, uuid, value, ev.wall_ms)
+        if written is None:
+            self.ask_after[n] = ev.now + ASK_AGAIN_S
+            return [LogLine(L.INFO, f"slot {n}: cannot write the handover now; asking again")]
+        note = f"slot {n}: {len(got.pairs)} uuid(s) handed over by {h.owner}"
+        return [*written, LogLine(L.INFO, note)]
+
+    # --- answering another group ----------------------------------------------------------
+
+    def answer_ask(self, ev: HandoverAsked, log: GroupLog, commit_ts: int) -> list[Action]:
+        """A new group asks for a slot we sealed: answered by any broker of ours that holds
+        the sealed era committed (the uuid table is the same on every ISR member, R6)."""
+        f = ev.frame
+        refused = admit_handover(f, nonce=ev.nonce, secret=self.secret)
+        if refused is not None:
+            return [
+                CloseLink(ev.link, refused.message, refused.code),
+                LogLine(L.WARNING, refused.message),
+            ]
+        hs = self.histories
+        if not hs or f.slot >= len(hs) or not _sealed_by(hs[f.slot], self.group, f.until):
+            msg = f"slot {f.slot} is not sealed by {self.group} at {f.until} in our view"
+            return [CloseLink(ev.link, msg, ErrorCode.UNAVAILABLE)]
+        if commit_ts < f.until or log.last_ts < f.until:
+            msg = f"we hold {self.group}'s log committed up to {commit_ts} only, not {f.until}"
+            return [CloseLink(ev.link, msg, ErrorCode.UNAVAILABLE)]
+        count = len(hs)
+        pairs = handover_pairs(log, _in_slot(f.slot, count), f.until)
+        return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, pairs))]
+
+
+def _in_slot(n: int, count: int) -> Callable[[str], bool]:
+    return lambda topic: slot_of(topic, count) == n
+
+
+def _sealed_by(h: SlotHistory, group: str, until: int) -> bool:
+    """``group``'s era of the slot ended at ``until``: sealed now, or completed since."""
+    if h.state is SlotState.SEALED and h.owner == group and h.move is not None:
+        return h.move.until == until
+    return any(e.group == group and e.until == until for e in h.history)
