@@ -31,6 +31,7 @@ from tritonmq.core.events import (
     CasOutcome,
     ClientFrameIn,
     FollowerFrame,
+    FollowerGone,
     HandoverAnswered,
     HandoverAsked,
     PrimaryFrame,
@@ -433,3 +434,30 @@ def test_a_move_sealed_again_after_a_roll_back_is_handed_over_afresh() -> None:
     assert not only(out, ProposeSlotStep)
     [again] = only(out, AskHandover)
     assert again.until == 5
+
+
+def test_the_old_primary_seals_only_while_its_isr_is_min_insync_strong() -> None:
+    """Found by the simulator (seeds 126 and 188 of `tritonmq sim --groups 2`): a primary
+    whose ISR shrank below min_insync commits alone; sealed there, it handed the new group
+    uuids of records held by one copy, and a retry was acknowledged from them (one copy,
+    min_insync 2). The seal waits until the ISR is min_insync strong again, as a puback does."""
+    a, b = pair()
+    carry(a, b, pub(a, 1, T0, "u1"), 0.1)
+    pub(a, 2, T0, "u2", now=0.2)  # b never acknowledges it
+    [prop] = only(a.handle(Tick(3.0)), ProposeState)  # b lags: the ISR shrinks to a alone
+    assert prop.state.isr == ("a",)
+    a.handle(CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=2), 3.1))
+    assert a.commit_ts == 2  # committed on one copy
+    out = view(a, moving(), 3.2) + a.handle(Tick(3.3))
+    assert not only(out, ProposeSlotStep), "sealed with one copy of ts 2"
+    # b follows again and catches up: once it is back in the ISR, a seals
+    a.handle(FollowerGone("link-b", 3.4))
+    hello = Follow("g1", "b", "boot-b", 1, 1, [(1, 1)])
+    rest = carry(a, b, a.handle(FollowerFrame("link-b", hello, 3.5)), 3.5)
+    rest = carry(a, b, [*rest, *a.handle(Tick(3.6))], 3.6)
+    [grow] = only(rest, ProposeState)
+    assert grow.state.isr == ("a", "b")
+    done = dataclasses.replace(grow.state, version=3)
+    out = a.handle(CasDone(grow.request, CasOutcome.OK, done, 3.7)) + a.handle(Tick(3.8))
+    [step] = only(out, ProposeSlotStep)
+    assert (step.step, step.until) == (SlotStep.SEAL, 2)

@@ -8,7 +8,7 @@ histories of the latest view and decides:
   WRONG_GROUP naming the new group, or the retriable UNAVAILABLE "moving here");
 * the old primary's seal: its ``last_ts`` when it first sees ``moving`` (or, a later
   primary of the old group, when it first sees it as primary, M7), proposed once its
-  commit point reaches it;
+  commit point reaches it while its ISR is ``min_insync`` strong;
 * the new primary's handover: it asks the old group for the slot's dedup state, writes
   it into its log as one entry (:mod:`tritonmq.core.handover`), and once that entry is
   committed proposes ``complete``; a later primary that holds the entry completes without
@@ -173,7 +173,10 @@ class SlotMoves:
                 continue
             if self._sealing_here(n):
                 until = self.seal_at.setdefault(n, log.last_ts)
-                if p.commit_ts >= until and self.step is None:
+                # committed *and* on min_insync copies, as a puback is: the new group
+                # answers retries of the sealed records from the handover
+                strong = len(p.isr) >= p.min_insync
+                if p.commit_ts >= until and strong and self.step is None:
                     out.append(self._propose(n, SlotStep.SEAL, until))
                     out.append(LogLine(L.INFO, f"sealing slot {n} at ts {until}"))
             elif h.state is SlotState.SEALED and h.move.to == self.group:
