@@ -64,13 +64,14 @@ class Origins:
     history: SlotHistory
     group: str
     table: HandedOver
+    slot: int | None = None
 
     @property
     def era(self) -> int:
         return self.history.era
 
     def handed(self, uuid: bytes) -> Position | None:
-        return self.table.lookup(uuid)
+        return self.table.lookup(uuid, self.slot)
 
     def era_of(self, ts: int) -> int:
         era = self.history.era_of(self.group, ts)
@@ -150,7 +151,7 @@ class SlotMoves:
         n, h = found
         table = self.handed(log)
         uuids = [r[0] for r in frame.records]
-        stored = bool(uuids) and all(u in log.uuids or table.lookup(u) for u in uuids)
+        stored = bool(uuids) and all(u in log.uuids or table.lookup(u, n) for u in uuids)
         d = write_verdict(h, self.group, already_stored=stored)
         if d.verdict is Verdict.WRONG_GROUP:
             msg = f"slot {n} of topic {frame.topic!r} belongs to group {d.group} (moved)"
@@ -158,7 +159,7 @@ class SlotMoves:
         if d.verdict is Verdict.MOVING_HERE:
             msg = f"slot {n} is moving here; retry"
             return SendError(conn, ErrorCode.UNAVAILABLE, msg, frame.id), None
-        return None, Origins(h, self.group, table)
+        return None, Origins(h, self.group, table, n)
 
     # --- steps, as primary ----------------------------------------------------------------
 
