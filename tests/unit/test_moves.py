@@ -30,6 +30,7 @@ from tritonmq.core.events import (
     CasDone,
     CasOutcome,
     ClientFrameIn,
+    ClientGone,
     FollowerFrame,
     FollowerGone,
     HandoverAnswered,
@@ -269,6 +270,7 @@ def test_the_new_primary_asks_for_the_handover_writes_it_and_completes_once_comm
     assert handover_uuid(0, 0, 2) in x.log.uuids
     [step] = only(x.handle(Tick(0.5)), ProposeSlotStep)
     assert (step.slot, step.step) == (0, SlotStep.COMPLETE)
+    x.handle(ClientGone("prod", 0.5))  # refused, the producer reconnects (client rule 4)
     # a retry of a record the old group stored is answered with its position there, at once
     [ack] = only(pub(x, 3, T0, "u2", "u1", now=0.55), SendPubAck)
     assert (ack.ts, ack.eras) == ((2, 1), (0, 0))
@@ -486,3 +488,26 @@ def test_a_retry_is_answered_with_its_own_slots_position_not_that_of_the_handove
     x.log.append_new(HANDOVER_TOPIC, handover_uuid(1, 0, 5), None, own, None)
     [ack] = only(pub(x, 3, T1, "o3", now=0.3), SendPubAck)
     assert ack.ts == (3,) and ack.eras in ((), (0,))
+
+
+def test_a_batch_behind_one_refused_for_a_moving_slot_is_refused_too_on_that_connection() -> None:
+    """Found by the simulator with moves (seed 724 of `tritonmq sim --groups 2 --refusals
+    --check-whole`): a producer's batch 1 got "moving here"; batch 2, right behind it on
+    the same connection, arrived after the move completed and was stored; the producer
+    resent batch 1, which was stored after batch 2 (its order broken). A slot's refusal
+    refuses every later batch on the connection, as any refusal does."""
+    x = leading("x", "g2")
+    view(x, sealed_to_g2(), 0.1)
+    [err] = only(pub(x, 1, T0, "n1", now=0.2), SendError)
+    assert err.code is ErrorCode.UNAVAILABLE
+    view(x, (complete(sealed_to_g2()[0], "g2"), SlotHistory("g1")), 0.3)  # completed here
+    out = pub(x, 2, T0, "n2", now=0.3)
+    assert not only(out, SendPubAck) and [e.code for e in only(out, SendError)] == [
+        ErrorCode.UNAVAILABLE
+    ]
+    # on a new connection, in order: 1 then 2
+    acks = [
+        *only(x.handle(ClientFrameIn("prod2", Pub(3, T0, recs("n1")), 0.4)), SendPubAck),
+        *only(x.handle(ClientFrameIn("prod2", Pub(4, T0, recs("n2")), 0.4)), SendPubAck),
+    ]
+    assert [a.ts for a in acks] == [(1,), (2,)]

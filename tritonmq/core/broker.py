@@ -315,7 +315,7 @@ class BrokerCore(ReplicationLinks):
                     return [cap]
                 refused, origins = self.moves.pub(self.log, conn, frame)
                 if refused is not None:  # the slot is moving (M2)
-                    return [refused]
+                    return [p.refuse_batch(refused)]
                 last = self.log.last_ts
                 batch = p.publish(conn, pub_id, topic, records, ev.wall_ms, origins=origins)
                 out = self._primary_out(p, batch, now)

@@ -303,6 +303,16 @@ class PrimaryCore:
         self._pending.clear()
         return out
 
+    def refuse_batch(self, err: SendError) -> SendError:
+        """A batch refused before it reached us (its slot is moving here, M2): every later
+        batch on that connection is refused too, as after any retriable refusal, so that
+        none overtakes it (the producer reconnects and resends them all in order). Not
+        after WRONG_GROUP, which fails that batch only: the client re-routes it and goes
+        on with this connection (client rule 4)."""
+        if err.code is not ErrorCode.WRONG_GROUP:
+            self._refused[err.conn] = err.code
+        return err
+
     def drop_conn(self, conn: Any) -> None:
         """A producer went away: forget its waiting acks (the records stay)."""
         self._pending = [p for p in self._pending if p[2] is not conn]
