@@ -21,6 +21,7 @@ from tritonmq.client.link import Link
 from tritonmq.client.routing import ClusterView
 from tritonmq.client.subscription import PresenceOptions, Subscription
 from tritonmq.client.types import Ack, Fetched, FetchedRecord
+from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import (
     ClientClosed,
     ConfigError,
@@ -261,6 +262,13 @@ class Client:
         """The group that owns ``topic`` in the cluster view last read."""
         return self._group_of(topic)
 
+    def slot_history(self, topic: str) -> SlotHistory:
+        """``topic``'s slot history in the cluster view last read: which group held its
+        records up to which ts (docs/replication.md M3; a slot that never moved, or a
+        cluster without a slot map: era 0 at its one group)."""
+        slots = self._view.slots
+        return slots.history_of(topic) if slots is not None else SlotHistory(self._group_of(topic))
+
     async def group_meta(self, group: str) -> MetaReply:
         """The ``meta`` answer of ``group``'s primary: its commit point, topics, brokers."""
         got = await self._link(group).request(Meta(0))
@@ -413,11 +421,21 @@ class Client:
         raise WrongGroup(f"topic {frame.topic!r} kept moving between groups")
 
     async def fetch_raw(
-        self, topic: str, start: int, end: int, *, max: int = 10_000, skip_purged: bool = False
+        self,
+        topic: str,
+        start: int,
+        end: int,
+        *,
+        max: int = 10_000,
+        skip_purged: bool = False,
+        group: str | None = None,
     ) -> Fetched:
         """Records of ``topic`` with ``start <= ts <= end`` (at most ``max``, up to what is
-        committed): the cheap form, record tuples and ``(first_ts, ms)`` pairs."""
-        got = await self._ask(Fetch(0, topic, start, end, max, skip_purged))
+        committed): the cheap form, record tuples and ``(first_ts, ms)`` pairs. ``group``:
+        ask that group (its ts) instead of the topic's owner, for the records of an era
+        of a moved slot it held (:meth:`slot_history`)."""
+        frame = Fetch(0, topic, start, end, max, skip_purged)
+        got = await (self._ask(frame) if group is None else self._link(group).request(frame))
         if not isinstance(got, frames.Fetched):
             raise ProtocolError(f"fetch answered with {type(got).__name__}")
         return Fetched(list(got.records), list(got.published), got.next, got.purged)
