@@ -12,6 +12,7 @@ from tritonmq.core.actions import (
     CloseLink,
     Deliver,
     LoadSubscriptions,
+    LogLine,
     ProposeState,
     ReadState,
     RegisterSubscription,
@@ -22,6 +23,7 @@ from tritonmq.core.actions import (
     SendLeader,
     SendMeta,
     SendPubAck,
+    SendShared,
     SendSubOk,
     SendToPrimary,
     StartFollowing,
@@ -432,8 +434,10 @@ def test_a_new_primary_keeps_what_a_late_member_held_or_acked_for_it() -> None:
     first = delivered(replicate(a, b, out, 0.3))
     assert sorted(first.values()) == [[1, 2], [3, 4]]
     x, y = sorted(first, key=lambda m: first[m])
-    assert delivered(a.handle(ClientFrameIn(y, Ack(1, 3, (4,)), 0.4))) == {y: [5, 6]}
-    assert delivered(a.handle(ClientFrameIn(x, Ack(1, 1), 0.4))) == {}
+    assert delivered(replicate(a, b, a.handle(ClientFrameIn(y, Ack(1, 3, (4,)), 0.4)), 0.4)) == {
+        y: [5, 6]
+    }
+    assert delivered(replicate(a, b, a.handle(ClientFrameIn(x, Ack(1, 1), 0.4)), 0.4)) == {}
     replicate(a, b, a.handle(Tick(0.5)), 0.5)  # a tells b; then a dies
 
     out = b.handle(ZkView(state(1, "a", "ab"), members("b"), None, 1.0))
@@ -462,6 +466,63 @@ def test_a_new_primary_keeps_what_a_late_member_held_or_acked_for_it() -> None:
     feed(ClientFrameIn(x, Ack(2, 2), 5.4))
     feed(ClientFrameIn(y, Ack(2, 5, (6,)), 5.4))
     assert b.delivery.durables[("t", "work")].offset == 6
+
+
+def test_a_primary_deposed_while_alive_hands_no_shared_record_its_successor_does_not_know_of() -> (
+    None
+):
+    """S8. m1 (window 1) holds u1 and u2 waits when a's last shared frame reaches b; then a
+    and b lose each other, b is elected and a, not yet told, serves m2, which joined it
+    after that frame. Before S8 a handed u2 to m2 at once, and b, whose frame said nobody
+    had u2, handed it to m1 once m1 was back: one record to two members. Now a hands a
+    shared record out only once every in-sync backup has a frame saying who holds it."""
+    a = leading(isr="ab", live="ab")
+    b = following(me="b", primary="a", isr="ab", live="ab")
+    assert b.follow is not None
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.1)), SendToPrimary)
+    replicate(a, b, a.handle(FollowerFrame("link-b", hello.frame, 0.1)), 0.1)
+    sub1 = Sub(1, "t", "work", From.EARLIEST, 1, "shared", member="m1")
+    replicate(a, b, a.handle(ClientFrameIn("m1", sub1, 0.2)), 0.2)
+    out = a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2")), 0.3))
+    assert delivered(replicate(a, b, out, 0.3)) == {"m1": [1]}
+    replicate(a, b, a.handle(Tick(0.4)), 0.4)
+    assert b.delivery.mirror.subs[("t", "work")].cursor == 2, "b knows u2 is not out"
+
+    # a and b cannot reach each other from here on: nothing a sends reaches b
+    sub2 = Sub(1, "t", "work", From.EARLIEST, 1, "shared", member="m2")
+    from_a = delivered(a.handle(ClientFrameIn("m2", sub2, 1.0)))
+    for now in (1.1, 1.2, 1.3):
+        for conn, ts in delivered(a.handle(Tick(now))).items():
+            from_a.setdefault(conn, []).extend(ts)
+
+    out = b.handle(ZkView(state(1, "a", "ab"), members("b"), None, 1.0))
+    [prop] = only(out, ProposeState)
+    done = CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=2), 1.1)
+    [load] = only(b.handle(done), LoadSubscriptions)
+    b.handle(SubscriptionsLoaded(load.request, [("t", "work", "shared", 0)], 1.2))
+    back = Sub(2, "t", "work", From.LATEST, 1, "shared", True, (1,), (), "m1")
+    from_b = delivered(b.handle(ClientFrameIn("m1", back, 1.3)))
+    for now in (2.0, 5.0, 12.0):
+        for conn, ts in delivered(b.handle(Tick(now))).items():
+            from_b.setdefault(conn, []).extend(ts)
+    assert from_b == {"m1": [2]}, "b hands u2 out: nobody had it as far as b knows"
+    assert from_a == {}, f"deposed a handed {from_a} out that b did not know of"
+
+
+def test_a_primary_alone_in_its_isr_hands_shared_records_out_at_once() -> None:
+    c = leading(isr="a", live="a", min_insync=1)
+    c.handle(ClientFrameIn("m1", Sub(1, "t", "work", From.EARLIEST, None, "shared"), 0.1))
+    out = c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2")), 0.2))
+    assert delivered(out) == {"m1": [1, 2]}
+
+
+def test_a_new_follower_gets_the_shared_state_before_any_append() -> None:
+    """Whatever admits it to the ISR comes after the frame on its link (S8)."""
+    c = leading(isr="a", live="ab", min_insync=1)
+    c.handle(ClientFrameIn("m1", Sub(1, "t", "work", From.EARLIEST, None, "shared"), 0.1))
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.2))
+    sent = [type(a) for a in attach(c, "b", "link-b", 0.3) if not isinstance(a, LogLine)]
+    assert sent == [SendLeader, SendShared, SendEntries]
 
 
 # --- the follow handshake and fencing ----------------------------------------------------------

@@ -18,6 +18,7 @@ from tritonmq.wire.frames import (
     HandoverPairs,
     Leader,
     ReplAck,
+    SharedAck,
     SharedState,
     SharedSub,
 )
@@ -117,10 +118,27 @@ ranges = st.lists(st.tuples(ids, ids), max_size=4).map(tuple)
         max_size=3,
     ).map(tuple),
     ids,
+    ids,
 )
-def test_shared_state_round_trips(subs: tuple[SharedSub, ...], epoch: int) -> None:
-    frame = SharedState(epoch, subs)
+def test_shared_state_round_trips(subs: tuple[SharedSub, ...], epoch: int, seq: int) -> None:
+    frame = SharedState(epoch, subs, seq)
     assert repl.decode_repl(repl.enc_shared(frame)) == frame
+
+
+def test_a_shared_state_without_seq_reads_as_seq_0() -> None:
+    raw = msgpack.packb({"op": "shared", "epoch": 2, "subs": []})
+    assert repl.decode_repl(raw) == SharedState(2, (), 0)
+
+
+@given(ids, ids)
+def test_sack_round_trips(epoch: int, seq: int) -> None:
+    assert repl.decode_repl(repl.enc_sack(SharedAck(epoch, seq))) == SharedAck(epoch, seq)
+
+
+def test_a_malformed_sack_is_refused() -> None:
+    for bad in ({"op": "sack", "epoch": 1}, {"op": "sack", "epoch": 1, "seq": -1}):
+        with pytest.raises(MalformedFrame):
+            repl.decode_repl(msgpack.packb(bad))
 
 
 def test_a_malformed_shared_state_is_refused() -> None:

@@ -84,7 +84,14 @@ from tritonmq.core.group import GroupState, Member
 from tritonmq.core.health import Readiness, readiness
 from tritonmq.tokens import TokenVerifier
 from tritonmq.wire import codec, repl
-from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL, ErrorCode, Follow
+from tritonmq.wire.frames import (
+    REPL_SUBPROTOCOL,
+    SUBPROTOCOL,
+    ErrorCode,
+    Follow,
+    ReplAck,
+    SharedAck,
+)
 from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL
 
 log = logging.getLogger("tritonmq.broker")
@@ -381,10 +388,15 @@ class Broker:
                 case SendToPrimary(follow_id=fid, frame=frame):
                     ws = self.follow_links.get(fid)
                     if ws is not None:
-                        if isinstance(frame, Follow):
-                            self.send(ws, repl.enc_follow(frame))
-                        else:
-                            self.send(ws, repl.enc_rack(frame.epoch, frame.ts))
+                        match frame:
+                            case Follow():
+                                self.send(ws, repl.enc_follow(frame))
+                            case ReplAck():
+                                self.send(ws, repl.enc_rack(frame.epoch, frame.ts))
+                            case SharedAck():
+                                self.send(ws, repl.enc_sack(frame))
+                            case _:
+                                assert_never(frame)
                 case ProposeState(request=request, state=state, reason=reason):
                     self.tasks.spawn(self._cas(request, state, reason), "cas")
                 case ReadState():

@@ -46,6 +46,7 @@ from tritonmq.wire.frames import (
     Leader,
     Purge,
     ReplAck,
+    SharedAck,
     SharedState,
 )
 
@@ -93,8 +94,9 @@ async def _take(
     if isinstance(frame, HandoverAsk):  # another group's primary, for a moving slot (M2.3)
         feed(HandoverAsked(ws, frame, time.monotonic(), nonce))
         return True
-    if not isinstance(frame, Follow | ReplAck):
-        await ws.send(codec.enc_error(ErrorCode.BAD_REQUEST, "a follower sends follow/rack"))
+    if not isinstance(frame, Follow | ReplAck | SharedAck):
+        msg = "a follower sends follow/rack/sack"
+        await ws.send(codec.enc_error(ErrorCode.BAD_REQUEST, msg))
         return False
     feed(FollowerFrame(ws, frame, time.monotonic(), nonce))
     return True

@@ -24,6 +24,7 @@ from tritonmq.wire.frames import (
     Purge,
     Record,
     ReplAck,
+    SharedAck,
     SharedState,
     StatsReply,
     SubInfo,
@@ -245,11 +246,12 @@ class StopFollowing:
 
 @dataclass(frozen=True, slots=True)
 class SendToPrimary:
-    """``follow`` (the handshake) or ``rack`` (everything up to ``ts`` of ``epoch`` is
-    appended) on the follow link ``follow_id``; dropped if that link is not connected."""
+    """``follow`` (the handshake), ``rack`` (everything up to ``ts`` of ``epoch`` is
+    appended) or ``sack`` (shared state frame ``seq`` adopted) on the follow link
+    ``follow_id``; dropped if that link is not connected."""
 
     follow_id: int
-    frame: Follow | ReplAck
+    frame: Follow | ReplAck | SharedAck
 
 
 # --- ZooKeeper ----------------------------------------------------------------------

@@ -55,7 +55,6 @@ from tritonmq.core.actions import (
     SendError,
     SendMeta,
     SendPurge,
-    SendShared,
     SendSubOk,
     Stopped,
 )
@@ -145,6 +144,7 @@ class BrokerCore(ReplicationLinks):
             ack_timeout=cfg.ack_timeout,
             grace=cfg.ephemeral_grace,
             shared_hold=min(cfg.shared_resume_hold_s, cfg.ephemeral_grace),
+            confirm_shared=True,
         )
         self.retention = Retention(
             default_s=cfg.retention_s,
@@ -189,6 +189,11 @@ class BrokerCore(ReplicationLinks):
         """Apply one event; the actions to perform, in order."""
         if self.role is Role.STOPPED:
             return []
+        out = self._handle(ev)
+        shared = self._shared_out()  # shared records the backups have confirmed (S8)
+        return out + shared if shared else out
+
+    def _handle(self, ev: Event) -> list[Action]:
         match ev:
             case ClientFrameIn():
                 return self.auth.owned(self._client(ev))
@@ -746,12 +751,7 @@ class BrokerCore(ReplicationLinks):
         out.extend(self.moves.plan(p, self.log, now))
         self.rates.tick(now)
         out.extend(self.delivery.tick(p.commit_ts, now))
-        if self.links:
-            shared = self.delivery.shared_due(p.epoch, map(id, self.links.values()))
-            if shared is not None:
-                out.append(SendShared(tuple(self.links.values()), shared))
-        else:  # no backup to tell: no snapshot to build; the next one gets everything
-            self.delivery.mirror.sent_nothing()
+        out.extend(self._send_shared(p))
         self.retention.committed(p.commit_ts, now)
         beat = tuple(self.links[f] for f in p.heartbeat() if f in self.links)
         if beat:

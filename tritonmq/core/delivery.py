@@ -43,7 +43,7 @@ from typing import Any
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
 from tritonmq.core.consumers import Consumer, Durable, Mode
 from tritonmq.core.log import GroupLog, TopicLog, record_size
-from tritonmq.core.shared import SharedMirror, expand, range_minus, ranges_of
+from tritonmq.core.shared import SharedGate, SharedMirror, expand, range_minus, ranges_of
 from tritonmq.errors import Purged, RequestRejected
 from tritonmq.wire.frames import From, Record, SharedState, SharedSub
 
@@ -79,6 +79,7 @@ class Delivery:
         ack_timeout: float = 30.0,
         grace: float = 10.0,
         shared_hold: float = 0.0,
+        confirm_shared: bool = False,
     ) -> None:
         self.log = log
         self.window = window
@@ -101,6 +102,8 @@ class Delivery:
         self.loaded = False  # durable subscriptions read from ZooKeeper: purge may run
         self.frozen_until = 0.0  # no purge before this (unnamed subscribers may reattach)
         self.mirror = SharedMirror()
+        # confirm_shared: shared records wait for the backups to know who holds them (S8)
+        self.gate = SharedGate() if confirm_shared else None
 
     # --- durable subscriptions known to ZooKeeper ----------------------------------
 
@@ -416,6 +419,8 @@ class Delivery:
         knew of shared subscriptions is kept, should we be elected again first."""
         self.mirror.keep(self.shared_state())
         self.mirror.sent_nothing()
+        if self.gate is not None:
+            self.gate.clear()
         self.consumers.clear()
         self.by_topic.clear()
         self.topic_order.clear()
@@ -651,7 +656,10 @@ class Delivery:
                 d.inflight[r[0]] = (c, deadline)
             c.inflight += len(recs)
             c.inflight_bytes += sum(map(record_size, recs))
-            out.append(Deliver(c.conn, c.sid, c.topic, recs))
+            if self.gate is not None:
+                self.gate.waiting.append((c, Deliver(c.conn, c.sid, c.topic, recs)))
+            else:
+                out.append(Deliver(c.conn, c.sid, c.topic, recs))
         d.offset = max(d.offset, d.low_watermark())
         return out
 

@@ -26,6 +26,7 @@ from tritonmq.wire.frames import (
     Leader,
     Purge,
     ReplAck,
+    SharedAck,
     SharedState,
 )
 
@@ -73,7 +74,7 @@ class ClientGone:
 @dataclass(frozen=True, slots=True)
 class FollowerFrame:
     link: Any
-    frame: Follow | ReplAck
+    frame: Follow | ReplAck | SharedAck
     now: float
     nonce: bytes = b""  # the challenge the shell sent on ``link`` (a follow must sign it)
 

@@ -19,6 +19,7 @@ from tritonmq.core.actions import (
     CloseLink,
     LogLine,
     SendLeader,
+    SendShared,
     SendToPrimary,
     StartFollowing,
     StopFollowing,
@@ -32,10 +33,20 @@ from tritonmq.core.peerauth import FollowGate, follow_proof
 from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
 from tritonmq.core.roles import FollowLink, Role
 from tritonmq.errors import ReplicationError
-from tritonmq.wire.frames import Append, ErrorCode, Follow, Leader, Purge, ReplAck, SharedState
+from tritonmq.wire.frames import (
+    Append,
+    ErrorCode,
+    Follow,
+    Leader,
+    Purge,
+    ReplAck,
+    SharedAck,
+    SharedState,
+)
 
 DEAD_AFTER_REFUSALS = 3  # refused follow connections in a row...
 DEAD_AFTER_SECONDS = 0.1  # ...over at least this long: the primary's process is gone
+MAX_UNANSWERED = 4  # shared frames in flight to the backups while records wait (S8)
 
 
 class ReplicationLinks:
@@ -74,6 +85,11 @@ class ReplicationLinks:
             if p is None or fid is None:
                 return []
             return self._primary_out(p, p.acked(fid, frame.epoch, frame.ts, now), now)
+        if isinstance(frame, SharedAck):
+            fid, gate = self.link_ids.get(id(link)), self.delivery.gate
+            if p is not None and fid is not None and gate is not None and frame.epoch == p.epoch:
+                gate.acked_by(fid, frame.seq)  # what it confirms goes out after this event
+            return []
         if p is None or frame.group != self.cfg.group:
             return [CloseLink(link, "not the primary", ErrorCode.NOT_PRIMARY)]
         refused = self.follow_gate.judge(ev, self.me.id, self.members, final=final)
@@ -95,6 +111,9 @@ class ReplicationLinks:
         self.link_ids[id(link)] = frame.id
         out.append(SendLeader(link, res))
         out.append(LogLine(L.INFO, f"{frame.id} follows from ts {res.truncate_to}"))
+        # Our shared state before any append: whatever admits it to the ISR later comes
+        # after it on this link, so no in-sync backup lacks it (S8).
+        out.extend(self._send_shared(p))
         out.extend(self._primary_out(p, p.pump(frame.id), now))
         return out
 
@@ -107,6 +126,39 @@ class ReplicationLinks:
         if self.primary is not None:
             self.primary.detach(fid, now)
         return [LogLine(L.INFO, f"{fid} stopped following")]
+
+    def _send_shared(self, p: PrimaryCore) -> list[Action]:
+        """Our shared subscriptions to every backup, if they changed or a link is new."""
+        links = tuple(self.links.values())
+        if not links:  # no backup to tell: no snapshot to build; the next one gets everything
+            self.delivery.mirror.sent_nothing()
+            return []
+        frame = self.delivery.shared_due(p.epoch, map(id, links))
+        return [SendShared(links, frame)] if frame is not None else []
+
+    def _shared_out(self) -> list[Action]:
+        """Shared records go to members once every in-sync backup has a frame that says who
+        holds them (S8). At most ``MAX_UNANSWERED`` frames wait for answers: what is decided
+        meanwhile goes in the next, so a busy subscription costs a frame per round trip to
+        the backups, not one per record."""
+        p, gate = self.primary, self.delivery.gate
+        if p is None or gate is None or not (gate.waiting or gate.pending):
+            return []
+        mirror = self.delivery.mirror
+        backups = (p.isr | p.joining) - {self.me.id}
+        out: list[Action] = []
+        if not backups:  # nobody to wait for: at once (followers hear of it on the tick)
+            gate.framed(mirror.seq)
+            out.extend(gate.release(mirror.seq, self.delivery.consumers))
+            return out
+        out.extend(gate.release(gate.confirmed(backups, 0), self.delivery.consumers))
+        if gate.waiting and self.links and gate.unanswered() < MAX_UNANSWERED:
+            sent = self._send_shared(p)
+            gate.framed(mirror.seq)  # in the frame just sent (or the last: nothing changed)
+            if not sent:  # that last frame may be answered already
+                out.extend(gate.release(gate.confirmed(backups, 0), self.delivery.consumers))
+            out.extend(sent)
+        return out
 
     # --- following a primary --------------------------------------------------------------
 
@@ -213,9 +265,10 @@ class ReplicationLinks:
                 b.on_purge(frame)
                 return []
             if isinstance(frame, SharedState):
-                if frame.epoch == f.epoch:
-                    self.delivery.mirror.adopt(frame)
-                return []
+                if frame.epoch != f.epoch:
+                    return []
+                self.delivery.mirror.adopt(frame)
+                return [SendToPrimary(f.id, SharedAck(f.epoch, frame.seq))]
             assert_never(frame)
         except ReplicationError as e:
             return self._restart_following(str(e))

@@ -18,8 +18,7 @@ The invariants, by the name docs/replication.md gives them (and the method that 
 * ``no-duplicate-delivery``, ``delivered-at-acked-ts``, ``producer-order``: what an
   application receives (:meth:`History.app_received`); for a shared subscription, no
   record reaches two of its members either, unless the first was away (disconnected)
-  for longer than the brokers' ``ephemeral_grace`` or got it from a primary already
-  deposed (docs/replication.md S7).
+  for longer than the brokers' ``ephemeral_grace`` (docs/replication.md S7, S8).
 * ``offset-not-ahead``: a stored offset is never ahead of what its subscription
   acknowledged (:meth:`History.offset_stored`).
 * ``no-purge-of-needed``: nothing a durable subscription still needs is purged
@@ -60,9 +59,6 @@ class App:
     errors: list[str] = field(default_factory=list)
     away_since: float | None = None  # shared: away from the group's primary since
     broker: str | None = None  # the broker its connection is to
-    # shared: records it got from a broker that was no longer its group's primary (deposed
-    # while alive, before it heard of the new epoch): they may be handed out again
-    from_deposed: set[bytes] = field(default_factory=set)
     vanished: bool = False  # shared: it was once away longer than the grace
 
 
@@ -261,19 +257,13 @@ class History:
         elif a.mode == "shared":
             for other, o in self.apps.items():
                 if o is not a and (o.topic, o.subscription) == (a.topic, a.subscription):
-                    if (
-                        uuid in o.uuids
-                        and not self._vanished(o, now)
-                        and uuid not in o.from_deposed
-                    ):
+                    if uuid in o.uuids and not self._vanished(o, now):
                         self.violation(
                             f"{app} received {rec[3].decode()} (ts {ts}), which {other} of"
                             f" shared subscription {a.subscription} had received"
                         )
         a.uuids.add(uuid)
         a.ts.add(ts)
-        if a.mode == "shared" and a.broker not in (None, self.primaries.get(group, a.broker)):
-            a.from_deposed.add(uuid)
         acked = self.acked_ts.get(uuid)
         if acked is not None and acked != ts:
             self.violation(f"{app} received {rec[3].decode()} at ts {ts}, acknowledged at {acked}")

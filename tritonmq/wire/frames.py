@@ -564,17 +564,29 @@ class SharedSub:
 
 @dataclass(frozen=True, slots=True)
 class SharedState:
-    """The primary's shared subscriptions, sent to its backups whenever they change (at most
-    once a tick): a new primary then hands out nothing a member holds or acknowledged."""
+    """The primary's shared subscriptions, sent to its backups whenever they change: a new
+    primary then hands out nothing a member holds or acknowledged. ``seq`` grows with every
+    frame a primary sends; a backup answers it with :class:`SharedAck`."""
 
     epoch: int
     subs: tuple[SharedSub, ...]
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SharedAck:
+    """A backup has the primary's shared state up to frame ``seq``: records that frame says
+    a member holds may go to it (replication.md S8)."""
+
+    epoch: int
+    seq: int
 
 
 ReplFrame: TypeAlias = (
     Follow
     | Append
     | ReplAck
+    | SharedAck
     | Leader
     | Purge
     | SharedState

@@ -33,6 +33,7 @@ from tritonmq.wire.frames import (
     Purge,
     ReplAck,
     ReplFrame,
+    SharedAck,
     SharedState,
     SharedSub,
     TsRanges,
@@ -106,7 +107,10 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
         subs = obj.get("subs")
         if not isinstance(subs, tuple):
             raise MalformedFrame("'subs' must be an array")
-        return SharedState(_int(obj, "epoch"), tuple(_shared_sub(s) for s in subs))
+        seq = _int(obj, "seq", default=0)
+        return SharedState(_int(obj, "epoch"), tuple(_shared_sub(s) for s in subs), seq)
+    if op == "sack":
+        return SharedAck(_int(obj, "epoch"), _int(obj, "seq"))
     if op == "follow":
         return Follow(
             _str(obj, "group", max_len=MAX_NAME_LEN),
@@ -209,11 +213,15 @@ def enc_shared(st: SharedState) -> bytes:
     subs = [
         (s.topic, s.name, s.offset, s.cursor, s.held, s.free, s.ahead, s.members) for s in st.subs
     ]
-    return _packb({"op": "shared", "epoch": st.epoch, "subs": subs})
+    return _packb({"op": "shared", "epoch": st.epoch, "seq": st.seq, "subs": subs})
 
 
 def enc_rack(epoch: int, ts: int) -> bytes:
     return _packb({"op": "rack", "epoch": epoch, "ts": ts})
+
+
+def enc_sack(a: SharedAck) -> bytes:
+    return _packb({"op": "sack", "epoch": a.epoch, "seq": a.seq})
 
 
 def enc_follow(f: Follow) -> bytes:
