@@ -57,6 +57,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("tritonmq.client")
 
 REROUTES = 5
+# A slot move: the old group names the new one while the new group's view of the map may
+# still name the old (each re-reads ZooKeeper on its own watch). A publish re-routes up
+# to this many times, pausing 50 ms, doubling to 1 s, between re-routes after the first.
+MOVE_REROUTES = 12
 
 
 class Client:
@@ -397,11 +401,13 @@ class Client:
         which refuses new writes naming the new one: docs/replication.md M2), else by the
         re-read map."""
         group = self._group_of(topic)
-        for _ in range(REROUTES):
+        for attempt in range(MOVE_REROUTES):
             link = self._link(group)
             try:
                 return await link.publish_batch(topic, list(items))
             except WrongGroup as e:
+                if attempt:  # groups disagree for a moment while a slot moves
+                    await asyncio.sleep(min(1.0, 0.05 * 2 ** (attempt - 1)))
                 await self.refresh()
                 named = e.group if e.group in self._view.groups else None
                 group = named or self._group_of(topic)
