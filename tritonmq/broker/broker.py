@@ -316,8 +316,8 @@ class Broker:
                 case SendPubAck(conn=conn, id=pub_id, ts=ts, eras=eras):
                     self.outbound.send(conn, codec.enc_puback(pub_id, ts, group, eras))
                     self.metrics.acked(conn, pub_id, len(ts))
-                case Deliver(conn=conn, sid=sid, topic=topic, records=records):
-                    data = codec.enc_deliver(sid, topic, records)
+                case Deliver(conn=conn, sid=sid, topic=topic, records=records, era=era):
+                    data = codec.enc_deliver(sid, topic, records, era)
                     self.outbound.send(conn, data)
                     born = core.log.published_at(records[0][0]) if records else None
                     self.metrics.delivered_frame(records, len(data), born)
@@ -335,10 +335,12 @@ class Broker:
                         group=a.group,
                         first=a.first,
                         last=a.last,
+                        era=a.era,
+                        after=a.after,
                     )
                     self.outbound.send(a.conn, frame)
-                case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
-                    self.outbound.send(conn, codec.enc_subok(sid, next_ts))
+                case SendSubOk(conn=conn, sid=sid, next_ts=next_ts, era=era):
+                    self.outbound.send(conn, codec.enc_subok(sid, next_ts, era))
                 case SendFetched(conn=conn, id=fid, records=records, next_ts=next_ts):
                     data = codec.enc_fetched(fid, records, next_ts, a.published, a.purged)
                     self.outbound.send(conn, data)

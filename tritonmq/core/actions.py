@@ -54,6 +54,8 @@ class SendError:
     group: str | None = None
     first: int | None = None
     last: int | None = None
+    era: int | None = None  # WRONG_GROUP ending a reader's era: go on in ``era`` after ``after``
+    after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,7 @@ class Deliver:
     sid: int
     topic: str
     records: list[Record]
+    era: int = 0  # of a moved slot (docs/replication.md M3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,7 @@ class SendSubOk:
     conn: Any
     sid: int
     next_ts: int
+    era: int = 0  # the era ``next_ts`` is a ts of (a moved slot, M3)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,8 @@ class Consumer:
         "inflight",
         "inflight_bytes",
         "member",
+        "era",
+        "until",
     )
 
     def __init__(
@@ -49,6 +51,10 @@ class Consumer:
         self.inflight = 0  # shared mode: records handed to this consumer, not yet acked
         self.inflight_bytes = 0  # shared mode: their sizes, bounded by window_bytes
         self.member = ""  # shared mode: the client-chosen id that survives reconnects
+        self.era = 0  # the era of a moved slot it reads here (docs/replication.md M3, M4)
+        self.until: int | None = (
+            None  # its era's seal point: nothing above it is pushed (None: no end)
+        )
 
 
 class Durable:

@@ -277,6 +277,8 @@ class Delivery:
         acked: Iterable[int] = (),
         held: Iterable[int] = (),
         member: str = "",
+        era: int = 0,
+        until: int | None = None,
     ) -> tuple[int, list[Deliver | RegisterSubscription]]:
         """Attach a consumer; returns where it starts and what to do first.
 
@@ -286,6 +288,7 @@ class Delivery:
         :class:`Purged` rather than silently skipping them.
         ``acked`` (shared mode): ts the member acknowledged, perhaps to an old primary;
         ``held``: ts its application has and has not acknowledged yet; ``member``: its id.
+        ``era``, ``until``: a moved slot's era read here and its seal point (M4).
         """
         self.unsubscribe(conn, sid, now)
         out: list[Deliver | RegisterSubscription] = []
@@ -316,7 +319,7 @@ class Delivery:
         if d is not None and (resume or start == From.LATEST):
             ack_point = min(d.offset, next_ts - 1)
         c = Consumer(conn, sid, topic, d, next_ts, ack_point)
-        c.member = member
+        c.member, c.era, c.until = member, era, until
         c.window = min(window or self.window, self.window)
         c.window_bytes = self.window_bytes
         self.consumers[(id(conn), sid)] = c
@@ -592,18 +595,19 @@ class Delivery:
         t = self.log.topics.get(c.topic)
         if t is None:
             return out
-        while c.next_ts <= commit_ts:
+        end = commit_ts if c.until is None else min(commit_ts, c.until)  # an era's end (M4)
+        while c.next_ts <= end:
             i = t.index_of(c.next_ts)
             a = t.index_of(max(c.acked_ts, c.floor) + 1)
             room = min(c.window - (i - a), MAX_RECORDS_PER_FRAME)
             room_bytes = c.window_bytes - t.bytes_in(a, i)
             if room <= 0 or room_bytes <= 0:
                 break
-            recs = t.between(c.next_ts, commit_ts, room, min(room_bytes, self.frame_bytes))
+            recs = t.between(c.next_ts, end, room, min(room_bytes, self.frame_bytes))
             if not recs:
                 break
             c.next_ts = recs[-1][0] + 1
-            out.append(Deliver(c.conn, c.sid, c.topic, recs))
+            out.append(Deliver(c.conn, c.sid, c.topic, recs, c.era))
         return out
 
     def _dispatch(self, d: Durable, commit_ts: int, now: float) -> list[Deliver]:
