@@ -7,9 +7,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tests.unit.test_moves import T0, T1, leading, moving, only, pub, view
-from tritonmq.core.actions import Action, Deliver, SendError, SendSubOk
+from tritonmq.core.actions import (
+    Action,
+    Deliver,
+    LoadSubscriptions,
+    RegisterSubscription,
+    SendError,
+    SendSubOk,
+    StoreOffsets,
+)
 from tritonmq.core.broker import BrokerCore
-from tritonmq.core.events import ClientFrameIn, Tick
+from tritonmq.core.events import (
+    ClientFrameIn,
+    OffsetsStored,
+    SubscriptionRegistered,
+    SubscriptionsLoaded,
+    Tick,
+)
 from tritonmq.core.slothistory import SlotHistory, begin_move, complete, roll_back, seal
 from tritonmq.wire.frames import Ack, ErrorCode, From, Sub
 
@@ -119,8 +133,82 @@ def test_a_group_holding_the_slot_again_serves_only_its_new_era() -> None:
     assert delivered(out + pub(c, 2, T0, "u3", now=0.3)) == [(2, 3)]
 
 
-def test_a_durable_subscription_of_a_moved_slot_is_served_by_the_owner_alone() -> None:
+# --- durable subscriptions (M5, M6) -------------------------------------------------------
+
+
+def ticks(c: BrokerCore, start: float, n: int = 4) -> list[Action]:
+    """``n`` ticks, each past the offset interval, ZooKeeper storing every offset asked."""
+    out: list[Action] = []
+    for i in range(n):
+        now = start + 0.3 * i
+        got = c.handle(Tick(now))
+        for a in only(got, StoreOffsets):
+            got += c.handle(OffsetsStored(a.offsets, True, now, a.eras))
+        out += got
+    return out
+
+
+def test_the_old_group_hands_a_durable_subscription_on_once_its_era_is_acknowledged() -> None:
     c = leading("a")
-    view(c, completed(0), 0.1)
-    [err] = only(sub(c, Sub(1, T0, "d", From.LATEST)), SendError)
-    assert (err.code, err.group, err.era) == (ErrorCode.WRONG_GROUP, "g2", None)
+    out = sub(c, Sub(1, T0, "d", From.LATEST))
+    [reg] = only(out, RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    pub(c, 1, T0, "u1", "u2")
+    view(c, completed(2), 0.2)
+    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.3))
+    assert not only(ticks(c, 0.5), SendError), "record 2 is not acknowledged yet"
+    assert c.delivery.holds()[T0] <= 1, "the sealed era is kept for it (M6)"
+    c.handle(ClientFrameIn("reader", Ack(1, 2), 1.7))
+    out = ticks(c, 2.0)
+    store = only(out, StoreOffsets)[-1]
+    assert (store.offsets, store.eras) == (((T0, "d", 0),), (1,)), "era 1, from its after"
+    [err] = only(out, SendError)
+    assert (err.code, err.sid, err.group, err.era) == (ErrorCode.WRONG_GROUP, 1, "g2", None)
+    assert ("d" not in {n for _, n in c.delivery.durables}) and T0 not in c.delivery.holds()
+
+
+def test_the_new_group_waits_for_the_offset_to_reach_its_era_before_serving_it() -> None:
+    x = leading("x", "g2")
+    view(x, completed(9), 0.1)
+    [load] = only(sub(x, Sub(1, T0, "d", From.LATEST)), LoadSubscriptions)
+    out = x.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 5)], 0.2))
+    [err] = only(out, SendError)
+    assert (err.code, err.group, err.era) == (ErrorCode.WRONG_GROUP, "g1", None)
+    d = x.delivery.durables[(T0, "d")]
+    assert (d.pending, d.offset, x.delivery.offsets_to_store()) == (True, 0, None)
+    pub(x, 1, T0, "n1", now=0.3)
+    assert x.delivery.holds()[T0] == 0, "nothing of its era is acknowledged (M5)"
+    assert only(ticks(x, 1.5, 1), LoadSubscriptions), "it reads ZooKeeper again"
+    [load] = only(sub(x, Sub(2, T0, "d", From.LATEST), now=2.0), LoadSubscriptions)
+    moved_on = [(T0, "d", "broadcast", 0)]
+    out = x.handle(SubscriptionsLoaded(load.request, moved_on, 2.1, eras={(T0, "d"): 1}))
+    assert only(out, SendSubOk) == [SendSubOk("reader", 2, 1, 1)]
+    assert delivered(out) == [(1, 1)]
+
+
+def test_a_durable_subscription_created_during_a_move_is_created_at_the_current_era() -> None:
+    x = leading("x", "g2")
+    view(x, completed(9), 0.1)
+    [load] = only(sub(x, Sub(1, T0, "new", From.LATEST)), LoadSubscriptions)
+    [reg] = only(x.handle(SubscriptionsLoaded(load.request, [], 0.2)), RegisterSubscription)
+    assert (reg.topic, reg.name, reg.era) == (T0, "new", 1)
+    c = leading("a")
+    view(c, completed(9), 0.1)
+    [load] = only(sub(c, Sub(1, T0, "new", From.LATEST)), LoadSubscriptions)
+    [err] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.2)), SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2"), "not the old group's"
+
+
+def test_a_shared_subscription_is_handed_on_once_its_low_watermark_passes_the_seal() -> None:
+    c = leading("a")
+    out = sub(c, Sub(1, T0, "s", From.LATEST, None, "shared", member="m1"))
+    [reg] = only(out, RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "s", reg.offset, 0.1))
+    pub(c, 1, T0, "u1", "u2")
+    view(c, completed(2), 0.2)
+    assert not only(ticks(c, 0.5), SendError), "nothing acknowledged yet"
+    c.handle(ClientFrameIn("reader", Ack(1, 2, (1,)), 1.7))
+    out = ticks(c, 2.0)
+    assert only(out, StoreOffsets)[-1].eras == (1,)
+    [err] = only(out, SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")

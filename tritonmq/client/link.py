@@ -269,7 +269,7 @@ class Link:
             case SubscriptionMoved(sid=sid, group=group, era=era, after=after):
                 sub = self._subs.pop(sid, None)
                 if sub is not None and self._follow is not None:
-                    self._follow(group).add_subscription(sub, era, after)
+                    self._follow(group).add_subscription(sub, era, after, moved=True)
                 elif sub is not None:
                     sub.fail(WrongGroup(f"topic {sub.topic!r} moved to group {group}", group=group))
             case WakeAt(at=at):
@@ -424,10 +424,16 @@ class Link:
         return Subscription(self, sid, topic, name, start, window, mode, presence)
 
     def add_subscription(
-        self, sub: Subscription, era: int | None = None, after: int | None = None
+        self,
+        sub: Subscription,
+        era: int | None = None,
+        after: int | None = None,
+        *,
+        moved: bool = False,
     ) -> None:
-        """Subscribe ``sub`` here; ``era``/``after``: it moved here from another group's
-        link and goes on from ``(era, after + 1)`` (M4), with a sid of this link."""
+        """Subscribe ``sub`` here. ``moved``: it comes from another group's link (a slot
+        move, M4, M5), with a sid of this link, an unnamed one from ``(era, after + 1)``, a
+        named one from its offset."""
         if self._closed:
             sub.fail(ClientClosed("client closed"))
             return
@@ -438,6 +444,8 @@ class Link:
         start: From | int = sub.start if isinstance(sub.start, int) else From(sub.start)
         if era is not None and after is not None:
             start = after + 1
+        elif moved and sub.name:
+            start = From.LATEST  # resume from the offset, whatever the first start was
         member = secrets.token_hex(8) if sub.shared else ""
         p = sub.presence
         self._handle(

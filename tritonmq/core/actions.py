@@ -95,6 +95,7 @@ class RegisterSubscription:
     mode: str
     offset: int
     owner: str = ""
+    era: int = 0  # the era ``offset`` is a ts of (a moved slot's current era, M5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,7 @@ class StoreOffsets:
     """Write these (topic, name, offset) to ZooKeeper: one coalesced batch."""
 
     offsets: tuple[tuple[str, str, int], ...]
+    eras: tuple[int, ...] = ()  # the era of each (empty: all 0; a moved slot's, M5)
 
 
 @dataclass(frozen=True, slots=True)

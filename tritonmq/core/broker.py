@@ -388,7 +388,11 @@ class BrokerCore(ReplicationLinks):
             return [cap]
         if cap := self.presence.refusal(conn, frame):
             return [cap]
-        if isinstance(moved := self.readers.admit(self.log, conn, frame), SendError):
+        if isinstance(moved := self.readers.admit(self.delivery, conn, frame), str):
+            self.durables_ready = False  # named subs wait for what ZooKeeper holds now
+            self.waiting_subs.append(ClientFrameIn(conn, frame, now))
+            return [LoadSubscriptions(self._load_request)]
+        if isinstance(moved, SendError):
             return [moved]
         frame, era, until = (moved.frame, moved.era, moved.until) if moved else (frame, 0, None)
         left = self.presence.leave(conn, frame.sid)  # a `sub` replaces its sid's attachment
@@ -700,7 +704,7 @@ class BrokerCore(ReplicationLinks):
         if ev.found is None:
             self._load_retry_at = ev.now + 0.2
             return [LogLine(L.WARNING, "loading subscriptions failed; retrying")]
-        self.delivery.load(ev.found, ev.now, start_ts=p.start_ts)
+        self.readers.load(self.delivery, ev, p.start_ts)
         self.auth.loaded(ev.owners)
         self.durables_ready = True
         out: list[Action] = [LogLine(L.INFO, f"resumed {len(ev.found)} durable subscription(s)")]
@@ -716,7 +720,7 @@ class BrokerCore(ReplicationLinks):
     def _stored(self, ev: OffsetsStored) -> list[Action]:
         self._storing = False
         if ev.ok:
-            self.delivery.stored(ev.offsets)
+            self.delivery.stored(ev.offsets, ev.eras)
         if self.role is Role.STEPPING_DOWN:
             return self._finish_stop()
         p = self.primary
@@ -754,7 +758,7 @@ class BrokerCore(ReplicationLinks):
             return self._step_down("ZooKeeper unreachable for longer than the session timeout")
         out = self._primary_out(p, p.tick(now), now)
         out.extend(self.moves.plan(p, self.log, now))
-        out.extend(self.readers.check(self.delivery, self.presence, now))
+        out.extend(self.readers.check(self.delivery, self.presence, now, self._load_request))
         self.rates.tick(now)
         out.extend(self.delivery.tick(p.commit_ts, now))
         out.extend(self._send_shared(p))

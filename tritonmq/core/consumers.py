@@ -78,6 +78,10 @@ class Durable:
         "gap",
         "gap_skip",
         "gap_open",
+        "era",
+        "stored_era",
+        "until",
+        "pending",
     )
 
     def __init__(self, topic: str, name: str, mode: Mode, offset: int, stored: int | None) -> None:
@@ -106,6 +110,13 @@ class Durable:
         self.gap = (0, -1)
         self.gap_skip: set[int] = set()  # ts in the gap acknowledged or claimed already
         self.gap_open = True
+        # a moved slot (docs/replication.md M5): the era served here, the era of the stored
+        # offset, the era's seal point (nothing above it goes out), and whether the offset is
+        # still at an older era, written by that era's group (not by us)
+        self.era = 0
+        self.stored_era = 0
+        self.until: int | None = None
+        self.pending = False
 
     def low_watermark(self) -> int:
         low = self.cursor

@@ -245,19 +245,22 @@ class Delivery:
         if d is not None and d.stored is None:
             d.stored = offset
 
-    def stored(self, offsets: Iterable[tuple[str, str, int]]) -> None:
-        for topic, name, offset in offsets:
+    def stored(self, offsets: Iterable[tuple[str, str, int]], eras: tuple[int, ...] = ()) -> None:
+        for i, (topic, name, offset) in enumerate(offsets):
             d = self.durables.get((topic, name))
             if d is not None:
-                d.stored = offset
+                d.stored, d.stored_era = offset, eras[i] if eras else 0
 
     def offsets_to_store(self) -> StoreOffsets | None:
-        due = tuple(
-            (d.topic, d.name, d.offset)
+        due = [
+            d
             for d in self.durables.values()
-            if d.stored is not None and d.stored != d.offset
-        )
-        return StoreOffsets(due) if due else None
+            if d.stored is not None and (d.stored != d.offset or d.stored_era != d.era)
+        ]
+        if not due:
+            return None
+        eras = tuple(d.era for d in due)  # a moved slot's offsets say their era (M5)
+        return StoreOffsets(tuple((d.topic, d.name, d.offset) for d in due), eras * any(eras))
 
     # --- consumers -----------------------------------------------------------------
 
@@ -308,7 +311,8 @@ class Delivery:
         if name and d is None:
             d = Durable(topic, name, mode, max(0, next_ts - 1), None)
             self.durables[(topic, name)] = d
-            out.append(RegisterSubscription(topic, name, str(mode), d.offset))
+            d.era = d.stored_era = era  # created at the era it reads (M5)
+            out.append(RegisterSubscription(topic, name, str(mode), d.offset, era=era))
         elif d is not None and d.mode is Mode.SHARED and isinstance(start, int) and not resume:
             # Joining an existing shared subscription takes its cursor ("earliest" and
             # "latest" only place a new one); an explicit ts is a replay for all members,
@@ -637,9 +641,10 @@ class Delivery:
             skipped = False
             if d.gap_open and len(recs) < room and used < limit:
                 recs, used, skipped = self._walk_gap(d, t, recs, room, used, limit, commit_ts)
-            if len(recs) < room and d.cursor <= commit_ts and used < limit:
+            end = commit_ts if d.until is None else min(commit_ts, d.until)  # an era's end
+            if len(recs) < room and d.cursor <= end and used < limit:
                 budget = limit - used
-                fresh = t.between(d.cursor, commit_ts, room - len(recs), budget)
+                fresh = t.between(d.cursor, end, room - len(recs), budget)
                 if fresh:
                     d.cursor = fresh[-1][0] + 1
                     if d.ahead:
@@ -649,8 +654,8 @@ class Delivery:
                         d.ahead = {ts for ts in d.ahead if ts >= d.cursor}
                     recs.extend(fresh)
                 else:
-                    d.cursor = commit_ts + 1
-                    d.ahead = {ts for ts in d.ahead if ts > commit_ts}
+                    d.cursor = end + 1
+                    d.ahead = {ts for ts in d.ahead if ts > end}
             if not recs:
                 # passing records that are acknowledged or out already is progress too
                 idle = 0 if skipped else idle + 1
