@@ -212,3 +212,18 @@ def test_a_shared_subscription_is_handed_on_once_its_low_watermark_passes_the_se
     assert only(out, StoreOffsets)[-1].eras == (1,)
     [err] = only(out, SendError)
     assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
+
+
+def test_a_shared_subscription_at_the_new_group_hands_out_its_era_and_stores_it() -> None:
+    """Its records say their era (else the client's acks, of another era, are dropped)."""
+    x = leading("x", "g2")
+    view(x, completed(9), 0.1)
+    shared = Sub(1, T0, "work", From.LATEST, None, "shared", member="m1")
+    [load] = only(sub(x, shared), LoadSubscriptions)
+    x.handle(
+        SubscriptionsLoaded(load.request, [(T0, "work", "shared", 0)], 0.2, {}, {(T0, "work"): 1})
+    )
+    out = pub(x, 1, T0, "n1", "n2", now=0.3) + ticks(x, 0.5, 2)
+    assert delivered(out) == [(1, 1), (1, 2)]
+    x.handle(ClientFrameIn("reader", Ack(1, 1, (2,)), 1.5))
+    assert only(ticks(x, 1.6, 2), StoreOffsets)[-1] == StoreOffsets(((T0, "work", 2),), (1,))

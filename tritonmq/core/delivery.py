@@ -666,9 +666,9 @@ class Delivery:
             c.inflight += len(recs)
             c.inflight_bytes += sum(map(record_size, recs))
             if self.gate is not None:
-                self.gate.waiting.append((c, Deliver(c.conn, c.sid, c.topic, recs)))
+                self.gate.waiting.append((c, Deliver(c.conn, c.sid, c.topic, recs, c.era)))
             else:
-                out.append(Deliver(c.conn, c.sid, c.topic, recs))
+                out.append(Deliver(c.conn, c.sid, c.topic, recs, c.era))
         d.offset = max(d.offset, d.low_watermark())
         return out
 

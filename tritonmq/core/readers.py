@@ -145,19 +145,21 @@ class SlotReaders:
                 return []
             if d.offset < until and not _handed_all(delivery.log, d.topic, d.offset + 1, until):
                 return []
-            d.era += 1  # everything of its era is acknowledged: the next era's group's now
+            # everything of its era is acknowledged: its consumers go on at the next era's
+            # group (first: an ack or dispatch here would move the offset again), and the
+            # offset is that era's from its start
+            to = h.group_of_era(d.era + 1)
+            out: list[Action] = []
+            for c in list(d.consumers):
+                msg = f"subscription {d.name!r} of {d.topic!r} goes on at group {to}"
+                out.append(SendError(c.conn, ErrorCode.WRONG_GROUP, msg, sid=c.sid, group=to))
+                out.extend(delivery.unsubscribe(c.conn, c.sid))
+            d.era += 1
             d.offset = h.history[d.era].after if d.era < h.era else h.after
-            return []
-        if d.stored_era != d.era or d.stored != d.offset:
-            return []  # the hand-on is not stored yet
-        to = h.group_of_era(d.era)
-        out: list[Action] = []
-        for c in list(d.consumers):
-            msg = f"subscription {d.name!r} of {d.topic!r} goes on at group {to}"
-            out.append(SendError(c.conn, ErrorCode.WRONG_GROUP, msg, sid=c.sid, group=to))
-            out.extend(delivery.unsubscribe(c.conn, c.sid))
-        delivery.durables.pop((d.topic, d.name), None)
-        return out
+            return out
+        if d.stored_era == d.era and d.stored == d.offset:  # the hand-on is stored: let go
+            delivery.durables.pop((d.topic, d.name), None)
+        return []
 
     def admit(self, delivery: Delivery, conn: Any, frame: Sub) -> SendError | Admitted | str | None:
         """A ``sub`` of ``frame.topic``: None when its slot never moved (the owner decided),
