@@ -319,6 +319,7 @@ class Client:
                 resolve,
                 group=group,
                 probe=probe if self._scheme != "zk" else None,
+                follow=self._link,
                 **self._link_options,
             )
             link.start()
