@@ -636,6 +636,9 @@ def chaos(
 @click.option("--scenario", default=None, help="A fixed fault list (tritonmq/sim/scenarios.py).")
 @click.option("--refusals", is_flag=True, help="Also draw live processes refusing connections.")
 @click.option("--check-whole", is_flag=True, help="After healing, every replica is in the ISR.")
+@click.option(
+    "--moves", type=click.IntRange(0, 50), default=3, show_default=True, help="Slot moves a run."
+)
 def sim(
     seed: int | None,
     seeds: int | None,
@@ -648,6 +651,7 @@ def sim(
     scenario: str | None,
     refusals: bool,
     check_whole: bool,
+    moves: int,
 ) -> None:
     """Deterministic simulator: whole clusters, seeded faults, invariants after every step."""
     from rich.console import Console
@@ -666,6 +670,7 @@ def sim(
         adapter=adapter,
         refusals=refusals,
         check_whole=check_whole,
+        moves=moves,
     )
     if scenario is not None:
         if scenario not in SCENARIOS:

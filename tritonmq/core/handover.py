@@ -73,8 +73,8 @@ def table_of(log: GroupLog) -> HandedOver:
     t = log.topics.get(HANDOVER_TOPIC)
     table = HandedOver()
     for rec in t.records if t is not None else ():
-        _, era, pairs = decode_entry(rec[3])
-        table.adopt(era, pairs, float("inf"))
+        slot, era, pairs = decode_entry(rec[3])
+        table.adopt(era, pairs, float("inf"), slot)
     return table
 
 
@@ -98,35 +98,49 @@ def handover_pairs(
 
 @dataclass(slots=True)
 class HandedOver:
-    """uuids another group stored before a slot moved here: uuid -> its position there."""
+    """uuids another group stored before a slot moved here: uuid -> its position there,
+    per slot. A handover carries every purged uuid of the old group, other slots' too
+    (harmless for dedup), but a position is (era, ts) of *its* slot: a uuid handed over
+    with slot 1's pairs must not answer a retry of slot 16 with slot 1's era (found by
+    the simulator with moves, seed 64 of ``--groups 2``). ``slot`` None: any slot."""
 
-    positions: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # uuid -> (era, ts)
-    # (deadline, era, uuids) per handover, in the order adopted
-    batches: list[tuple[float, int, tuple[bytes, ...]]] = field(default_factory=list)
+    positions: dict[bytes, dict[int | None, Position]] = field(default_factory=dict)
+    # (deadline, slot, uuids) per handover, in the order adopted
+    batches: list[tuple[float, int | None, tuple[bytes, ...]]] = field(default_factory=list)
 
     def adopt(
-        self, era: int, pairs: Iterable[tuple[int, bytes]], forget_at: float
+        self,
+        era: int,
+        pairs: Iterable[tuple[int, bytes]],
+        forget_at: float,
+        slot: int | None = None,
     ) -> tuple[bytes, ...]:
-        """Remember ``pairs`` (old group's ts, uuid) of ``era`` until ``forget_at``; a uuid
-        already known keeps its first position (adopting the same handover twice, as a new
-        primary repeating it does, changes nothing). Returns the uuids newly adopted."""
+        """Remember ``pairs`` (old group's ts, uuid) of ``slot``'s ``era`` until
+        ``forget_at``; a uuid already known for the slot keeps its first position
+        (adopting the same handover twice, as a new primary repeating it does, changes
+        nothing). Returns the uuids newly adopted."""
         fresh = []
-        positions = self.positions
         for ts, uuid in pairs:
-            if uuid not in positions:
-                positions[uuid] = (era, ts)
+            known = self.positions.setdefault(uuid, {})
+            if slot not in known:
+                known[slot] = Position(era, ts)
                 fresh.append(uuid)
         if fresh:
-            self.batches.append((forget_at, era, tuple(fresh)))
+            self.batches.append((forget_at, slot, tuple(fresh)))
         return tuple(fresh)
 
-    def lookup(self, uuid: bytes) -> Position | None:
-        got = self.positions.get(uuid)
-        return None if got is None else Position(*got)
+    def lookup(self, uuid: bytes, slot: int | None = None) -> Position | None:
+        """Where ``uuid`` was stored as a record of ``slot`` (None: of any slot)."""
+        known = self.positions.get(uuid)
+        if not known:
+            return None
+        if slot is None:
+            return next(iter(known.values()))
+        return known.get(slot, known.get(None))
 
-    def all_known(self, uuids: Sequence[bytes]) -> bool:
+    def all_known(self, uuids: Sequence[bytes], slot: int | None = None) -> bool:
         """Every uuid of a batch was handed over: the retry is answered, not stored (M8)."""
-        return bool(uuids) and all(u in self.positions for u in uuids)
+        return bool(uuids) and all(self.lookup(u, slot) is not None for u in uuids)
 
     def forget(self, now: float) -> int:
         """Drop every handover whose deadline has passed; returns how many uuids went."""
@@ -134,7 +148,10 @@ class HandedOver:
         for batch in self.batches:
             if batch[0] <= now:
                 for u in batch[2]:
-                    del self.positions[u]
+                    known = self.positions[u]
+                    del known[batch[1]]
+                    if not known:
+                        del self.positions[u]
                 gone += len(batch[2])
             else:
                 keep.append(batch)

@@ -8,7 +8,7 @@ histories of the latest view and decides:
   WRONG_GROUP naming the new group, or the retriable UNAVAILABLE "moving here");
 * the old primary's seal: its ``last_ts`` when it first sees ``moving`` (or, a later
   primary of the old group, when it first sees it as primary, M7), proposed once its
-  commit point reaches it;
+  commit point reaches it while its ISR is ``min_insync`` strong;
 * the new primary's handover: it asks the old group for the slot's dedup state, writes
   it into its log as one entry (:mod:`tritonmq.core.handover`), and once that entry is
   committed proposes ``complete``; a later primary that holds the entry completes without
@@ -64,13 +64,14 @@ class Origins:
     history: SlotHistory
     group: str
     table: HandedOver
+    slot: int | None = None
 
     @property
     def era(self) -> int:
         return self.history.era
 
     def handed(self, uuid: bytes) -> Position | None:
-        return self.table.lookup(uuid)
+        return self.table.lookup(uuid, self.slot)
 
     def era_of(self, ts: int) -> int:
         era = self.history.era_of(self.group, ts)
@@ -155,7 +156,7 @@ class SlotMoves:
         n, h = found
         table = self.handed(log)
         uuids = [r[0] for r in frame.records]
-        stored = bool(uuids) and all(u in log.uuids or table.lookup(u) for u in uuids)
+        stored = bool(uuids) and all(u in log.uuids or table.lookup(u, n) for u in uuids)
         d = write_verdict(h, self.group, already_stored=stored)
         if d.verdict is Verdict.WRONG_GROUP:
             msg = f"slot {n} of topic {frame.topic!r} belongs to group {d.group} (moved)"
@@ -163,7 +164,7 @@ class SlotMoves:
         if d.verdict is Verdict.MOVING_HERE:
             msg = f"slot {n} is moving here; retry"
             return SendError(conn, ErrorCode.UNAVAILABLE, msg, frame.id), None
-        return None, Origins(h, self.group, table)
+        return None, Origins(h, self.group, table, n)
 
     # --- steps, as primary ----------------------------------------------------------------
 
@@ -178,7 +179,10 @@ class SlotMoves:
                 continue
             if self._sealing_here(n):
                 until = self.seal_at.setdefault(n, log.last_ts)
-                if p.commit_ts >= until and self.step is None:
+                # committed *and* on min_insync copies, as a puback is: the new group
+                # answers retries of the sealed records from the handover
+                strong = len(p.isr) >= p.min_insync
+                if p.commit_ts >= until and strong and self.step is None:
                     out.append(self._propose(n, SlotStep.SEAL, until))
                     out.append(LogLine(L.INFO, f"sealing slot {n} at ts {until}"))
             elif h.state is SlotState.SEALED and h.move.to == self.group:
