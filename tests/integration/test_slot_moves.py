@@ -401,3 +401,168 @@ async def test_a_move_between_groups_that_speak_tls_hands_over_on_the_tls_replic
         assert r.returncode == 0, (r.stdout, r.stderr)
         await wait_acked(producers, 100)
     await check_stored_once_in_order(c, producers)
+
+
+async def test_rebalance_by_rate_moves_a_hot_slot_to_the_idle_group(two_groups: DevCluster) -> None:
+    c = two_groups
+    hot = [n for n, h in enumerate(histories(c)) if h.owner == "g1"][:2]
+    async with Producers(c, topics_in(hot, 1), n=2) as producers:
+        await wait_acked(producers, 300)
+        r = await asyncio.to_thread(cli_rebalance, c, "--by", "rate", "--json")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        out = json.loads(r.stdout)
+        [move] = out["moves"]
+        assert move["slot"] in hot and (move["from"], move["to"]) == ("g1", "g2"), out
+        assert out["rate_after"]["g2"] > 0 and out["executed"] is False
+        r = await asyncio.to_thread(cli_rebalance, c, "--by", "rate", "--execute", "--json")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert [o["outcome"] for o in json.loads(r.stdout)["outcomes"]] == ["moved"]
+        await wait_acked(producers, 100)
+    assert sorted(histories(c)[n].owner for n in hot) == ["g1", "g2"]
+    await check_stored_once_in_order(c, producers)
+
+
+# --- readers across moves (issue 11, tests 1 and 2, the readers' half) ---------------------
+
+
+class Readers:
+    """One client with a subscription from the start of each topic (unnamed, or ``name``
+    in ``mode`` with ``members`` members per topic), keeping every value in the order the
+    application got it, acknowledging each."""
+
+    def __init__(
+        self,
+        c: DevCluster,
+        topics: list[str],
+        name: str | None = None,
+        mode: str = "broadcast",
+        members: int = 1,
+    ) -> None:
+        self.c, self.topics = c, topics
+        self.name, self.mode, self.members = name, mode, members
+        self.got: dict[str, list[bytes]] = {t: [] for t in topics}
+        self.errors: list[BaseException] = []
+        self.tasks: list[asyncio.Task[None]] = []
+        self.client: Client | None = None
+
+    async def __aenter__(self) -> Readers:
+        self.client = await Client(zk_url(self.c)).connect()
+        each = [t for t in self.topics for _ in range(self.members)]
+        ready = [asyncio.Event() for _ in each]
+        self.tasks = [
+            asyncio.create_task(self._read(t, e)) for t, e in zip(each, ready, strict=True)
+        ]
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ready)), 30)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.client is not None:
+            await self.client.close()
+
+    async def _read(self, topic: str, ready: asyncio.Event) -> None:
+        assert self.client is not None
+        try:
+            sub_ = self.client.subscribe(topic, self.name, from_="earliest", mode=self.mode)
+            async with sub_ as sub:
+                ready.set()
+                async for msg in sub:
+                    self.got[topic].append(msg.value)
+                    await msg.ack()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the application would see it: the test fails
+            self.errors.append(e)
+            ready.set()
+
+    async def caught_up(self, producers: Producers, timeout: float = 60.0) -> None:
+        """Until every record the producers had acknowledged reached the application."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert not self.errors, self.errors
+            missing = {t: producers.acked[t] - set(self.got[t]) for t in self.topics}
+            if not any(missing.values()):
+                return
+            left = sum(map(len, missing.values()))
+            assert time.monotonic() < deadline, (
+                f"{self.name or 'unnamed'}: {left} acknowledged records never delivered: "
+                f"{ {t: (len(m), len(self.got[t])) for t, m in missing.items()} }"
+            )
+            await asyncio.sleep(0.05)
+
+
+async def check_read_once_in_order(c: DevCluster, readers: Readers) -> None:
+    """Each topic's reader got exactly the slot's records, in the slot's order (era, then
+    ts): no gap, nothing twice."""
+    hs = histories(c)
+    for t in readers.topics:
+        stored_values = [v for *_, v in await everything(c, t, hs)]
+        got = readers.got[t]
+        assert len(got) == len(set(got)), f"{t}: delivered twice: {len(got) - len(set(got))}"
+        assert got == stored_values, f"{t}: {len(got)} delivered, {len(stored_values)} stored"
+
+
+async def test_an_unnamed_subscriber_reads_every_record_once_in_order_across_moves(
+    two_groups: DevCluster,
+) -> None:
+    c = two_groups
+    hs = histories(c)
+    g1_slot = next(n for n, h in enumerate(hs) if h.owner == "g1")
+    g2_slot = next(n for n, h in enumerate(hs) if h.owner == "g2")
+    topics = topics_in([g1_slot, g2_slot], 2)
+    async with Readers(c, topics) as readers:
+        async with Producers(c, topics, n=3) as producers:
+            await wait_acked(producers, 100)
+            for to1, to2 in (("g2", "g1"), ("g1", "g2")):
+                for n, to in ((g1_slot, to1), (g2_slot, to2)):
+                    r = await asyncio.to_thread(cli, c, "move", str(n), "--to", to)
+                    assert r.returncode == 0, (r.stdout, r.stderr)
+                    await wait_acked(producers, 60)
+        await readers.caught_up(producers)
+        await check_stored_once_in_order(c, producers)
+        await check_read_once_in_order(c, readers)
+    assert histories(c)[g1_slot].era == 2
+
+
+def check_shared_once(readers: Readers, producers: Producers) -> None:
+    """Every acknowledged record reached one member of the shared subscription, once."""
+    for t in readers.topics:
+        got = readers.got[t]
+        twice = {v for v in got if got.count(v) > 1}
+        assert not twice, f"{t}: {len(twice)} record(s) reached members twice: {sorted(twice)[:3]}"
+        assert producers.acked[t] <= set(got)
+
+
+async def test_durable_broadcast_and_shared_subscriptions_get_every_record_once_across_moves(
+    two_groups: DevCluster,
+) -> None:
+    """Issue 11, test 1 (readers): an unnamed, a durable broadcast and a durable shared
+    subscription (two members) on moved topics while producers publish and slots move
+    back and forth: the unnamed and the broadcast one get the slot's records exactly once
+    in its order, the shared one each record once at one member."""
+    c = two_groups
+    hs = histories(c)
+    g1_slot = next(n for n, h in enumerate(hs) if h.owner == "g1")
+    g2_slot = next(n for n, h in enumerate(hs) if h.owner == "g2")
+    topics = topics_in([g1_slot, g2_slot], 2)
+    async with (
+        Readers(c, topics) as unnamed,
+        Readers(c, topics, "audit") as durable,
+        Readers(c, topics, "work", "shared", members=2) as shared,
+    ):
+        async with Producers(c, topics, n=3) as producers:
+            await wait_acked(producers, 100)
+            for to1, to2 in (("g2", "g1"), ("g1", "g2")):
+                for n, to in ((g1_slot, to1), (g2_slot, to2)):
+                    r = await asyncio.to_thread(cli, c, "move", str(n), "--to", to)
+                    assert r.returncode == 0, (r.stdout, r.stderr)
+                    await wait_acked(producers, 60)
+        for readers in (unnamed, durable, shared):
+            await readers.caught_up(producers)
+        await check_stored_once_in_order(c, producers)
+        await check_read_once_in_order(c, unnamed)
+        await check_read_once_in_order(c, durable)
+        check_shared_once(shared, producers)
+    assert histories(c)[g1_slot].era == 2

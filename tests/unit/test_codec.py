@@ -297,6 +297,34 @@ def test_bad_broker_frames_are_malformed(frame: dict[str, Any]) -> None:
 # --- defaults -----------------------------------------------------------------------
 
 
+def test_the_eras_of_a_moved_slot_round_trip_and_are_absent_at_era_0() -> None:
+    """docs/protocol.md: a position's era on sub, deliver, subok, and where a reader
+    goes on in a WRONG_GROUP (absent: 0 / none)."""
+    m = subprotocols.MSGPACK
+    sub = Sub(1, "t", None, 7, resume=True, era=2)
+    assert m.decode_client(m.encode(sub)) == sub
+    assert "era" not in msgpack.unpackb(m.encode(Sub(1, "t", None, 7)))
+    recs = ((5, b"u", None, b"v", None),)
+    for frame in (
+        Deliver(1, "t", recs, 3),
+        SubOk(1, 6, 3),
+        Error.of(ErrorCode.WRONG_GROUP, "on", sid=1, group="g2", era=1, after=40),
+    ):
+        assert m.decode_broker(m.encode(frame)) == frame
+        assert subprotocols.JSON.decode_broker(subprotocols.JSON.encode(frame)) == frame
+    assert codec.enc_deliver(1, "t", recs, 3) == m.encode(Deliver(1, "t", recs, 3))
+    assert codec.enc_subok(1, 6, 3) == m.encode(SubOk(1, 6, 3))
+    wrong = codec.enc_error(ErrorCode.WRONG_GROUP, "on", sid=1, group="g2", era=1, after=40)
+    assert m.decode_broker(wrong) == Error.of(
+        ErrorCode.WRONG_GROUP, "on", sid=1, group="g2", era=1, after=40
+    )
+    for plain in (Deliver(1, "t", recs), SubOk(1, 6), Error.of(ErrorCode.WRONG_GROUP, "x", sid=1)):
+        assert not {"era", "after"} & set(msgpack.unpackb(m.encode(plain)))
+    bad = codec.packb({"op": "sub", "sid": 1, "topic": "t", "from": 3, "era": -1})
+    with pytest.raises(MalformedFrame):
+        codec.decode_client(bad)
+
+
 def test_optional_fields_take_their_documented_defaults() -> None:
     assert codec.decode_client(codec.packb({"op": "sub", "sid": 1, "topic": "t"})) == Sub(
         1, "t", None, From.LATEST, None

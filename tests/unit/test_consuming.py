@@ -19,6 +19,7 @@ from tritonmq.client.events import (
     Subscribe,
     Subscribed,
     SubscriptionFailed,
+    SubscriptionMoved,
     Tick,
     TransportClosed,
     Unsubscribe,
@@ -29,6 +30,7 @@ from tritonmq.errors import (
     ClientClosed,
     Purged,
     Unavailable,
+    WrongGroup,
 )
 from tritonmq.wire.frames import (
     Ack,
@@ -257,3 +259,85 @@ def test_presence_is_a_request_answered_by_members_and_resent_on_a_new_connectio
     assert frame in h.sent()  # unanswered: asked again, same id (C10)
     members = Members(frame.id, "room", (PresenceMember("b.1", "alice", "Alice"),))
     assert Answered(5, members) in h.frame(members)
+
+
+# --- a moved slot (docs/replication.md M3, M4) ----------------------------------------------
+
+
+def test_positions_are_era_and_ts_and_an_older_era_never_passes_after_a_newer() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", None, From.LATEST))
+    h.frame(SubOk(1, 10))
+    assert h.frame(Deliver(1, "t", (rec(10), rec(11)))) == [DeliverRecords(1, (rec(10), rec(11)))]
+    # era 1's ts are another group's: smaller ones are new records, not redeliveries
+    assert h.frame(Deliver(1, "t", (rec(3),), 1)) == [DeliverRecords(1, (rec(3),), 1)]
+    assert h.frame(Deliver(1, "t", (rec(12),))) == [], "era 0 is behind it"
+    assert h.frame(Deliver(1, "t", (rec(3), rec(4)), 1)) == [DeliverRecords(1, (rec(4),), 1)]
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    [again] = [f for f in h.sent() if isinstance(f, Sub)]
+    assert (again.start, again.era, again.resume) == (5, 1, True)
+
+
+def test_a_subok_names_the_era_a_resume_goes_on_in() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", None, From.LATEST))
+    h.frame(SubOk(1, 10, 2))
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    [again] = [f for f in h.sent() if isinstance(f, Sub)]
+    assert (again.start, again.era, again.resume) == (10, 2, True)
+
+
+def test_wrong_group_with_an_era_moves_the_subscription_on_from_after_plus_one() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", None, From.LATEST))
+    h.frame(SubOk(1, 10))
+    err = Error.of(ErrorCode.WRONG_GROUP, "on", sid=1, group="g2", era=1, after=7)
+    assert h.frame(err) == [SubscriptionMoved(1, "g2", 1, 7)]
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    assert not [f for f in h.sent() if isinstance(f, Sub)], "it lives at the other group now"
+
+
+def test_a_subscription_moved_here_resumes_at_its_era_and_position() -> None:
+    h = Harness()
+    h.connect(A)
+    out = h(Subscribe(4, "t", None, 8, None, era=1, resume=True))
+    [f] = h.sent(out)
+    assert (f.start, f.era, f.resume) == (8, 1, True)
+    h.frame(SubOk(4, 8, 1))
+    assert h.frame(Deliver(4, "t", (rec(8),), 1)) == [DeliverRecords(4, (rec(8),), 1)]
+
+
+def test_an_ack_of_an_era_left_behind_is_dropped() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", None, 8, None, era=1, resume=True))
+    h.frame(SubOk(1, 8, 1))
+    h(AckRecord(1, 40, 0))
+    assert h.sent(h(Tick())) == []
+    h(AckRecord(1, 8, 1))
+    assert h.sent(h(Tick())) == [Ack(1, 8)]
+
+
+def test_wrong_group_without_an_era_moves_only_a_subscription_without_a_position() -> None:
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", None, From.LATEST))
+    h(Subscribe(2, "t", "durable", From.LATEST))
+    h.frame(SubOk(2, 3))
+    h(Subscribe(3, "t", None, From.LATEST))
+    h.frame(SubOk(3, 3))
+    err = Error.of(ErrorCode.WRONG_GROUP, "owner", sid=1, group="g2")
+    assert h.frame(err) == [SubscriptionMoved(1, "g2", None, None)]
+    err = Error.of(ErrorCode.WRONG_GROUP, "owner", sid=2, group="g2", era=1, after=0)
+    assert h.frame(err) == [SubscriptionMoved(2, "g2", None, None)], "its offset is its place"
+    [failed] = h.frame(Error.of(ErrorCode.WRONG_GROUP, "owner", sid=3, group="g2"))
+    assert isinstance(failed, SubscriptionFailed) and isinstance(failed.error, WrongGroup)

@@ -229,11 +229,11 @@ def test_a_later_primary_of_the_old_group_finding_moving_seals_at_its_own_last_t
         CasDone(claim.request, CasOutcome.OK, dataclasses.replace(claim.state, version=2), 1.1)
     )
     [load] = only(out, LoadSubscriptions)
-    b.handle(SubscriptionsLoaded(load.request, [], 1.1))
+    out += b.handle(SubscriptionsLoaded(load.request, [], 1.1))
     assert b.primary is not None
     [err] = only(pub(b, 3, T0, "u9", now=1.2), SendError)
     assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
-    out = b.handle(ZkView(claim.state, {"b": member("b")}, b.slots, 1.3, moving()))
+    out += b.handle(ZkView(claim.state, {"b": member("b")}, b.slots, 1.3, moving()))
     steps = only([*out, *b.handle(Tick(1.4))], ProposeSlotStep)
     assert [(s.step, s.until) for s in steps] == [(SlotStep.SEAL, 2)]
 
@@ -266,9 +266,9 @@ def test_the_new_primary_asks_for_the_handover_writes_it_and_completes_once_comm
     assert err.code.retriable
     assert not only(x.handle(Tick(0.3)), AskHandover), "one ask at a time"
     pairs = HandoverPairs(0, 2, ((1, b"u1"), (2, b"u2")))
-    x.handle(HandoverAnswered(ask.request, pairs, 0.4))
+    out = x.handle(HandoverAnswered(ask.request, pairs, 0.4))
     assert handover_uuid(0, 0, 2) in x.log.uuids
-    [step] = only(x.handle(Tick(0.5)), ProposeSlotStep)
+    [step] = only([*out, *x.handle(Tick(0.5))], ProposeSlotStep)  # committed at once: alone
     assert (step.slot, step.step) == (0, SlotStep.COMPLETE)
     x.handle(ClientGone("prod", 0.5))  # refused, the producer reconnects (client rule 4)
     # a retry of a record the old group stored is answered with its position there, at once

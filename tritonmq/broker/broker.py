@@ -316,8 +316,8 @@ class Broker:
                 case SendPubAck(conn=conn, id=pub_id, ts=ts, eras=eras):
                     self.outbound.send(conn, codec.enc_puback(pub_id, ts, group, eras))
                     self.metrics.acked(conn, pub_id, len(ts))
-                case Deliver(conn=conn, sid=sid, topic=topic, records=records):
-                    data = codec.enc_deliver(sid, topic, records)
+                case Deliver(conn=conn, sid=sid, topic=topic, records=records, era=era):
+                    data = codec.enc_deliver(sid, topic, records, era)
                     self.outbound.send(conn, data)
                     born = core.log.published_at(records[0][0]) if records else None
                     self.metrics.delivered_frame(records, len(data), born)
@@ -335,10 +335,12 @@ class Broker:
                         group=a.group,
                         first=a.first,
                         last=a.last,
+                        era=a.era,
+                        after=a.after,
                     )
                     self.outbound.send(a.conn, frame)
-                case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
-                    self.outbound.send(conn, codec.enc_subok(sid, next_ts))
+                case SendSubOk(conn=conn, sid=sid, next_ts=next_ts, era=era):
+                    self.outbound.send(conn, codec.enc_subok(sid, next_ts, era))
                 case SendFetched(conn=conn, id=fid, records=records, next_ts=next_ts):
                     data = codec.enc_fetched(fid, records, next_ts, a.published, a.purged)
                     self.outbound.send(conn, data)
@@ -403,11 +405,11 @@ class Broker:
                     self.tasks.spawn(self._read_state(), "read-state")
                 case LoadSubscriptions(request=request):
                     self.tasks.spawn(self._load(request), "load-subscriptions")
-                case StoreOffsets(offsets=offsets):
-                    self.tasks.spawn(self._store(offsets), "store-offsets")
+                case StoreOffsets(offsets=offsets, eras=eras):
+                    self.tasks.spawn(self._store(offsets, eras), "store-offsets")
                 case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
-                    owner = a.owner
-                    self.tasks.spawn(self._register(topic, name, mode, offset, owner), "register")
+                    reg = self._register(topic, name, mode, offset, a.owner, a.era)
+                    self.tasks.spawn(reg, "register")
                 case DeleteSubscription(topic=topic, name=name):
                     self.tasks.spawn(self._delete(topic, name), "delete-subscription")
                 case LogLine(level=level, message=message):
@@ -484,24 +486,30 @@ class Broker:
         core = self.core
         found: list[tuple[str, str, str, int]] | None
         owners: dict[tuple[str, str], str] = {}
+        eras: dict[tuple[str, str], int] = {}
+
+        def ours(t: str) -> bool:  # owned, or of a moved slot we held an era of (M5)
+            return core.slots is None or core.slots.group_of(t) == group or bool(held(t))
+
+        group, held = self.cfg.group, core.moves.serves_fetch
         try:
-            found = await self.offsets.load(
-                lambda t: core.slots is None or core.slots.group_of(t) == self.cfg.group, owners
-            )
+            found = await self.offsets.load(ours, owners, eras)
         except Exception as e:  # ZooKeeper unreachable: the core retries
             log.warning("loading subscriptions failed: %s", e)
             found = None
-        self.feed(SubscriptionsLoaded(request, found, time.monotonic(), owners))
+        self.feed(SubscriptionsLoaded(request, found, time.monotonic(), owners, eras))
 
-    async def _store(self, offsets: tuple[tuple[str, str, int], ...]) -> None:
+    async def _store(
+        self, offsets: tuple[tuple[str, str, int], ...], eras: tuple[int, ...] = ()
+    ) -> None:
         assert self.offsets is not None
         ok = True
         try:
-            await asyncio.wait_for(self.offsets.store(offsets), STOP_FLUSH_S)
+            await asyncio.wait_for(self.offsets.store(offsets, eras), STOP_FLUSH_S)
         except Exception as e:
             log.warning("storing %d offset(s) failed: %r", len(offsets), e)
             ok = False
-        self.feed(OffsetsStored(offsets, ok, time.monotonic()))
+        self.feed(OffsetsStored(offsets, ok, time.monotonic(), eras))
 
     async def _delete(self, topic: str, name: str) -> None:
         assert self.offsets is not None
@@ -510,11 +518,13 @@ class Broker:
         except Exception as e:  # it comes back on the next load: say so
             log.error("deleting subscription %s/%s from ZooKeeper failed: %s", topic, name, e)
 
-    async def _register(self, topic: str, name: str, mode: str, offset: int, owner: str) -> None:
+    async def _register(
+        self, topic: str, name: str, mode: str, offset: int, owner: str, era: int = 0
+    ) -> None:
         assert self.offsets is not None
         held: int | None
         try:
-            held = await self.offsets.register(topic, name, mode, offset, owner)
+            held = await self.offsets.register(topic, name, mode, offset, owner, era)
         except Exception as e:
             log.warning("registering subscription %s/%s failed: %s", topic, name, e)
             held = None

@@ -16,12 +16,13 @@ from tritonmq.client.events import (
     Send,
     Subscribe,
     SubscriptionFailed,
+    SubscriptionMoved,
     WakeAt,
 )
 from tritonmq.client.pending import Subscription as _Sub
 from tritonmq.client.states import ConnState
 from tritonmq.errors import TritonError, WrongGroup
-from tritonmq.wire.frames import Ack, Deliver, Record, Unsub
+from tritonmq.wire.frames import Ack, Deliver, Error, Record, Unsub
 
 HANDED_MAX = 100_000  # shared records handed over and not yet acknowledged, remembered
 
@@ -53,6 +54,8 @@ class Consuming:
         sub.presence, sub.info = e.presence, e.info
         if sub.shared:
             sub.member = e.member or "".join(f"{int(self.rand() * 2**32):08x}" for _ in "ab")
+        if e.resume and isinstance(e.start, int):  # moved here from another group (M4)
+            sub.position, sub.era = e.start, e.era
         self._subs[e.sid] = sub
         if self.state is ConnState.CONNECTED:
             self._out.append(Send(sub.frame(now)))
@@ -65,9 +68,9 @@ class Consuming:
         if self.state is ConnState.CONNECTED:
             self._out.append(Send(Unsub(sid)))
 
-    def _ack(self, sid: int, ts: int, now: float) -> None:
+    def _ack(self, sid: int, ts: int, now: float, era: int = 0) -> None:
         sub = self._subs.get(sid)
-        if sub is None:
+        if sub is None or era != sub.era:  # a record of an era left behind: not ours to ack
             return
         if sub.shared:
             self._shared_acks.setdefault(sid, []).append(ts)
@@ -99,13 +102,17 @@ class Consuming:
             if not records:
                 return
         else:
+            if f.era != sub.era:  # a moved slot (M4): an older era's records came before
+                if f.era < sub.era:
+                    return
+                sub.era, sub.max_seen = f.era, -1
             seen = sub.max_seen
             if records[0][0] <= seen:  # a redelivery after a failover: drop what was handed over
                 records = tuple(r for r in records if r[0] > seen)
                 if not records:
                     return
             sub.max_seen = records[-1][0]
-        self._out.append(DeliverRecords(f.sid, records))
+        self._out.append(DeliverRecords(f.sid, records, f.era))
 
     def _shared_repeats_dropped(
         self, sub: _Sub, records: tuple[Record, ...], now: float
@@ -126,6 +133,17 @@ class Consuming:
                     del sub.handed[next(iter(sub.handed))]
                 keep.append(r)
         return tuple(keep) if len(keep) < len(records) else records
+
+    def _sub_moved(self, sub: _Sub, f: Error) -> bool:
+        """``WRONG_GROUP`` naming a group: the subscription goes on there (M4), an unnamed
+        one from ``(era, after + 1)`` when the broker says them, one with no position yet
+        or a named one (its offset is its position) as it started. False: it cannot."""
+        if f.group is None or (f.era is None and sub.position is not None and not sub.name):
+            return False
+        era, after = (None, None) if sub.name else (f.era, f.after)
+        del self._subs[sub.sid]
+        self._out.append(SubscriptionMoved(sub.sid, f.group, era, after))
+        return True
 
     def _sub_error(self, sub: _Sub, err: TritonError, now: float) -> None:
         if err.retriable and not isinstance(err, WrongGroup):

@@ -75,6 +75,10 @@ class Subscribe:
     member: str = ""
     presence: bool = False  # a member of the topic's presence, told of the others (C12)
     info: str = ""  # what it says about itself there
+    # a subscription moved here from another group (M4): ``start`` is a position of
+    # ``era``, resumed (resume: true), not a new start
+    era: int = 0
+    resume: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,7 @@ class Unsubscribe:
 class AckRecord:
     sid: int
     ts: int
+    era: int = 0  # the era the record was delivered in: an ack of an era left behind is dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +227,7 @@ class RequestFailed:
 class DeliverRecords:
     sid: int
     records: Sequence[Record]
+    era: int = 0  # of a moved slot (docs/replication.md M3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +251,17 @@ class SubscriptionFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscriptionMoved:
+    """Subscription ``sid`` goes on at ``group`` (a slot move, M4): from ``after`` + 1 of
+    ``era`` when they are given, else from where it started (it had no position yet)."""
+
+    sid: int
+    group: str
+    era: int | None
+    after: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class WakeAt:
     """Send a :class:`Tick` at ``at`` (the protocol's clock), or earlier."""
 
@@ -265,5 +282,6 @@ Action: TypeAlias = (
     | PresenceChanged
     | Subscribed
     | SubscriptionFailed
+    | SubscriptionMoved
     | WakeAt
 )

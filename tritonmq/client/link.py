@@ -51,6 +51,7 @@ from tritonmq.client.events import (
     Subscribe,
     Subscribed,
     SubscriptionFailed,
+    SubscriptionMoved,
     Tick,
     TransportClosed,
     TransportFailed,
@@ -62,7 +63,7 @@ from tritonmq.client.protocol import ClientProtocol, Settings
 from tritonmq.client.states import ConnState
 from tritonmq.client.subscription import PresenceOptions, Subscription
 from tritonmq.client.types import Ack
-from tritonmq.errors import ClientClosed, ClientError, ProtocolError
+from tritonmq.errors import ClientClosed, ClientError, ProtocolError, WrongGroup
 from tritonmq.wire import subprotocols as wire
 from tritonmq.wire.frames import (
     Commit,
@@ -110,8 +111,10 @@ class Link:
         rand: Callable[[], float] = random.random,
         tls: ssl.SSLContext | None = None,
         token: str | None = None,
+        follow: Callable[[str], Link] | None = None,
     ) -> None:
         self._resolve = resolve
+        self._follow = follow  # the link to another group (a subscription's slot moved, M4)
         self._tls = tls  # how wss:// brokers are verified (None: the system's trust store)
         self._probe = probe
         self._codec = codec
@@ -247,10 +250,10 @@ class Link:
                 ask = self._asks.pop(ticket, None)
                 if ask is not None and not ask.done():
                     ask.set_exception(error)
-            case DeliverRecords(sid=sid, records=records):
+            case DeliverRecords(sid=sid, records=records, era=era):
                 sub = self._subs.get(sid)
                 if sub is not None:
-                    sub.on_records(records)
+                    sub.on_records(records, era)
             case PresenceChanged(sid=sid, frame=frame):
                 sub = self._subs.get(sid)
                 if sub is not None:
@@ -263,6 +266,12 @@ class Link:
                 sub = self._subs.pop(sid, None)
                 if sub is not None:
                     sub.fail(error)
+            case SubscriptionMoved(sid=sid, group=group, era=era, after=after):
+                sub = self._subs.pop(sid, None)
+                if sub is not None and self._follow is not None:
+                    self._follow(group).add_subscription(sub, era, after, moved=True)
+                elif sub is not None:
+                    sub.fail(WrongGroup(f"topic {sub.topic!r} moved to group {group}", group=group))
             case WakeAt(at=at):
                 self._wake_at(at)
             case _:
@@ -414,12 +423,29 @@ class Link:
         self._next_sid += 1
         return Subscription(self, sid, topic, name, start, window, mode, presence)
 
-    def add_subscription(self, sub: Subscription) -> None:
+    def add_subscription(
+        self,
+        sub: Subscription,
+        era: int | None = None,
+        after: int | None = None,
+        *,
+        moved: bool = False,
+    ) -> None:
+        """Subscribe ``sub`` here. ``moved``: it comes from another group's link (a slot
+        move, M4, M5), with a sid of this link, an unnamed one from ``(era, after + 1)``, a
+        named one from its offset."""
         if self._closed:
             sub.fail(ClientClosed("client closed"))
             return
+        if sub._link is not self:
+            sub.sid, self._next_sid = self._next_sid, self._next_sid + 1
+            sub._link = self
         self._subs[sub.sid] = sub
-        start = sub.start if isinstance(sub.start, int) else From(sub.start)
+        start: From | int = sub.start if isinstance(sub.start, int) else From(sub.start)
+        if era is not None and after is not None:
+            start = after + 1
+        elif moved and sub.name:
+            start = From.LATEST  # resume from the offset, whatever the first start was
         member = secrets.token_hex(8) if sub.shared else ""
         p = sub.presence
         self._handle(
@@ -433,6 +459,8 @@ class Link:
                 member,
                 p is not None,
                 p.info if p is not None else "",
+                era or 0,
+                era is not None and after is not None,
             )  # fmt: skip
         )
 
@@ -440,8 +468,8 @@ class Link:
         if self._subs.pop(sub.sid, None) is not None:
             self._handle(Unsubscribe(sub.sid))
 
-    def ack(self, sub: Subscription, ts: int) -> None:
-        self._handle(AckRecord(sub.sid, ts))
+    def ack(self, sub: Subscription, ts: int, era: int = 0) -> None:
+        self._handle(AckRecord(sub.sid, ts, era))
 
     # --- following the group's epoch -------------------------------------------------------
 

@@ -63,7 +63,8 @@ class Subscription:
     shared: bool
     asked_at: float
     position: int | None = None  # subok.next of the first subok
-    max_seen: int = -1  # highest ts handed to the application
+    max_seen: int = -1  # highest ts handed to the application (of era ``era``)
+    era: int = 0  # the era of a moved slot its position is in (docs/replication.md M3)
     # shared mode (rule 6): ts -> when the application acknowledged it, oldest first
     acked: dict[int, float] = field(default_factory=dict)
     # shared mode: ts handed to the application, not yet acknowledged -> on which connection
@@ -102,4 +103,5 @@ class Subscription:
         return Sub(
             self.sid, self.topic, self.name, start, self.window, mode, resume, acked, held,
             self.member if self.shared else "", self.presence, self.info,
+            self.era if isinstance(start, int) else 0,
         )  # fmt: skip

@@ -60,8 +60,11 @@ Rules
    when it was handed over on an earlier connection and not yet acknowledged (the
    application's ack will come). On the same connection a shared record comes again
    only because its ``ack_timeout`` passed: that one is handed over again.
-   A retriable error with ``sid`` (not ``WRONG_GROUP``) reconnects; any other ends
-   the subscription with that error (``PURGED`` included: the application sees
+   A moved slot's positions are (era, ts): a record of an era before the newest seen is
+   dropped, a later era starts afresh, ``sub`` carries the era (docs/protocol.md C6).
+   ``WRONG_GROUP`` with ``group`` moves the subscription to that group (C7,
+   :class:`SubscriptionMoved`). A retriable error with ``sid`` (not ``WRONG_GROUP``)
+   reconnects; any other ends the subscription with that error (``PURGED`` included: the application sees
    :class:`~tritonmq.errors.Purged`, records are never skipped in silence).
 7. **Acks** are coalesced per turn: the highest ts per broadcast subscription,
    every ts for shared ones.
@@ -141,6 +144,7 @@ from tritonmq.wire.frames import (
     Committed,
     Deliver,
     Error,
+    ErrorCode,
     Fetched,
     Hello,
     Join,
@@ -245,8 +249,8 @@ class ClientProtocol(Consuming):
                 self._subscribe(event, now)
             case Unsubscribe(sid=sid):
                 self._unsubscribe(sid)
-            case AckRecord(sid=sid, ts=ts):
-                self._ack(sid, ts, now)
+            case AckRecord(sid=sid, ts=ts, era=era):
+                self._ack(sid, ts, now, era)
             case Resolved(urls=urls):
                 if self.state is ConnState.RESOLVING:
                     hint, self._hint = self._hint, None
@@ -466,7 +470,7 @@ class ClientProtocol(Consuming):
                 sub = self._subs.get(sid)
                 if sub is not None:
                     if sub.position is None:
-                        sub.position = next_ts
+                        sub.position, sub.era = next_ts, frame.era
                     self._out.append(Subscribed(sid, next_ts))
             case Error():
                 self._error(frame, now)
@@ -494,7 +498,9 @@ class ClientProtocol(Consuming):
                 self._request_error(r, err, f.primary, now)
         elif f.sid is not None:
             sub = self._subs.get(f.sid)
-            if sub is not None:
+            if sub is not None and not (
+                f.code == ErrorCode.WRONG_GROUP and self._sub_moved(sub, f)
+            ):
                 self._sub_error(sub, err, now)
         else:
             self.last_error = f"{err.code}: {err.message}"

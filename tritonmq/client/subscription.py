@@ -76,8 +76,11 @@ class Subscription:
 
     # called by the link: the protocol already dropped redeliveries -------------------
 
-    def on_records(self, records: Any) -> None:
-        self._records.extend(records)
+    def on_records(self, records: Any, era: int = 0) -> None:
+        if era:  # a moved slot's records (M3): each remembers its era for its ack
+            self._records.extend((*r, era) for r in records)
+        else:
+            self._records.extend(records)
         self._ready.set()
 
     def on_presence(self, frame: Join | Leave) -> None:
@@ -135,17 +138,24 @@ class Subscription:
                 raise StopAsyncIteration
             self._ready.clear()
             await self._ready.wait()
-        ts, uuid, key, value, headers = recs.popleft()
+        r = recs.popleft()
+        if len(r) == 6:  # a moved slot's record, with its era (M3)
+            era = r[5]
+            return Message(self.topic, *r[:5], lambda ts: self._ack(ts, era))
+        ts, uuid, key, value, headers = r
         return Message(self.topic, ts, uuid, key, value, headers, self._ack)
 
     async def get(self, timeout: float | None = None) -> Message:
         """The next message, waiting at most ``timeout`` seconds."""
         return await asyncio.wait_for(self.__anext__(), timeout)
 
-    async def _ack(self, ts: int) -> None:
+    async def _ack(self, ts: int, era: int = 0) -> None:
         if self._closed:
             raise ClientClosed("subscription is closed")
-        self._link.ack(self, ts)
+        if era:
+            self._link.ack(self, ts, era)
+        else:
+            self._link.ack(self, ts)
 
 
 __all__ = ["PresenceOptions", "Subscription", "BrokerError"]

@@ -1,7 +1,7 @@
 """Durable subscriptions and their offsets in ZooKeeper.
 
 ``/subscriptions/<topic>/<name>`` {"mode", "owner"} and ``/offsets/<topic>/<name>``
-{"ts"}. ``owner`` is the principal the subscription belongs to (docs/security.md); one
+{"ts", "era"} (``era``: of a moved slot, docs/replication.md M5; absent: 0). ``owner`` is the principal the subscription belongs to (docs/security.md); one
 written before owners existed has none and belongs to the anonymous principal. Topic and subscription names are percent-encoded into one path segment.
 Only the primary writes offsets, coalesced, a few times a second.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
@@ -32,7 +32,9 @@ class Offsets:
         chroot = self.coord.chroot
         return paths.subscription(chroot, topic, name), paths.offset(chroot, topic, name)
 
-    async def register(self, topic: str, name: str, mode: str, offset: int, owner: str = "") -> int:
+    async def register(
+        self, topic: str, name: str, mode: str, offset: int, owner: str = "", era: int = 0
+    ) -> int:
         """Create the subscription (idempotent); returns the offset ZooKeeper holds for it."""
         zk, call = self.coord.zk, self.coord.call
         sub_path, off_path = self._paths(topic, name)
@@ -45,21 +47,20 @@ class Offsets:
         except NodeExistsError:
             pass
         try:
-            await call(
-                zk.create_async(
-                    off_path, json.dumps({"ts": offset}).encode(), acl=acl, makepath=True
-                )
-            )
+            await call(zk.create_async(off_path, _offset(offset, era), acl=acl, makepath=True))
         except NodeExistsError:
             raw, _ = await call(zk.get_async(off_path))
             return int(json.loads(raw)["ts"])
         return offset
 
-    async def store(self, offsets: Iterable[tuple[str, str, int]]) -> None:
-        """Write offsets in one transaction (they are one coalesced batch)."""
+    async def store(
+        self, offsets: Iterable[tuple[str, str, int]], eras: Sequence[int] = ()
+    ) -> None:
+        """Write offsets in one transaction (they are one coalesced batch); ``eras``: each
+        one's era (empty: all 0)."""
         tx = self.coord.zk.transaction()
-        for topic, name, ts in offsets:
-            tx.set_data(self._paths(topic, name)[1], json.dumps({"ts": ts}).encode())
+        for i, (topic, name, ts) in enumerate(offsets):
+            tx.set_data(self._paths(topic, name)[1], _offset(ts, eras[i] if eras else 0))
         results = await self.coord.call(tx.commit_async())
         errors = [r for r in results if isinstance(r, Exception)]
         if errors:
@@ -76,10 +77,14 @@ class Offsets:
                 pass
 
     async def load(
-        self, owns: object, owners: dict[tuple[str, str], str] | None = None
+        self,
+        owns: object,
+        owners: dict[tuple[str, str], str] | None = None,
+        eras: dict[tuple[str, str], int] | None = None,
     ) -> list[tuple[str, str, str, int]]:
         """Every subscription of a topic ``owns(topic)`` accepts: (topic, name, mode, offset).
-        ``owners`` (when given) gets each owned one's principal."""
+        ``owners`` (when given) gets each owned one's principal, ``eras`` the era of each
+        offset that is not 0 (a moved slot's, M5)."""
         zk, call = self.coord.zk, self.coord.call
         try:
             topics = await call(zk.get_children_async(self.subs_root))
@@ -108,7 +113,15 @@ class Offsets:
                 (sub_raw, _), (off_raw, _) = got
                 sub = json.loads(sub_raw)
                 mode = sub.get("mode", "broadcast")
-                out.append((topic, unquote(n), mode, int(json.loads(off_raw)["ts"])))
+                off = json.loads(off_raw)
+                out.append((topic, unquote(n), mode, int(off["ts"])))
+                if eras is not None and int(off.get("era", 0)):
+                    eras[(topic, unquote(n))] = int(off["era"])
                 if owners is not None and isinstance(sub.get("owner"), str) and sub["owner"]:
                     owners[(topic, unquote(n))] = sub["owner"]
         return out
+
+
+def _offset(ts: int, era: int) -> bytes:
+    """An offset znode's value; a slot that never moved keeps the form it always had."""
+    return json.dumps({"ts": ts, "era": era} if era else {"ts": ts}).encode()

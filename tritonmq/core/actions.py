@@ -54,6 +54,8 @@ class SendError:
     group: str | None = None
     first: int | None = None
     last: int | None = None
+    era: int | None = None  # WRONG_GROUP ending a reader's era: go on in ``era`` after ``after``
+    after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,7 @@ class Deliver:
     sid: int
     topic: str
     records: list[Record]
+    era: int = 0  # of a moved slot (docs/replication.md M3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,7 @@ class RegisterSubscription:
     mode: str
     offset: int
     owner: str = ""
+    era: int = 0  # the era ``offset`` is a ts of (a moved slot's current era, M5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +111,7 @@ class StoreOffsets:
     """Write these (topic, name, offset) to ZooKeeper: one coalesced batch."""
 
     offsets: tuple[tuple[str, str, int], ...]
+    eras: tuple[int, ...] = ()  # the era of each (empty: all 0; a moved slot's, M5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +119,7 @@ class SendSubOk:
     conn: Any
     sid: int
     next_ts: int
+    era: int = 0  # the era ``next_ts`` is a ts of (a moved slot, M3)
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,7 @@ from tritonmq.core.log import GroupLog
 from tritonmq.core.moves import SlotMoves
 from tritonmq.core.peerauth import FollowGate
 from tritonmq.core.presence import PresenceTable
+from tritonmq.core.readers import SlotReaders
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
 from tritonmq.core.requests import Commits
 from tritonmq.core.retention import Retention
@@ -158,6 +159,7 @@ class BrokerCore(ReplicationLinks):
         self.members: dict[str, Member] = {}
         self.slots: SlotMap | None = None
         self.moves = SlotMoves(cfg.group, cluster_secret)  # slots' histories, move steps
+        self.readers = SlotReaders(self.moves)  # readers of moved slots: which era, when on
         self.viewed = False
         self.primary: PrimaryCore | None = None
         self.backup: BackupCore | None = None
@@ -282,8 +284,8 @@ class BrokerCore(ReplicationLinks):
     ) -> str | None:
         if self.slots is None:
             return None
-        if isinstance(frame, Pub) and self.moves.history_of(frame.topic) is not None:
-            return None  # the slot moved: its history decides (M2, M8)
+        if isinstance(frame, Pub | Sub) and self.moves.history_of(frame.topic) is not None:
+            return None  # the slot moved: its history decides (M2, M4, M8)
         if isinstance(frame, Fetch) and self.moves.serves_fetch(frame.topic):
             return None  # our own ts of an era we held
         g = self.slots.group_of(frame.topic)
@@ -386,6 +388,13 @@ class BrokerCore(ReplicationLinks):
             return [cap]
         if cap := self.presence.refusal(conn, frame):
             return [cap]
+        if isinstance(moved := self.readers.admit(self.delivery, conn, frame), str):
+            self.durables_ready = False  # named subs wait for what ZooKeeper holds now
+            self.waiting_subs.append(ClientFrameIn(conn, frame, now))
+            return [LoadSubscriptions(self._load_request)]
+        if isinstance(moved, SendError):
+            return [moved]
+        frame, era, until = (moved.frame, moved.era, moved.until) if moved else (frame, 0, None)
         left = self.presence.leave(conn, frame.sid)  # a `sub` replaces its sid's attachment
         try:
             next_ts, first = self.delivery.subscribe(
@@ -402,10 +411,12 @@ class BrokerCore(ReplicationLinks):
                 acked=frame.acked,
                 held=frame.held,
                 member=frame.member,
+                era=era,
+                until=until,
             )
         except RequestRejected as e:
             return [requests.refusal(conn, e, sid=frame.sid), *left]
-        out: list[Action] = [SendSubOk(conn, frame.sid, next_ts), *first, *left]
+        out: list[Action] = [SendSubOk(conn, frame.sid, next_ts, era), *first, *left]
         if frame.presence:
             who = self.auth.principal(conn)
             user = who.name if who is not None else ""
@@ -431,6 +442,8 @@ class BrokerCore(ReplicationLinks):
         if p.commit_ts > self.commit_ts:
             self.commit_ts = p.commit_ts
             out.extend(self.delivery.on_commit(p.commit_ts, now))
+            if self.moves.active:  # a seal point or a handover entry may have committed
+                out.extend(self.moves.plan(p, self.log, now))
         return out
 
     def _resync(self, p: PrimaryCore, followers: Sequence[str], now: float) -> list[Action]:
@@ -693,7 +706,7 @@ class BrokerCore(ReplicationLinks):
         if ev.found is None:
             self._load_retry_at = ev.now + 0.2
             return [LogLine(L.WARNING, "loading subscriptions failed; retrying")]
-        self.delivery.load(ev.found, ev.now, start_ts=p.start_ts)
+        self.readers.load(self.delivery, ev, p.start_ts)
         self.auth.loaded(ev.owners)
         self.durables_ready = True
         out: list[Action] = [LogLine(L.INFO, f"resumed {len(ev.found)} durable subscription(s)")]
@@ -709,7 +722,7 @@ class BrokerCore(ReplicationLinks):
     def _stored(self, ev: OffsetsStored) -> list[Action]:
         self._storing = False
         if ev.ok:
-            self.delivery.stored(ev.offsets)
+            self.delivery.stored(ev.offsets, ev.eras)
         if self.role is Role.STEPPING_DOWN:
             return self._finish_stop()
         p = self.primary
@@ -747,6 +760,7 @@ class BrokerCore(ReplicationLinks):
             return self._step_down("ZooKeeper unreachable for longer than the session timeout")
         out = self._primary_out(p, p.tick(now), now)
         out.extend(self.moves.plan(p, self.log, now))
+        out.extend(self.readers.check(self.delivery, self.presence, now, self._load_request))
         self.rates.tick(now)
         out.extend(self.delivery.tick(p.commit_ts, now))
         out.extend(self._send_shared(p))

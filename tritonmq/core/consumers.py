@@ -32,6 +32,8 @@ class Consumer:
         "inflight",
         "inflight_bytes",
         "member",
+        "era",
+        "until",
     )
 
     def __init__(
@@ -49,6 +51,10 @@ class Consumer:
         self.inflight = 0  # shared mode: records handed to this consumer, not yet acked
         self.inflight_bytes = 0  # shared mode: their sizes, bounded by window_bytes
         self.member = ""  # shared mode: the client-chosen id that survives reconnects
+        self.era = 0  # the era of a moved slot it reads here (docs/replication.md M3, M4)
+        self.until: int | None = (
+            None  # its era's seal point: nothing above it is pushed (None: no end)
+        )
 
 
 class Durable:
@@ -72,6 +78,10 @@ class Durable:
         "gap",
         "gap_skip",
         "gap_open",
+        "era",
+        "stored_era",
+        "until",
+        "pending",
     )
 
     def __init__(self, topic: str, name: str, mode: Mode, offset: int, stored: int | None) -> None:
@@ -100,6 +110,13 @@ class Durable:
         self.gap = (0, -1)
         self.gap_skip: set[int] = set()  # ts in the gap acknowledged or claimed already
         self.gap_open = True
+        # a moved slot (docs/replication.md M5): the era served here, the era of the stored
+        # offset, the era's seal point (nothing above it goes out), and whether the offset is
+        # still at an older era, written by that era's group (not by us)
+        self.era = 0
+        self.stored_era = 0
+        self.until: int | None = None
+        self.pending = False
 
     def low_watermark(self) -> int:
         low = self.cursor

@@ -245,19 +245,22 @@ class Delivery:
         if d is not None and d.stored is None:
             d.stored = offset
 
-    def stored(self, offsets: Iterable[tuple[str, str, int]]) -> None:
-        for topic, name, offset in offsets:
+    def stored(self, offsets: Iterable[tuple[str, str, int]], eras: tuple[int, ...] = ()) -> None:
+        for i, (topic, name, offset) in enumerate(offsets):
             d = self.durables.get((topic, name))
             if d is not None:
-                d.stored = offset
+                d.stored, d.stored_era = offset, eras[i] if eras else 0
 
     def offsets_to_store(self) -> StoreOffsets | None:
-        due = tuple(
-            (d.topic, d.name, d.offset)
+        due = [
+            d
             for d in self.durables.values()
-            if d.stored is not None and d.stored != d.offset
-        )
-        return StoreOffsets(due) if due else None
+            if d.stored is not None and (d.stored != d.offset or d.stored_era != d.era)
+        ]
+        if not due:
+            return None
+        eras = tuple(d.era for d in due)  # a moved slot's offsets say their era (M5)
+        return StoreOffsets(tuple((d.topic, d.name, d.offset) for d in due), eras * any(eras))
 
     # --- consumers -----------------------------------------------------------------
 
@@ -277,6 +280,8 @@ class Delivery:
         acked: Iterable[int] = (),
         held: Iterable[int] = (),
         member: str = "",
+        era: int = 0,
+        until: int | None = None,
     ) -> tuple[int, list[Deliver | RegisterSubscription]]:
         """Attach a consumer; returns where it starts and what to do first.
 
@@ -286,6 +291,7 @@ class Delivery:
         :class:`Purged` rather than silently skipping them.
         ``acked`` (shared mode): ts the member acknowledged, perhaps to an old primary;
         ``held``: ts its application has and has not acknowledged yet; ``member``: its id.
+        ``era``, ``until``: a moved slot's era read here and its seal point (M4).
         """
         self.unsubscribe(conn, sid, now)
         out: list[Deliver | RegisterSubscription] = []
@@ -305,7 +311,8 @@ class Delivery:
         if name and d is None:
             d = Durable(topic, name, mode, max(0, next_ts - 1), None)
             self.durables[(topic, name)] = d
-            out.append(RegisterSubscription(topic, name, str(mode), d.offset))
+            d.era = d.stored_era = era  # created at the era it reads (M5)
+            out.append(RegisterSubscription(topic, name, str(mode), d.offset, era=era))
         elif d is not None and d.mode is Mode.SHARED and isinstance(start, int) and not resume:
             # Joining an existing shared subscription takes its cursor ("earliest" and
             # "latest" only place a new one); an explicit ts is a replay for all members,
@@ -316,7 +323,7 @@ class Delivery:
         if d is not None and (resume or start == From.LATEST):
             ack_point = min(d.offset, next_ts - 1)
         c = Consumer(conn, sid, topic, d, next_ts, ack_point)
-        c.member = member
+        c.member, c.era, c.until = member, era, until
         c.window = min(window or self.window, self.window)
         c.window_bytes = self.window_bytes
         self.consumers[(id(conn), sid)] = c
@@ -592,18 +599,19 @@ class Delivery:
         t = self.log.topics.get(c.topic)
         if t is None:
             return out
-        while c.next_ts <= commit_ts:
+        end = commit_ts if c.until is None else min(commit_ts, c.until)  # an era's end (M4)
+        while c.next_ts <= end:
             i = t.index_of(c.next_ts)
             a = t.index_of(max(c.acked_ts, c.floor) + 1)
             room = min(c.window - (i - a), MAX_RECORDS_PER_FRAME)
             room_bytes = c.window_bytes - t.bytes_in(a, i)
             if room <= 0 or room_bytes <= 0:
                 break
-            recs = t.between(c.next_ts, commit_ts, room, min(room_bytes, self.frame_bytes))
+            recs = t.between(c.next_ts, end, room, min(room_bytes, self.frame_bytes))
             if not recs:
                 break
             c.next_ts = recs[-1][0] + 1
-            out.append(Deliver(c.conn, c.sid, c.topic, recs))
+            out.append(Deliver(c.conn, c.sid, c.topic, recs, c.era))
         return out
 
     def _dispatch(self, d: Durable, commit_ts: int, now: float) -> list[Deliver]:
@@ -633,9 +641,10 @@ class Delivery:
             skipped = False
             if d.gap_open and len(recs) < room and used < limit:
                 recs, used, skipped = self._walk_gap(d, t, recs, room, used, limit, commit_ts)
-            if len(recs) < room and d.cursor <= commit_ts and used < limit:
+            end = commit_ts if d.until is None else min(commit_ts, d.until)  # an era's end
+            if len(recs) < room and d.cursor <= end and used < limit:
                 budget = limit - used
-                fresh = t.between(d.cursor, commit_ts, room - len(recs), budget)
+                fresh = t.between(d.cursor, end, room - len(recs), budget)
                 if fresh:
                     d.cursor = fresh[-1][0] + 1
                     if d.ahead:
@@ -645,8 +654,8 @@ class Delivery:
                         d.ahead = {ts for ts in d.ahead if ts >= d.cursor}
                     recs.extend(fresh)
                 else:
-                    d.cursor = commit_ts + 1
-                    d.ahead = {ts for ts in d.ahead if ts > commit_ts}
+                    d.cursor = end + 1
+                    d.ahead = {ts for ts in d.ahead if ts > end}
             if not recs:
                 # passing records that are acknowledged or out already is progress too
                 idle = 0 if skipped else idle + 1
@@ -657,9 +666,9 @@ class Delivery:
             c.inflight += len(recs)
             c.inflight_bytes += sum(map(record_size, recs))
             if self.gate is not None:
-                self.gate.waiting.append((c, Deliver(c.conn, c.sid, c.topic, recs)))
+                self.gate.waiting.append((c, Deliver(c.conn, c.sid, c.topic, recs, c.era)))
             else:
-                out.append(Deliver(c.conn, c.sid, c.topic, recs))
+                out.append(Deliver(c.conn, c.sid, c.topic, recs, c.era))
         d.offset = max(d.offset, d.low_watermark())
         return out
 

@@ -156,6 +156,8 @@ class SubscriptionsLoaded:
     found: Sequence[tuple[str, str, str, int]] | None
     now: float
     owners: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # (topic, name) -> the era its offset is a ts of, when not 0 (a moved slot, M5)
+    eras: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,7 @@ class OffsetsStored:
     offsets: tuple[tuple[str, str, int], ...]
     ok: bool
     now: float
+    eras: tuple[int, ...] = ()  # StoreOffsets' eras, as written
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,7 @@ class SlotMoves:
         self.secret = secret
         self.histories: tuple[SlotHistory, ...] | None = None
         self.any_moved = False
+        self.active = False
         self.seal_at: dict[int, int] = {}  # slot -> our seal point, taken as primary
         self.step: tuple[int, int] | None = None  # (request, slot) of the one CAS in flight
         self.asking: dict[int, int] = {}  # slot -> request of the handover ask in flight
@@ -100,6 +101,10 @@ class SlotMoves:
         self.histories = tuple(histories) if histories is not None else None
         # the hot path (every pub) costs nothing more in a cluster where no slot moved
         self.any_moved = any(h.moved for h in self.histories or ())
+        # a move this group takes part in is running: commits may let it take a step
+        self.active = any(
+            h.move is not None and self.group in (h.owner, h.move.to) for h in self.histories or ()
+        )
         for n in list(self.seal_at):
             if not self._sealing_here(n):
                 del self.seal_at[n]
@@ -166,7 +171,7 @@ class SlotMoves:
     def plan(self, p: PrimaryCore | None, log: GroupLog, now: float) -> list[Action]:
         """The next step of every move this group takes part in, as primary."""
         hs = self.histories
-        if p is None or not hs or not self.any_moved:
+        if p is None or not hs or not self.active:
             return []
         out: list[Action] = []
         for n, h in enumerate(hs):

@@ -146,7 +146,9 @@ class SharedGate:
             recs = _still_with(c, d, consumers)
             if recs:
                 out.append(
-                    d if len(recs) == len(d.records) else Deliver(d.conn, d.sid, d.topic, recs)
+                    d
+                    if len(recs) == len(d.records)
+                    else Deliver(d.conn, d.sid, d.topic, recs, d.era)
                 )
         self.pending = keep
         return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import msgpack
@@ -325,8 +326,9 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         presence, info = presence_fields(obj)
         topic = _str(obj, "topic", max_len=MAX_TOPIC_LEN)
         sid = _int(obj, "sid")
+        era = _int(obj, "era", default=0)
         return Sub(
-            sid, topic, name, start, window, mode, resume, acked, held, member, presence, info
+            sid, topic, name, start, window, mode, resume, acked, held, member, presence, info, era
         )
     if op == "unsub":
         return Unsub(_int(obj, "sid"))
@@ -463,6 +465,7 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
             _int(obj, "sid"),
             _str(obj, "topic", max_len=MAX_TOPIC_LEN),
             _records(obj.get("records")),
+            _int(obj, "era", default=0),
         )
     if op == "puback":
         ts = obj.get("ts")
@@ -473,7 +476,7 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
             raise MalformedFrame("'eras' must be an array of integers, one per ts")
         return PubAck(_int(obj, "id"), ts, _opt_str(obj, "group") or "", eras)
     if op == "subok":
-        return SubOk(_int(obj, "sid"), _int(obj, "next"))
+        return SubOk(_int(obj, "sid"), _int(obj, "next"), _int(obj, "era", default=0))
     if op == "fetched":
         return Fetched(
             _int(obj, "id"),
@@ -500,6 +503,8 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
             _opt_str(obj, "group"),
             _opt_int(obj, "first"),
             _opt_int(obj, "last"),
+            _opt_int(obj, "era"),
+            _opt_int(obj, "after"),
         )
     if op == "subinfo":
         action = obj.get("action")
@@ -566,14 +571,13 @@ def enc_error(
     group: str | None = None,
     first: int | None = None,
     last: int | None = None,
+    era: int | None = None,
+    after: int | None = None,
 ) -> bytes:
-    return _packb(
-        _error_map(
-            Error.of(
-                code, message, id=id, sid=sid, primary=primary, group=group, first=first, last=last
-            )
-        )
+    e = Error.of(
+        code, message, id=id, sid=sid, primary=primary, group=group, first=first, last=last
     )
+    return _packb(_error_map(replace(e, era=era, after=after) if era is not None else e))
 
 
 def _error_map(e: Error) -> dict[str, Any]:
@@ -595,6 +599,8 @@ def _error_map(e: Error) -> dict[str, Any]:
         frame["first"] = e.first
     if e.last is not None:
         frame["last"] = e.last
+    if e.era is not None:
+        frame["era"], frame["after"] = e.era, e.after
     return frame
 
 
@@ -634,11 +640,15 @@ def enc_puback(id: int, ts: Sequence[int], group: str, eras: Sequence[int] = ())
     return _packb(frame)
 
 
-def enc_deliver(sid: int, topic: str, records: Sequence[Record]) -> bytes:
+def enc_deliver(sid: int, topic: str, records: Sequence[Record], era: int = 0) -> bytes:
+    if era:
+        return _packb({"op": "deliver", "sid": sid, "topic": topic, "records": records, "era": era})
     return _packb({"op": "deliver", "sid": sid, "topic": topic, "records": records})
 
 
-def enc_subok(sid: int, next_ts: int) -> bytes:
+def enc_subok(sid: int, next_ts: int, era: int = 0) -> bytes:
+    if era:
+        return _packb({"op": "subok", "sid": sid, "next": next_ts, "era": era})
     return _packb({"op": "subok", "sid": sid, "next": next_ts})
 
 
@@ -715,6 +725,8 @@ def enc_client(frame: ClientFrame) -> bytes:
             d["presence"] = True
         if frame.info:
             d["info"] = frame.info
+        if frame.era:
+            d["era"] = frame.era
         return _packb(d)
     if isinstance(frame, Unsub):
         return _packb({"op": "unsub", "sid": frame.sid})
@@ -768,12 +780,12 @@ def enc_client(frame: ClientFrame) -> bytes:
 def enc_broker(frame: BrokerFrame) -> bytes:
     """Encode a broker frame."""
     match frame:
-        case Deliver(sid=sid, topic=topic, records=records):
-            return enc_deliver(sid, topic, records)
+        case Deliver(sid=sid, topic=topic, records=records, era=era):
+            return enc_deliver(sid, topic, records, era)
         case PubAck(id=id, ts=ts, group=group, eras=eras):
             return enc_puback(id, ts, group, eras)
-        case SubOk(sid=sid, next=next_ts):
-            return enc_subok(sid, next_ts)
+        case SubOk(sid=sid, next=next_ts, era=era):
+            return enc_subok(sid, next_ts, era)
         case Fetched(id=id, records=records, next=next_ts, published=published, purged=purged):
             return enc_fetched(id, records, next_ts, published, purged)
         case Committed(id=id, ts=ts, head=head):

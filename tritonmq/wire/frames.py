@@ -108,6 +108,9 @@ class Sub:
     # members and push it the others' `join`/`leave`; ``info``: what it says about itself
     presence: bool = False
     info: str = ""
+    # the era of ``start`` when it is a ts (a moved slot's position is (era, ts),
+    # docs/replication.md M3; absent: 0)
+    era: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,12 +318,14 @@ class Deliver:
     sid: int
     topic: str
     records: tuple[Record, ...]
+    era: int = 0  # the era of a moved slot the records were written in (absent: 0, M3)
 
 
 @dataclass(frozen=True, slots=True)
 class SubOk:
     sid: int
     next: int
+    era: int = 0  # the era ``next`` is a ts of (absent: 0, M3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,6 +458,10 @@ class Error:
     group: str | None = None
     first: int | None = None  # PURGED: the missing range, when the broker says it
     last: int | None = None
+    # WRONG_GROUP of a subscription whose era ended (M4): go on at ``group`` in ``era``
+    # after ``after`` (that group's ts)
+    era: int | None = None
+    after: int | None = None
 
     @staticmethod
     def of(
@@ -465,9 +474,13 @@ class Error:
         group: str | None = None,
         first: int | None = None,
         last: int | None = None,
+        era: int | None = None,
+        after: int | None = None,
     ) -> Error:
         """An error whose ``retriable`` flag comes from its code (the one definition)."""
-        return Error(code, message, code.retriable, id, sid, primary, group, first, last)
+        return Error(
+            code, message, code.retriable, id, sid, primary, group, first, last, era, after
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,229 @@
+"""Readers of a moved slot through BrokerCore (docs/replication.md M3, M4): the old group
+serves an era until its seal point and then sends the reader on with WRONG_GROUP naming the
+next era's group and where to go on from; the new group serves the next era from there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tests.unit.test_moves import T0, T1, leading, moving, only, pub, view
+from tritonmq.core.actions import (
+    Action,
+    Deliver,
+    LoadSubscriptions,
+    RegisterSubscription,
+    SendError,
+    SendSubOk,
+    StoreOffsets,
+)
+from tritonmq.core.broker import BrokerCore
+from tritonmq.core.events import (
+    ClientFrameIn,
+    OffsetsStored,
+    SubscriptionRegistered,
+    SubscriptionsLoaded,
+    Tick,
+)
+from tritonmq.core.slothistory import SlotHistory, begin_move, complete, roll_back, seal
+from tritonmq.wire.frames import Ack, ErrorCode, From, Sub
+
+
+def sub(c: BrokerCore, frame: Sub, now: float = 0.1, conn: str = "reader") -> list[Action]:
+    return c.handle(ClientFrameIn(conn, frame, now))
+
+
+def delivered(out: Sequence[Action]) -> list[tuple[int, int]]:
+    """(era, ts) of every record delivered."""
+    return [(d.era, r[0]) for d in only(out, Deliver) for r in d.records]
+
+
+def sealed(until: int) -> tuple[SlotHistory, SlotHistory]:
+    return (seal(moving()[0], "g1", until), SlotHistory("g1"))
+
+
+def completed(until: int) -> tuple[SlotHistory, SlotHistory]:
+    return (complete(sealed(until)[0], "g2"), SlotHistory("g1"))
+
+
+def test_the_old_group_serves_the_era_to_its_seal_point_then_sends_the_reader_on() -> None:
+    c = leading("a")
+    sub(c, Sub(1, T0, None, From.LATEST))
+    out = pub(c, 1, T0, "u1") + pub(c, 2, T1, "u2") + pub(c, 3, T0, "u3")
+    assert delivered(out) == [(0, 1), (0, 3)]
+    view(c, moving(), 0.2)
+    view(c, sealed(3), 0.3)
+    assert not only(c.handle(Tick(0.4)), SendError), "sealed only: it waits (a roll back goes on)"
+    view(c, completed(3), 0.5)
+    [err] = only(c.handle(Tick(0.6)), SendError)
+    assert (err.code, err.sid, err.group, err.era, err.after) == (
+        ErrorCode.WRONG_GROUP,
+        1,
+        "g2",
+        1,
+        0,
+    )
+    assert c.delivery.consumers == {}, "the subscription ended here"
+
+
+def test_a_reader_is_sent_on_only_once_it_was_handed_every_record_up_to_the_seal() -> None:
+    c = leading("a")
+    out = sub(c, Sub(1, T0, None, From.LATEST, window=1))
+    pub(c, 1, T0, "u1", "u2")
+    view(c, completed(2), 0.2)
+    assert not only(c.handle(Tick(0.3)), SendError), "record 2 is not handed out yet"
+    out = c.handle(ClientFrameIn("reader", Ack(1, 1), 0.4))
+    assert delivered(out) == [(0, 2)]
+    [err] = only(c.handle(Tick(0.5)), SendError)
+    assert (err.group, err.era, err.after) == ("g2", 1, 0)
+
+
+def test_a_sealed_era_caps_the_reader_and_a_roll_back_lifts_the_cap() -> None:
+    c = leading("a")
+    sub(c, Sub(1, T0, None, From.LATEST))
+    pub(c, 1, T0, "u1")
+    view(c, sealed(1), 0.2)
+    c.handle(Tick(0.3))
+    view(c, (roll_back(sealed(1)[0]), SlotHistory("g1")), 0.4)
+    c.handle(Tick(0.5))
+    assert delivered(pub(c, 2, T0, "u2", now=0.6)) == [(0, 2)]
+
+
+def test_a_late_reader_of_an_ended_era_is_sent_on_at_once_or_after_what_it_still_lacks() -> None:
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    view(c, completed(2), 0.2)
+    [err] = only(sub(c, Sub(1, T0, None, 3, resume=True)), SendError)
+    assert (err.code, err.sid, err.group, err.era, err.after) == (
+        ErrorCode.WRONG_GROUP,
+        1,
+        "g2",
+        1,
+        0,
+    )
+    out = sub(c, Sub(2, T0, None, 2, resume=True))
+    assert only(out, SendSubOk) == [SendSubOk("reader", 2, 2, 0)]
+    assert delivered(out) == [(0, 2)]
+    [err] = only(c.handle(Tick(0.3)), SendError)
+    assert (err.sid, err.group, err.era) == (2, "g2", 1)
+
+
+def test_the_new_group_serves_the_next_era_and_sends_a_reader_of_the_old_one_there() -> None:
+    x = leading("x", "g2")
+    view(x, completed(7), 0.1)
+    [err] = only(sub(x, Sub(1, T0, None, 5, resume=True)), SendError)
+    assert (err.code, err.group, err.era, err.after) == (ErrorCode.WRONG_GROUP, "g1", 0, 4)
+    out = sub(x, Sub(2, T0, None, 1, resume=True, era=1))
+    assert only(out, SendSubOk) == [SendSubOk("reader", 2, 1, 1)]
+    assert delivered(pub(x, 1, T0, "n1", now=0.2)) == [(1, 1)]
+    latest = only(sub(x, Sub(3, T0, None, From.LATEST), now=0.3), SendSubOk)
+    assert latest == [SendSubOk("reader", 3, 2, 1)]
+    [bad] = only(sub(x, Sub(4, T0, None, 1, era=5), now=0.4), SendError)
+    assert bad.code is ErrorCode.BAD_REQUEST
+
+
+def test_a_group_holding_the_slot_again_serves_only_its_new_era() -> None:
+    """g1 held era 0 up to ts 2, g2 era 1, g1 era 2 from its ts 2 on: g1's records of
+    era 0 are not era 2's."""
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    back = seal(begin_move(completed(2)[0], "g1"), "g2", 0)
+    view(c, (complete(back, "g1"), SlotHistory("g1")), 0.2)
+    out = sub(c, Sub(1, T0, None, From.EARLIEST))
+    assert only(out, SendSubOk) == [SendSubOk("reader", 1, 3, 2)]
+    assert delivered(out + pub(c, 2, T0, "u3", now=0.3)) == [(2, 3)]
+
+
+# --- durable subscriptions (M5, M6) -------------------------------------------------------
+
+
+def ticks(c: BrokerCore, start: float, n: int = 4) -> list[Action]:
+    """``n`` ticks, each past the offset interval, ZooKeeper storing every offset asked."""
+    out: list[Action] = []
+    for i in range(n):
+        now = start + 0.3 * i
+        got = c.handle(Tick(now))
+        for a in only(got, StoreOffsets):
+            got += c.handle(OffsetsStored(a.offsets, True, now, a.eras))
+        out += got
+    return out
+
+
+def test_the_old_group_hands_a_durable_subscription_on_once_its_era_is_acknowledged() -> None:
+    c = leading("a")
+    out = sub(c, Sub(1, T0, "d", From.LATEST))
+    [reg] = only(out, RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    pub(c, 1, T0, "u1", "u2")
+    view(c, completed(2), 0.2)
+    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.3))
+    assert not only(ticks(c, 0.5), SendError), "record 2 is not acknowledged yet"
+    assert c.delivery.holds()[T0] <= 1, "the sealed era is kept for it (M6)"
+    c.handle(ClientFrameIn("reader", Ack(1, 2), 1.7))
+    out = ticks(c, 2.0)
+    store = only(out, StoreOffsets)[-1]
+    assert (store.offsets, store.eras) == (((T0, "d", 0),), (1,)), "era 1, from its after"
+    [err] = only(out, SendError)
+    assert (err.code, err.sid, err.group, err.era) == (ErrorCode.WRONG_GROUP, 1, "g2", None)
+    assert ("d" not in {n for _, n in c.delivery.durables}) and T0 not in c.delivery.holds()
+
+
+def test_the_new_group_waits_for_the_offset_to_reach_its_era_before_serving_it() -> None:
+    x = leading("x", "g2")
+    view(x, completed(9), 0.1)
+    [load] = only(sub(x, Sub(1, T0, "d", From.LATEST)), LoadSubscriptions)
+    out = x.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 5)], 0.2))
+    [err] = only(out, SendError)
+    assert (err.code, err.group, err.era) == (ErrorCode.WRONG_GROUP, "g1", None)
+    d = x.delivery.durables[(T0, "d")]
+    assert (d.pending, d.offset, x.delivery.offsets_to_store()) == (True, 0, None)
+    pub(x, 1, T0, "n1", now=0.3)
+    assert x.delivery.holds()[T0] == 0, "nothing of its era is acknowledged (M5)"
+    assert only(ticks(x, 1.5, 1), LoadSubscriptions), "it reads ZooKeeper again"
+    [load] = only(sub(x, Sub(2, T0, "d", From.LATEST), now=2.0), LoadSubscriptions)
+    moved_on = [(T0, "d", "broadcast", 0)]
+    out = x.handle(SubscriptionsLoaded(load.request, moved_on, 2.1, eras={(T0, "d"): 1}))
+    assert only(out, SendSubOk) == [SendSubOk("reader", 2, 1, 1)]
+    assert delivered(out) == [(1, 1)]
+
+
+def test_a_durable_subscription_created_during_a_move_is_created_at_the_current_era() -> None:
+    x = leading("x", "g2")
+    view(x, completed(9), 0.1)
+    [load] = only(sub(x, Sub(1, T0, "new", From.LATEST)), LoadSubscriptions)
+    [reg] = only(x.handle(SubscriptionsLoaded(load.request, [], 0.2)), RegisterSubscription)
+    assert (reg.topic, reg.name, reg.era) == (T0, "new", 1)
+    c = leading("a")
+    view(c, completed(9), 0.1)
+    [load] = only(sub(c, Sub(1, T0, "new", From.LATEST)), LoadSubscriptions)
+    [err] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.2)), SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2"), "not the old group's"
+
+
+def test_a_shared_subscription_is_handed_on_once_its_low_watermark_passes_the_seal() -> None:
+    c = leading("a")
+    out = sub(c, Sub(1, T0, "s", From.LATEST, None, "shared", member="m1"))
+    [reg] = only(out, RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "s", reg.offset, 0.1))
+    pub(c, 1, T0, "u1", "u2")
+    view(c, completed(2), 0.2)
+    assert not only(ticks(c, 0.5), SendError), "nothing acknowledged yet"
+    c.handle(ClientFrameIn("reader", Ack(1, 2, (1,)), 1.7))
+    out = ticks(c, 2.0)
+    assert only(out, StoreOffsets)[-1].eras == (1,)
+    [err] = only(out, SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
+
+
+def test_a_shared_subscription_at_the_new_group_hands_out_its_era_and_stores_it() -> None:
+    """Its records say their era (else the client's acks, of another era, are dropped)."""
+    x = leading("x", "g2")
+    view(x, completed(9), 0.1)
+    shared = Sub(1, T0, "work", From.LATEST, None, "shared", member="m1")
+    [load] = only(sub(x, shared), LoadSubscriptions)
+    x.handle(
+        SubscriptionsLoaded(load.request, [(T0, "work", "shared", 0)], 0.2, {}, {(T0, "work"): 1})
+    )
+    out = pub(x, 1, T0, "n1", "n2", now=0.3) + ticks(x, 0.5, 2)
+    assert delivered(out) == [(1, 1), (1, 2)]
+    x.handle(ClientFrameIn("reader", Ack(1, 1, (2,)), 1.5))
+    assert only(ticks(x, 1.6, 2), StoreOffsets)[-1] == StoreOffsets(((T0, "work", 2),), (1,))

@@ -1,0 +1,288 @@
+"""Readers of a moved slot's topics (docs/replication.md M3-M6), part of BrokerCore.
+
+A reader of a moved slot reads one era in one group: the era's records are that group's
+``after < ts <= until``. :meth:`SlotReaders.admit` decides what a ``sub`` reads here
+(from :func:`~tritonmq.core.slotguard.read_verdict`), :meth:`SlotReaders.check` sends a
+reader on once its era ended (the move completed) and it was handed every record up to
+the seal point: ``WRONG_GROUP`` with its ``sid``, naming the next era's group and the
+``(era, after)`` to go on from. While the slot is only sealed the reader waits here (a
+roll back continues its era). A slot that never moved is not decided here (M1).
+
+Durable subscriptions (M5, M6) are served by the group of their stored offset's era: it
+serves them up to the era's seal point and, once everything up to it is acknowledged,
+writes the offset at the next era (that era's ``after``) and lets them go (their hold on
+purge goes with them), ending its consumers with ``WRONG_GROUP`` naming the next era's
+group. The owner loads one stored at an older era as *pending*: acknowledged nothing of
+its era (it holds every record of it), not written by it, its consumers sent to the
+stored era's group, and reads ZooKeeper again until the offset reaches its era.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tritonmq.core.actions import Action, LoadSubscriptions, SendError
+from tritonmq.core.consumers import Consumer, Durable
+from tritonmq.core.delivery import Delivery
+from tritonmq.core.events import SubscriptionsLoaded
+from tritonmq.core.log import GroupLog
+from tritonmq.core.moves import SlotMoves
+from tritonmq.core.presence import PresenceTable
+from tritonmq.core.slotguard import SlotDecision, Verdict, read_verdict
+from tritonmq.core.slothistory import SlotHistory, SlotState
+from tritonmq.wire.frames import ErrorCode, From, Sub
+
+RELOAD_S = 1.0  # a pending durable subscription's offset is read again this often
+
+# admit's answer for a named ``sub`` this group must read ZooKeeper for first (the
+# subscription may have reached or left our era since we loaded it)
+RELOAD = "reload"
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A ``sub`` of a moved slot served here: ``frame`` (its start within the era), the
+    era it reads and that era's seal point (None: still being written)."""
+
+    frame: Sub
+    era: int
+    until: int | None
+
+
+class SlotReaders:
+    """Which era each reader of a moved slot reads here, and when it is sent on."""
+
+    def __init__(self, moves: SlotMoves) -> None:
+        self.moves = moves
+        self.capped = False  # some reader here is held at a seal point (a roll back lifts it)
+        self.asked: set[tuple[str, str]] = set()  # named subs waiting for a fresh load
+        self.reload_at = 0.0  # pending durables: when to read ZooKeeper again
+
+    # --- durable subscriptions (M5, M6) ---------------------------------------------------
+
+    def load(self, delivery: Delivery, ev: SubscriptionsLoaded, start_ts: int) -> None:
+        """What ZooKeeper holds, by era: a subscription whose offset is of an era we held
+        is served here from it; one at an older era than the owner's current one is pending
+        here (the owner); any other is another group's."""
+        keep, eras, pending = [], {}, set()
+        for topic, name, mode, offset in ev.found or ():
+            era = ev.eras.get((topic, name), 0)
+            found = self.moves.history_of(topic)
+            if found is None:
+                keep.append((topic, name, mode, offset))
+                continue
+            h = found[1]
+            if era <= h.era and h.group_of_era(era) == self.moves.group:
+                keep.append((topic, name, mode, offset))
+                eras[(topic, name)] = era
+            elif h.owner == self.moves.group and era < h.era:
+                keep.append((topic, name, mode, h.after))
+                eras[(topic, name)] = era
+                pending.add((topic, name))
+        before = {k for k, d in delivery.durables.items() if not d.pending}
+        delivery.load(keep, ev.now, start_ts=start_ts)
+        for key, era in eras.items():
+            d = delivery.durables.get(key)
+            if d is None or (key in before and d.era != era):
+                continue  # served here already (perhaps handed on, not yet stored): ours
+            now_h = self._history(d.topic)
+            if key in pending and now_h is not None:
+                d.era, d.stored_era, d.stored, d.pending = now_h.era, era, None, True
+                d.offset = min(d.offset, now_h.after)
+            else:
+                was_pending, d.pending = d.pending, False
+                d.era = d.stored_era = era
+                if was_pending:  # its offset reached our era: ours from here on
+                    d.offset = d.stored if d.stored is not None else d.offset
+
+    def _history(self, topic: str) -> SlotHistory | None:
+        found = self.moves.history_of(topic)
+        return found[1] if found else None
+
+    def _admit_named(
+        self, delivery: Delivery, conn: Any, frame: Sub, h: SlotHistory
+    ) -> SendError | Admitted | str:
+        """A durable subscription is served by the group of its offset's era (M5)."""
+        key = (frame.topic, frame.subscription or "")
+        group = self.moves.group
+        d = delivery.durables.get(key)
+        fresh = key in self.asked
+        self.asked.discard(key)
+        if d is not None and not d.pending and d.era <= h.era and h.group_of_era(d.era) == group:
+            until = _until_of(h, d.era)
+            d.until = until
+            self.capped = self.capped or until is not None
+            if isinstance(frame.start, int) and frame.era != d.era:
+                frame = replace(frame, start=From.LATEST)  # its ts is another era's
+            return Admitted(frame, d.era, until)
+        if not fresh:
+            self.asked.add(key)
+            return RELOAD
+        if d is not None and d.pending:
+            holder = h.group_of_era(d.stored_era)
+            msg = f"subscription {frame.subscription!r} of {frame.topic!r} is at group {holder}"
+            return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=holder)
+        if h.owner != group:
+            msg = f"topic {frame.topic!r} belongs to group {h.owner}"
+            return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=h.owner)
+        until = _until_now(h)  # a new subscription: created at the current era (M5)
+        self.capped = self.capped or until is not None
+        return Admitted(frame, h.era, until)
+
+    def _check_durable(self, delivery: Delivery, d: Durable, h: SlotHistory) -> list[Action]:
+        """Hand a durable subscription of an ended era on once everything up to the seal
+        point is acknowledged; let it go once that is stored (M5, M6)."""
+        group = self.moves.group
+        if d.pending or d.era > h.era:
+            return []
+        if h.group_of_era(d.era) == group:
+            d.until = until = _until_of(h, d.era)
+            for c in d.consumers:
+                c.until = until
+            self.capped = self.capped or until is not None
+            if d.era == h.era or until is None:
+                return []
+            if d.offset < until and not _handed_all(delivery.log, d.topic, d.offset + 1, until):
+                return []
+            # everything of its era is acknowledged: its consumers go on at the next era's
+            # group (first: an ack or dispatch here would move the offset again), and the
+            # offset is that era's from its start
+            to = h.group_of_era(d.era + 1)
+            out: list[Action] = []
+            for c in list(d.consumers):
+                msg = f"subscription {d.name!r} of {d.topic!r} goes on at group {to}"
+                out.append(SendError(c.conn, ErrorCode.WRONG_GROUP, msg, sid=c.sid, group=to))
+                out.extend(delivery.unsubscribe(c.conn, c.sid))
+            d.era += 1
+            d.offset = h.history[d.era].after if d.era < h.era else h.after
+            return out
+        if d.stored_era == d.era and d.stored == d.offset:  # the hand-on is stored: let go
+            delivery.durables.pop((d.topic, d.name), None)
+        return []
+
+    def admit(self, delivery: Delivery, conn: Any, frame: Sub) -> SendError | Admitted | str | None:
+        """A ``sub`` of ``frame.topic``: None when its slot never moved (the owner decided),
+        else a refusal (WRONG_GROUP naming where its era is, or where to go on), what to
+        read here, or RELOAD (read the durable subscriptions again, then decide)."""
+        found = self.moves.history_of(frame.topic)
+        if found is None:
+            return None
+        n, h = found
+        group = self.moves.group
+        log = delivery.log
+        if frame.subscription:
+            return self._admit_named(delivery, conn, frame, h)
+        if isinstance(frame.start, From):
+            # a new position (latest, earliest) and durable subscriptions: the current era
+            if h.owner != group:
+                msg = f"topic {frame.topic!r} (slot {n}) belongs to group {h.owner}"
+                return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=h.owner)
+            until = _until_now(h)
+            if frame.start == From.EARLIEST:
+                frame = replace(frame, start=h.after + 1)
+            self.capped = self.capped or until is not None
+            return Admitted(frame, h.era, until)
+        start = frame.start
+        d = read_verdict(h, group, frame.era, start - 1)
+        if d.verdict is Verdict.NO_SUCH_ERA:
+            msg = f"slot {n} of topic {frame.topic!r} has no era {frame.era} (it is at {h.era})"
+            return SendError(conn, ErrorCode.BAD_REQUEST, msg, sid=frame.sid)
+        if d.verdict is Verdict.WRONG_GROUP:  # the era is another group's: read it there
+            assert d.group is not None
+            return _send_on(conn, frame.sid, frame.topic, d.group, frame.era, start - 1)
+        if d.verdict is Verdict.SERVE:
+            start = max(start, d.after + 1)
+            if d.until is not None and _handed_all(log, frame.topic, start, d.until):
+                if frame.resume and log.last_purged(frame.topic) >= start:
+                    return _purged(conn, frame, start)
+                d = read_verdict(h, group, frame.era, d.until)
+        if d.verdict is Verdict.ENDED:
+            assert d.group is not None and d.era is not None
+            return _send_on(conn, frame.sid, frame.topic, d.group, d.era, d.after)
+        self.capped = self.capped or d.until is not None
+        return Admitted(replace(frame, start=start), frame.era, d.until)
+
+    def check(
+        self, delivery: Delivery, presence: PresenceTable, now: float, load: int
+    ) -> list[Action]:
+        """Every reader of a moved slot here: its era's end follows the view (a seal caps
+        it, a roll back lifts the cap), and one that has everything of an ended era is sent
+        on. ``load``: the request a reload of pending durable subscriptions answers."""
+        moves = self.moves
+        if not moves.any_moved and not self.capped:
+            return []
+        out: list[Action] = []
+        capped, self.capped = self.capped, False
+        pending = False
+        for dur in list(delivery.durables.values()):
+            dh = self._history(dur.topic)
+            if dh is None:
+                dur.until = None
+                continue
+            pending = pending or dur.pending
+            out.extend(self._check_durable(delivery, dur, dh))
+        if pending and now >= self.reload_at:
+            self.reload_at = now + RELOAD_S
+            out.append(LoadSubscriptions(load))
+        for topic, consumers in list(delivery.by_topic.items()):
+            found = moves.history_of(topic)
+            if found is None:  # never moved, or a move rolled back: no end
+                for c in consumers if capped else ():
+                    c.until = None
+                continue
+            h = found[1]
+            for c in list(consumers):
+                if c.durable is not None:
+                    continue
+                d = self._verdict(delivery.log, h, c)
+                if d.verdict is Verdict.SERVE:
+                    c.until = d.until
+                    self.capped = self.capped or d.until is not None
+                    continue
+                era, after = (
+                    (d.era, d.after) if d.verdict is Verdict.ENDED else (c.era, c.next_ts - 1)
+                )
+                to = d.group or h.owner
+                out.append(_send_on(c.conn, c.sid, topic, to, era or 0, after))
+                out.extend(delivery.unsubscribe(c.conn, c.sid, now))
+                out.extend(presence.leave(c.conn, c.sid))
+        return out
+
+    def _verdict(self, log: GroupLog, h: SlotHistory, c: Consumer) -> SlotDecision:
+        group = self.moves.group
+        d = read_verdict(h, group, c.era, c.next_ts - 1)
+        if (
+            d.verdict is Verdict.SERVE
+            and d.until is not None
+            and c.era < h.era
+            and _handed_all(log, c.topic, c.next_ts, d.until)
+        ):
+            return read_verdict(h, group, c.era, d.until)
+        return d
+
+
+def _until_now(h: SlotHistory) -> int | None:
+    """The current era's seal point, once sealed."""
+    return h.move.until if h.state is SlotState.SEALED and h.move is not None else None
+
+
+def _until_of(h: SlotHistory, era: int) -> int | None:
+    """Era ``era``'s seal point (None: the current era, not sealed)."""
+    return h.history[era].until if era < h.era else _until_now(h)
+
+
+def _handed_all(log: GroupLog, topic: str, start: int, until: int) -> bool:
+    """No record of ``topic`` with ``start <= ts <= until`` is left to hand out."""
+    t = log.topics.get(topic)
+    return t is None or not t.between(start, until, 1)
+
+
+def _send_on(conn: Any, sid: int, topic: str, group: str, era: int, after: int) -> SendError:
+    msg = f"topic {topic!r}: read era {era} at group {group} after ts {after}"
+    return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=sid, group=group, era=era, after=after)
+
+
+def _purged(conn: Any, frame: Sub, start: int) -> SendError:
+    msg = f"records of topic {frame.topic!r} from ts {start} on were purged"
+    return SendError(conn, ErrorCode.PURGED, msg, sid=frame.sid, first=start)
