@@ -91,3 +91,16 @@ def test_sim_refusals_and_check_whole_flags_reach_the_run_and_the_replay_hint() 
     assert (
         res.exit_code == 1 and "replay one with: tritonmq sim --seed 0 --check-whole" in res.output
     )
+
+
+def test_sim_with_two_groups_moves_slots_and_the_replay_hint_names_the_groups() -> None:
+    res = CliRunner().invoke(main, ["sim", "--seed", "0", "--groups", "2"])
+    assert res.exit_code == 0, res.output
+    assert "move slot 1 (g0.m) from g0 to g1" in res.output
+    none = CliRunner().invoke(main, ["sim", "--seed", "0", "--groups", "2", "--moves", "0"])
+    assert none.exit_code == 0 and "move slot" not in none.output
+    args = ["sim", "--seed", "1", "--groups", "2", "--replicas", "1", "--faults", "0"]
+    bad = CliRunner().invoke(main, args)
+    assert bad.exit_code == 1, bad.output
+    assert "replay: tritonmq sim --seed 1 --groups 2 --replicas 1 --faults 0" in bad.output
+    assert CliRunner().invoke(main, ["sim", "--seed", "1", "--moves", "-1"]).exit_code == 2
