@@ -525,6 +525,27 @@ def test_a_new_follower_gets_the_shared_state_before_any_append() -> None:
     assert sent == [SendLeader, SendShared, SendEntries]
 
 
+def test_a_durable_subscription_whose_registration_failed_is_registered_again() -> None:
+    """Simulator, seed 139 of --groups 3 --moves 6 --refusals --check-whole: a durable `sub`
+    reached a primary cut from ZooKeeper; its registration failed and was never asked again,
+    so the subscription was durable only in that primary's memory, and its successor purged
+    records the subscriber had not received."""
+    c = leading(isr="a", live="a", min_insync=1)
+    out = c.handle(ClientFrameIn("s1", Sub(1, "t", "keep", From.EARLIEST), 0.1))
+    [reg] = only(out, RegisterSubscription)
+    assert (
+        only(c.handle(SubscriptionRegistered("t", "keep", None, 0.2)), RegisterSubscription) == []
+    )
+    assert only(c.handle(Tick(0.3)), RegisterSubscription) == [], "not at once"
+    assert only(c.handle(Tick(0.8)), RegisterSubscription) == [reg], "asked again"
+    assert only(c.handle(Tick(1.5)), RegisterSubscription) == [], "one ask in flight at a time"
+    c.handle(SubscriptionRegistered("t", "keep", None, 1.6))
+    assert only(c.handle(Tick(2.2)), RegisterSubscription) == [reg]
+    c.handle(SubscriptionRegistered("t", "keep", 0, 2.3))
+    assert only(c.handle(Tick(3.0)), RegisterSubscription) == [], "registered: done"
+    assert c.delivery.durables[("t", "keep")].stored == 0
+
+
 # --- the follow handshake and fencing ----------------------------------------------------------
 
 

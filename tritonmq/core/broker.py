@@ -94,7 +94,7 @@ from tritonmq.core.peerauth import FollowGate
 from tritonmq.core.presence import PresenceTable
 from tritonmq.core.readers import SlotReaders
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
-from tritonmq.core.requests import Commits
+from tritonmq.core.requests import Commits, Registrations
 from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
 from tritonmq.core.slots import SlotMap
@@ -173,6 +173,7 @@ class BrokerCore(ReplicationLinks):
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
         self.auth = ClientAuth(cfg.auth_required)
         self.commits = Commits(self.delivery, self.auth)
+        self.registrations = Registrations(self.delivery)
         self.presence = PresenceTable(
             f"{me.id}.{me.boot[:6]}", cfg.max_presence_members, cfg.max_presence_info_bytes
         )
@@ -198,7 +199,7 @@ class BrokerCore(ReplicationLinks):
     def _handle(self, ev: Event) -> list[Action]:
         match ev:
             case ClientFrameIn():
-                return self.auth.owned(self._client(ev))
+                return self.registrations.issued(self.auth.owned(self._client(ev)))
             case ClientGone(conn=conn, now=now):
                 self.auth.drop(conn)
                 self.delivery.drop_conn(conn, now)
@@ -222,12 +223,13 @@ class BrokerCore(ReplicationLinks):
             case CasDone():
                 return self._cas_done(ev)
             case SubscriptionsLoaded():
-                return self.auth.owned(self._loaded(ev))
+                return self.registrations.issued(self.auth.owned(self._loaded(ev)))
             case OffsetsStored():
                 return self._stored(ev)
             case SubscriptionRegistered(topic=topic, name=name, offset=offset):
                 if self.primary is None:  # step-down refused its commits and dropped it
                     return []
+                self.registrations.answered(topic, name, offset is not None, ev.now)
                 return self.commits.registered(topic, name, offset, self.primary.commit_ts)
             case SlotStepDone():
                 return self.moves.step_done(ev)
@@ -533,6 +535,7 @@ class BrokerCore(ReplicationLinks):
         self.waiting_subs.clear()
         out.extend(self._not_primary(conn, id=rid) for conn, rid in self.commits.take_all())
         self.delivery.drop_all()
+        self.registrations.asked.clear()
         self.presence.clear()
         self.durables_ready = False
         if self.cas is not None and self.cas.kind is CasKind.ISR:
@@ -759,6 +762,7 @@ class BrokerCore(ReplicationLinks):
             # again. Let our clients go to the new primary instead of waiting for that.
             return self._step_down("ZooKeeper unreachable for longer than the session timeout")
         out = self._primary_out(p, p.tick(now), now)
+        out.extend(self.registrations.due(now))  # failed ones, asked again
         out.extend(self.moves.plan(p, self.log, now))
         out.extend(self.readers.check(self.delivery, self.presence, now, self._load_request))
         self.rates.tick(now)

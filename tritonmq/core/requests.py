@@ -111,3 +111,45 @@ class Commits:
         out = [a for asks in self.waiting.values() for a in asks]
         self.waiting.clear()
         return out
+
+
+REGISTER_RETRY_S = 0.5  # a failed registration is asked again after this
+
+
+class Registrations:
+    """Durable subscriptions asked of ZooKeeper and not known to be there yet. A failed
+    registration (ConnectionLoss, a session cut) is asked again until it lands: until then
+    the subscription is durable only in this primary's memory, and a later primary, which
+    loads subscriptions from ZooKeeper, would purge what it still needs (simulator, seed
+    139 of ``--groups 3 --moves 6 --refusals --check-whole``)."""
+
+    def __init__(self, delivery: Delivery) -> None:
+        self.delivery = delivery
+        self.asked: dict[tuple[str, str], tuple[RegisterSubscription, float | None]] = {}
+
+    def issued(self, actions: list[Action]) -> list[Action]:
+        for a in actions:
+            if type(a) is RegisterSubscription:
+                self.asked[(a.topic, a.name)] = (a, None)
+        return actions
+
+    def answered(self, topic: str, name: str, ok: bool, now: float) -> None:
+        got = self.asked.get((topic, name))
+        if ok:
+            self.asked.pop((topic, name), None)
+        elif got is not None:
+            self.asked[(topic, name)] = (got[0], now + REGISTER_RETRY_S)
+
+    def due(self, now: float) -> list[Action]:
+        """The failed registrations to ask again now (of subscriptions still unregistered)."""
+        out: list[Action] = []
+        for key, (a, at) in list(self.asked.items()):
+            if at is None or now < at:
+                continue
+            d = self.delivery.durables.get(key)
+            if d is None or d.stored is not None:
+                del self.asked[key]
+                continue
+            self.asked[key] = (a, None)
+            out.append(a)
+        return out
