@@ -227,3 +227,22 @@ def test_a_shared_subscription_at_the_new_group_hands_out_its_era_and_stores_it(
     assert delivered(out) == [(1, 1), (1, 2)]
     x.handle(ClientFrameIn("reader", Ack(1, 1, (2,)), 1.5))
     assert only(ticks(x, 1.6, 2), StoreOffsets)[-1] == StoreOffsets(((T0, "work", 2),), (1,))
+
+
+def test_a_durable_subscription_handed_on_and_not_let_go_is_not_served_by_the_owner_again() -> None:
+    """g1 held era 0 and owns era 2: a subscription it handed on to era 1 (g2's), its
+    offset not yet stored, is g2's to serve, not a new one of g1's."""
+    c = leading("a")
+    out = sub(c, Sub(1, T0, "d", From.LATEST))
+    [reg] = only(out, RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    pub(c, 1, T0, "u1")
+    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
+    back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
+    view(c, (complete(back, "g1"), SlotHistory("g1")), 0.3)
+    c.handle(Tick(0.35))  # handed on: era 1, not stored yet
+    assert c.delivery.durables[(T0, "d")].era == 1
+    [load] = only(sub(c, Sub(2, T0, "d", From.LATEST), now=0.4), LoadSubscriptions)
+    out = c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 1)], 0.5))
+    [err] = only(out, SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")

@@ -119,8 +119,8 @@ class SlotReaders:
         if not fresh:
             self.asked.add(key)
             return RELOAD
-        if d is not None and d.pending:
-            holder = h.group_of_era(d.stored_era)
+        if d is not None:  # pending here, or handed on by us and not let go yet
+            holder = h.group_of_era(d.stored_era if d.pending else min(d.era, h.era))
             msg = f"subscription {frame.subscription!r} of {frame.topic!r} is at group {holder}"
             return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=holder)
         if h.owner != group:
