@@ -17,7 +17,7 @@ import click
 from tritonmq import cli_slots
 from tritonmq.cli_admin import add_commands, ca_file_option, read_token, token_option
 from tritonmq.cli_ops import add_commands as add_ops_commands
-from tritonmq.errors import CoordinationError, TritonError
+from tritonmq.errors import ConfigError, CoordinationError, TritonError
 
 
 def _fail(message: str) -> None:
@@ -146,6 +146,13 @@ def broker(
 )
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--tls", is_flag=True, help="Serve wss:// with a local CA's certificates.")
+@click.option(
+    "--join",
+    "join_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Add groups (up to --groups in all) to the running dev cluster whose --state-file this is.",
+)
 def dev(
     groups: int,
     replicas: int,
@@ -153,15 +160,28 @@ def dev(
     state_file: str | None,
     config_file: str | None,
     tls: bool,
+    join_file: str | None,
 ) -> None:
     """Run a local cluster (ZooKeeper + brokers) until Ctrl-C or SIGTERM.
 
     With --tls it makes a CA and broker certificates in its work directory and prints
-    the CA file's path: give it to clients (--ca-file, or TRITONMQ_CA_FILE).
+    the CA file's path: give it to clients (--ca-file, or TRITONMQ_CA_FILE). With --join
+    it adds groups to a running one instead (they own no slot until `tritonmq rebalance
+    --execute` gives them some) and stops only those.
     """
     from tritonmq.devtools.cluster import DevCluster
 
-    cluster = DevCluster(groups, replicas, zk=zk_hosts, config=config_file, tls=tls)
+    if join_file is not None:
+        if zk_hosts or tls:
+            raise click.UsageError("--join takes the cluster's ZooKeeper and TLS from its state")
+        try:
+            with open(join_file) as f:
+                joined = json.load(f)
+            cluster = DevCluster.joining(joined, groups, replicas, config=config_file)
+        except (OSError, ValueError, ConfigError) as e:
+            raise click.UsageError(f"cannot join with {join_file}: {e}") from e
+    else:
+        cluster = DevCluster(groups, replicas, zk=zk_hosts, config=config_file, tls=tls)
     stop = False
 
     def on_signal(_sig: int, _frame: Any) -> None:
@@ -181,6 +201,9 @@ def dev(
             click.echo(f"broker {b.group}/{b.id} {b.url} pid {b.pid}")
         if state_file:
             cluster.write_state(state_file)
+        if join_file is not None:
+            added = ", ".join(cluster.groups)
+            click.echo(f"added {added}; `tritonmq rebalance --execute` gives them slots")
         click.echo("ready; Ctrl-C stops the cluster", err=True)
         while not stop:
             time.sleep(0.2)
@@ -613,6 +636,9 @@ def chaos(
 @click.option("--scenario", default=None, help="A fixed fault list (tritonmq/sim/scenarios.py).")
 @click.option("--refusals", is_flag=True, help="Also draw live processes refusing connections.")
 @click.option("--check-whole", is_flag=True, help="After healing, every replica is in the ISR.")
+@click.option(
+    "--moves", type=click.IntRange(0, 50), default=3, show_default=True, help="Slot moves a run."
+)
 def sim(
     seed: int | None,
     seeds: int | None,
@@ -625,6 +651,7 @@ def sim(
     scenario: str | None,
     refusals: bool,
     check_whole: bool,
+    moves: int,
 ) -> None:
     """Deterministic simulator: whole clusters, seeded faults, invariants after every step."""
     from rich.console import Console
@@ -643,6 +670,7 @@ def sim(
         adapter=adapter,
         refusals=refusals,
         check_whole=check_whole,
+        moves=moves,
     )
     if scenario is not None:
         if scenario not in SCENARIOS:

@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 import click
 
-from tritonmq.cli_admin import Unreachable
+from tritonmq.cli_admin import Unreachable, ca_file_option, token_option
 from tritonmq.cli_ops import cluster_options, console, read_once
 from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import TritonError
@@ -365,19 +365,38 @@ def roll_back_cmd(slot_numbers: tuple[int, ...], zk_hosts: str, chroot: str) -> 
     show_default=True,
     help="With --execute: seconds to wait for every move to complete.",
 )
+@click.option(
+    "--by",
+    type=click.Choice(["count", "rate"]),
+    default="count",
+    show_default=True,
+    help="Even out the number of slots, or the publish rate measured now (each group's "
+    "primary is asked, as tritonmq slots does).",
+)
 @zk_option
 @chroot_option
+@ca_file_option
+@token_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
 def rebalance(
-    group_list: str, execute: bool, timeout: float, zk_hosts: str, chroot: str, as_json: bool
+    group_list: str,
+    execute: bool,
+    timeout: float,
+    by: str,
+    zk_hosts: str,
+    chroot: str,
+    ca_file: str | None,
+    token_file: str | None,
+    as_json: bool,
 ) -> None:
-    """Spread the slots evenly over the groups with the fewest moves (a dry run unless
-    --execute; then as `tritonmq slots move`, exit 1 when a move did not complete)."""
+    """Spread the slots over the groups: evenly by count with the fewest moves, or by the
+    publish rate measured now (--by rate). A dry run unless --execute; then as `tritonmq
+    slots move`, exit 1 when a move did not complete."""
     from kazoo.exceptions import NoNodeError
 
     from tritonmq.coord import paths
     from tritonmq.coord.slots import apply_slot_step
-    from tritonmq.core.rebalance import even_plan
+    from tritonmq.core.rebalance import even_plan, rate_plan
     from tritonmq.core.slothistory import begin_move
 
     zk, read = _session(zk_hosts, chroot)
@@ -392,7 +411,12 @@ def rebalance(
             _fail(
                 f"no group {', '.join(map(repr, unknown))} in the cluster (groups: {', '.join(sorted(known))})"
             )
-        plan = even_plan(read.slots, groups)
+        rates: dict[int, float] | None = None
+        if by == "rate":
+            rates = _rates(zk_hosts, chroot, ca_file, token_file, read)
+            plan = rate_plan(read.slots, groups, rates)
+        else:
+            plan = even_plan(read.slots, groups)
         for to in sorted({m.to for m in plan}) if execute else ():
             try:
                 live = zk.get_children(paths.members(chroot, to))
@@ -425,6 +449,12 @@ def rebalance(
             "after": spread,
             "executed": execute,
         }
+        if rates is not None:  # records/s per group once the moves are done
+            where = {n: h.move.to if h.move else h.owner for n, h in enumerate(read.slots)}
+            where.update({m.slot: m.to for m in plan})
+            out["rate_after"] = {
+                g: round(sum(r for n, r in rates.items() if where[n] == g), 1) for g in spread
+            }
         if execute:
             out["outcomes"] = [{"slot": n, "outcome": s, "owner": o} for n, s, o in outcomes]
         click.echo(json.dumps(out, indent=2))
@@ -453,3 +483,21 @@ def _wait_each(zk: Any, chroot: str, to: dict[int, str], timeout: float) -> list
     for g, ns in sorted(by_group.items()):
         out += _wait(zk, chroot, sorted(ns), g, max(0.1, deadline - time.monotonic()))
     return sorted(out)
+
+
+def _rates(
+    zk_hosts: str, chroot: str, ca_file: str | None, token_file: str | None, read: Any
+) -> dict[int, float]:
+    """Each slot's publish rate now, from its group's primary; exit 2 when a group that
+    owns slots does not answer (a plan on half the figures would be wrong)."""
+    figures = _figures(zk_hosts, chroot, ca_file, token_file, 10.0)
+    missing = sorted(
+        {
+            read.slots[n].owner
+            for n in range(len(read.slots))
+            if n not in figures or figures[n]["rate"] is None
+        }
+    )
+    if missing:
+        _fail(f"no publish rate from group(s) {', '.join(missing)}: their primaries did not answer")
+    return {n: float(f["rate"]) for n, f in figures.items()}

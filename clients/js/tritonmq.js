@@ -1695,14 +1695,21 @@ export class Client extends Emitter {
       checkValue(v, "value");
       return [randomUuid(), key, v, headers];
     });
-    for (let i = 0; i < 5; i++) {
-      const link = this._link(this._view.groupOf(topic));
+    // A slot move (docs/replication.md, "Slot moves"): the old group names the new one in
+    // `group` while the map still names the old owner until the move completes, and the new
+    // group's view may lag a moment: follow `group`, pausing 50 ms, doubling to 1 s, between
+    // re-routes after the first.
+    let group = this._view.groupOf(topic);
+    for (let i = 0; i < 12; i++) {
+      const link = this._link(group);
       try {
         const done = await this._call(topic, (ticket) => link.handle({ type: "publish", ticket, topic, records }));
         return done.ts.map((ts) => ({ topic, ts, group: done.group }));
       } catch (e) {
         if (e.code !== "WRONG_GROUP") throw e;
+        if (i > 0) await new Promise((r) => this._clock.setTimeout(r, Math.min(1000, 50 * 2 ** (i - 1))));
         await this.refresh(); // the slot map moved: the same uuids go to the owner
+        group = e.group && this._view.groups[e.group] ? e.group : this._view.groupOf(topic);
       }
     }
     throw new TritonError("WRONG_GROUP", `topic ${JSON.stringify(topic)} kept moving between groups`);

@@ -403,6 +403,25 @@ async def test_a_move_between_groups_that_speak_tls_hands_over_on_the_tls_replic
     await check_stored_once_in_order(c, producers)
 
 
+async def test_rebalance_by_rate_moves_a_hot_slot_to_the_idle_group(two_groups: DevCluster) -> None:
+    c = two_groups
+    hot = [n for n, h in enumerate(histories(c)) if h.owner == "g1"][:2]
+    async with Producers(c, topics_in(hot, 1), n=2) as producers:
+        await wait_acked(producers, 300)
+        r = await asyncio.to_thread(cli_rebalance, c, "--by", "rate", "--json")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        out = json.loads(r.stdout)
+        [move] = out["moves"]
+        assert move["slot"] in hot and (move["from"], move["to"]) == ("g1", "g2"), out
+        assert out["rate_after"]["g2"] > 0 and out["executed"] is False
+        r = await asyncio.to_thread(cli_rebalance, c, "--by", "rate", "--execute", "--json")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert [o["outcome"] for o in json.loads(r.stdout)["outcomes"]] == ["moved"]
+        await wait_acked(producers, 100)
+    assert sorted(histories(c)[n].owner for n in hot) == ["g1", "g2"]
+    await check_stored_once_in_order(c, producers)
+
+
 # --- readers across moves (issue 11, tests 1 and 2, the readers' half) ---------------------
 
 

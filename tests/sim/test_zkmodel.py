@@ -73,3 +73,22 @@ def test_a_clean_close_removes_ephemerals_at_once() -> None:
     zk.apply(s, ZkCreate("/p", 1))
     zk.close_session(s)
     assert "/e" not in zk.nodes and "/p" in zk.nodes
+
+
+def test_a_multi_writes_all_or_nothing_and_a_multi_prefix_list_reads_several_subtrees() -> None:
+    from tritonmq.sim.zkmodel import ZkListMany, ZkMulti
+
+    zk = ZkModel(session_timeout=2.0)
+    s, w = zk.open_session("a", 0.0), zk.open_session("w", 0.0)
+    zk.apply(s, ZkCreate("/cluster", 0))
+    zk.apply(s, ZkCreate("/slots/0", "a"))
+    zk.apply(s, ZkCreate("/other", "x"))
+    zk.watch(w, "/cluster")
+    stale, fired = zk.apply(s, ZkMulti((ZkSet("/slots/0", "b", 0), ZkSet("/cluster", 1, 7))))
+    assert stale.outcome is Outcome.CONFLICT and fired == []
+    assert zk.nodes["/slots/0"].data == "a", "a failed multi writes nothing"
+    ok, fired = zk.apply(s, ZkMulti((ZkSet("/slots/0", "b", 0), ZkSet("/cluster", 1, 0))))
+    assert ok.outcome is Outcome.OK and [n.version for n in ok.value] == [1, 1]
+    assert fired == [(w, "/cluster")]
+    got, _ = zk.apply(s, ZkListMany(("/cluster", "/slots/")))
+    assert sorted(got.value) == ["/cluster", "/slots/0"]

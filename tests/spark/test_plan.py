@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tritonmq.core.slothistory import Era, SlotHistory
 from tritonmq.errors import ConfigError
 from tritonmq.spark.plan import (
     Offset,
@@ -108,3 +109,56 @@ def test_the_data_loss_message_names_topic_group_and_range() -> None:
     msg = data_loss_message(Range("g2", "orders", 40, 90, True), 55)
     assert "'orders'" in msg and "group g2" in msg and "ts 40..55" in msg
     assert "failOnDataLoss=false" in msg
+
+
+# --- a topic whose slot moves between groups (docs/replication.md M3) ---------------------------
+
+# topic "a": era 0 in g1 (ts <= 40), era 1 in g2 (sealed at 30), era 2 back in g1 (ts > 40)
+MOVED = SlotHistory("g1", 2, (Era("g1", 0, 0, 40), Era("g2", 1, 0, 30)))
+
+
+def test_an_offset_keeps_the_era_of_a_moved_topic_and_reads_without_it_as_era_0() -> None:
+    o = Offset("spark-x", {"g1": 5}, ("a", "b"), {"a": 2, "b": 0})
+    assert o.as_json()["eras"] == {"a": 2}, "era 0 is not written"
+    assert Offset.from_json(o.as_json()) == Offset("spark-x", {"g1": 5}, ("a", "b"), {"a": 2})
+    assert Offset.from_json(off({"g1": 1}).as_json()).eras == {}
+    end = advance(off({"g1": 11, "g2": 4}), {"g1": 20, "g2": 9}, TOPICS, histories={"a": MOVED})
+    assert end.eras == {"a": 2}
+
+
+def test_a_batch_after_moves_reads_the_old_remainder_every_later_era_then_the_new_one() -> None:
+    """Planned in era 0 with g1 read up to ts 35; two moves later: g1's era-0 records 35..40,
+    g2's era 1 whole (1..30: g2's offset, 50, counts its other topics and is no guide), then
+    g1's era 2 from its start (41) to the batch's end. Nothing twice, nothing missed."""
+    start = Offset("spark-x", {"g1": 35, "g2": 50}, ("a", "c"))
+    end = Offset("spark-x", {"g1": 61, "g2": 70}, ("a", "c"), {"a": 2})
+    got = ranges(start, end, TOPICS, histories={"a": MOVED})
+    assert [r for r in got if r.topic == "a"] == [
+        Range("g1", "a", 35, 40, True),
+        Range("g2", "a", 1, 30, True),
+        Range("g1", "a", 41, 60, True),
+    ]
+    assert [r for r in got if r.topic == "c"] == [Range("g2", "c", 50, 69, True)]
+    # the next batch of the same era reads on from the group offset only
+    later = Offset("spark-x", {"g1": 80, "g2": 75}, ("a", "c"), {"a": 2})
+    assert [r for r in ranges(end, later, TOPICS, histories={"a": MOVED}) if r.topic == "a"] == [
+        Range("g1", "a", 61, 79, True)
+    ]
+
+
+def test_an_era_that_ended_after_it_was_planned_is_read_to_its_seal_point_only() -> None:
+    """Planned in era 1 (g2) with g2's end at 31 (its head then); the slot has moved on since
+    (a replay of the batch reads the history as it is now): g2's range stops at the seal."""
+    start = Offset("spark-x", {"g2": 20}, ("a",), {"a": 1})
+    end = Offset("spark-x", {"g2": 36}, ("a",), {"a": 1})
+    assert ranges(start, end, TOPICS, histories={"a": MOVED}) == [Range("g2", "a", 20, 30, True)]
+
+
+def test_a_moved_topic_new_to_the_query_reads_every_era_and_needs_none() -> None:
+    start = Offset("spark-x", {"g1": 50}, ())
+    end = Offset("spark-x", {"g1": 46, "g2": 31}, ("a",), {"a": 2})
+    assert ranges(start, end, TOPICS, histories={"a": MOVED}) == [
+        Range("g1", "a", 1, 40, False),
+        Range("g2", "a", 1, 30, False),
+        Range("g1", "a", 41, 45, False),
+    ]

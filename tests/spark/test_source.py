@@ -282,3 +282,46 @@ def test_a_batch_read_returns_exactly_the_range_asked_for(
     everything = spark.read.format("tritonmq").option("zk", zk_option(c))
     got = everything.option("topicPattern", "rang.*").load().collect()
     assert len(got) == 120 and {r.topic for r in got} == {"ranged"}
+
+
+# --- issue 11, test 5 ---------------------------------------------------------------------
+
+
+def test_a_query_reads_a_topic_whose_slot_moves_there_and_back_without_gap_or_duplicate(
+    spark: Any, make_cluster: Callable[..., DevCluster], tmp_path: Path
+) -> None:
+    """The slot of the query's topics moves from g1 to g2 and back while producers publish
+    and the query runs: it reads the old group's remainder, then the new group's era, and
+    every acknowledged record lands once (docs/replication.md M3)."""
+    from tests.integration.test_slot_moves import begin_moves, histories, wait_normal
+    from tritonmq.core.slots import slot_of
+
+    c = make_cluster(groups=2, settings={"retention_s": 300.0})
+    admin = Remote(zk_option_url(c))
+    try:
+        moved = topics_in(admin, "g1", 1, "mv")[0]
+        slot = slot_of(moved, 64)
+        steady = topics_in(admin, "g2", 1, "st")[0]
+    finally:
+        admin.close()
+    df = reader(spark, c, f"{moved},{steady}", startingPosition="earliest")
+    q = to_parquet(df, tmp_path, processingTime="500 milliseconds")
+    producers = [Producer(zk_option_url(c), t) for t in (moved, steady)]
+    try:
+        ingested(spark, tmp_path, q, 300, 120, "the query to ingest")
+        for to in ("g2", "g1"):
+            begin_moves(c, [slot], to)
+            hs = wait_normal(c, [slot])
+            assert hs[slot].owner == to
+            for p in producers:
+                p.wait_for(len(p.acked) + 300)
+            ingested(spark, tmp_path, q, sum(len(p.acked) for p in producers), 180, "the moves")
+    finally:
+        want = [v for p in producers for v in p.close()]
+    assert histories(c)[slot].era == 2
+    ingested(spark, tmp_path, q, len(want), 180, "every record")
+    assert q.exception() is None
+    q.stop()
+    got = output(spark, tmp_path)
+    for t, p in zip((moved, steady), producers, strict=True):
+        exactly_once([v for topic, v in got if topic == t], p.acked)

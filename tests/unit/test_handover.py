@@ -94,3 +94,18 @@ def test_a_value_that_is_not_a_handover_entry_is_refused() -> None:
         decode_entry(b"hello")
     with pytest.raises(SlotHistoryError):
         decode_entry(encode_entry(1, 0, ((1, b"abc"),))[:-1])
+
+
+def test_a_uuid_handed_over_for_two_slots_keeps_a_position_per_slot_and_is_forgotten_per_handover() -> (
+    None
+):
+    handed = HandedOver()
+    handed.adopt(1, ((8, uid(8)),), 60.0, slot=1)  # carried by slot 1's handover (era 1)
+    assert handed.lookup(uid(8), 16) is None and not handed.all_known([uid(8)], 16)
+    handed.adopt(0, ((8, uid(8)),), 90.0, slot=16)  # slot 16's own (era 0)
+    assert handed.lookup(uid(8), 16) == Position(0, 8) and handed.lookup(uid(8), 1) == Position(
+        1, 8
+    )
+    assert handed.forget(60.0) == 1 and handed.lookup(uid(8), 1) is None
+    assert handed.lookup(uid(8), 16) == Position(0, 8)
+    assert handed.forget(90.0) == 1 and handed.positions == {}

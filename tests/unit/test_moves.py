@@ -31,6 +31,7 @@ from tritonmq.core.events import (
     CasOutcome,
     ClientFrameIn,
     FollowerFrame,
+    FollowerGone,
     HandoverAnswered,
     HandoverAsked,
     PrimaryFrame,
@@ -227,11 +228,11 @@ def test_a_later_primary_of_the_old_group_finding_moving_seals_at_its_own_last_t
         CasDone(claim.request, CasOutcome.OK, dataclasses.replace(claim.state, version=2), 1.1)
     )
     [load] = only(out, LoadSubscriptions)
-    b.handle(SubscriptionsLoaded(load.request, [], 1.1))
+    out += b.handle(SubscriptionsLoaded(load.request, [], 1.1))
     assert b.primary is not None
     [err] = only(pub(b, 3, T0, "u9", now=1.2), SendError)
     assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
-    out = b.handle(ZkView(claim.state, {"b": member("b")}, b.slots, 1.3, moving()))
+    out += b.handle(ZkView(claim.state, {"b": member("b")}, b.slots, 1.3, moving()))
     steps = only([*out, *b.handle(Tick(1.4))], ProposeSlotStep)
     assert [(s.step, s.until) for s in steps] == [(SlotStep.SEAL, 2)]
 
@@ -264,9 +265,9 @@ def test_the_new_primary_asks_for_the_handover_writes_it_and_completes_once_comm
     assert err.code.retriable
     assert not only(x.handle(Tick(0.3)), AskHandover), "one ask at a time"
     pairs = HandoverPairs(0, 2, ((1, b"u1"), (2, b"u2")))
-    x.handle(HandoverAnswered(ask.request, pairs, 0.4))
+    out = x.handle(HandoverAnswered(ask.request, pairs, 0.4))
     assert handover_uuid(0, 0, 2) in x.log.uuids
-    [step] = only(x.handle(Tick(0.5)), ProposeSlotStep)
+    [step] = only([*out, *x.handle(Tick(0.5))], ProposeSlotStep)  # committed at once: alone
     assert (step.slot, step.step) == (0, SlotStep.COMPLETE)
     # a retry of a record the old group stored is answered with its position there, at once
     [ack] = only(pub(x, 3, T0, "u2", "u1", now=0.55), SendPubAck)
@@ -433,3 +434,55 @@ def test_a_move_sealed_again_after_a_roll_back_is_handed_over_afresh() -> None:
     assert not only(out, ProposeSlotStep)
     [again] = only(out, AskHandover)
     assert again.until == 5
+
+
+def test_the_old_primary_seals_only_while_its_isr_is_min_insync_strong() -> None:
+    """Found by the simulator (seeds 126 and 188 of `tritonmq sim --groups 2`): a primary
+    whose ISR shrank below min_insync commits alone; sealed there, it handed the new group
+    uuids of records held by one copy, and a retry was acknowledged from them (one copy,
+    min_insync 2). The seal waits until the ISR is min_insync strong again, as a puback does."""
+    a, b = pair()
+    carry(a, b, pub(a, 1, T0, "u1"), 0.1)
+    pub(a, 2, T0, "u2", now=0.2)  # b never acknowledges it
+    [prop] = only(a.handle(Tick(3.0)), ProposeState)  # b lags: the ISR shrinks to a alone
+    assert prop.state.isr == ("a",)
+    a.handle(CasDone(prop.request, CasOutcome.OK, dataclasses.replace(prop.state, version=2), 3.1))
+    assert a.commit_ts == 2  # committed on one copy
+    out = view(a, moving(), 3.2) + a.handle(Tick(3.3))
+    assert not only(out, ProposeSlotStep), "sealed with one copy of ts 2"
+    # b follows again and catches up: once it is back in the ISR, a seals
+    a.handle(FollowerGone("link-b", 3.4))
+    hello = Follow("g1", "b", "boot-b", 1, 1, [(1, 1)])
+    rest = carry(a, b, a.handle(FollowerFrame("link-b", hello, 3.5)), 3.5)
+    rest = carry(a, b, [*rest, *a.handle(Tick(3.6))], 3.6)
+    [grow] = only(rest, ProposeState)
+    assert grow.state.isr == ("a", "b")
+    done = dataclasses.replace(grow.state, version=3)
+    out = a.handle(CasDone(grow.request, CasOutcome.OK, done, 3.7)) + a.handle(Tick(3.8))
+    [step] = only(out, ProposeSlotStep)
+    assert (step.step, step.until) == (SlotStep.SEAL, 2)
+
+
+def test_a_retry_is_answered_with_its_own_slots_position_not_that_of_the_handover_carrying_it() -> (
+    None
+):
+    """Found by the simulator with moves (seed 64 of `tritonmq sim --groups 2`): a handover
+    carries every purged uuid of the old group, other slots' too; a uuid of slot 1 that
+    came with slot 0's handover (era 1) answered a retry of slot 1 with era 1, an era
+    slot 1 never had (its record is era 0's, in g1)."""
+    from tritonmq.core.handover import encode_entry
+
+    x = leading("x", "g2")
+    back = complete(seal(begin_move(SlotHistory("g2"), "g1"), "g2", 0), "g1")  # era 1: g1's
+    hs = (seal(begin_move(back, "g2"), "g1", 5), seal(begin_move(SlotHistory("g1"), "g2"), "g1", 5))
+    entry = encode_entry(0, 1, ((2, b"t0-2"), (3, b"o3")))  # b"o3": slot 1's, purged in g1
+    x.log.append_new(HANDOVER_TOPIC, handover_uuid(0, 1, 5), None, entry, None)
+    view(x, hs, 0.1)
+    [ack] = only(pub(x, 1, T0, "t0-2", now=0.2), SendPubAck)
+    assert (ack.ts, ack.eras) == ((2,), (1,))
+    [err] = only(pub(x, 2, T1, "o3", now=0.2), SendError)
+    assert err.code is ErrorCode.UNAVAILABLE, "slot 1's handover has not come yet"
+    own = encode_entry(1, 0, ((3, b"o3"),))
+    x.log.append_new(HANDOVER_TOPIC, handover_uuid(1, 0, 5), None, own, None)
+    [ack] = only(pub(x, 3, T1, "o3", now=0.3), SendPubAck)
+    assert ack.ts == (3,) and ack.eras in ((), (0,))

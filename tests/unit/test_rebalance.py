@@ -54,3 +54,30 @@ def test_a_slot_already_moving_counts_for_its_target_and_is_not_planned_again() 
 def test_no_group_is_refused() -> None:
     with pytest.raises(ValueError):
         even_plan(owners("g1"), [])
+
+
+def test_by_rate_the_hot_slots_are_split_between_the_groups() -> None:
+    from tritonmq.core.rebalance import rate_plan
+
+    slots = owners("g1", "g1", "g1", "g1", "g2", "g2")
+    rates = {0: 900.0, 1: 800.0, 2: 100.0, 3: 50.0, 4: 10.0, 5: 0.0}
+    plan = rate_plan(slots, ["g1", "g2"], rates)
+    load = {"g1": 0.0, "g2": 0.0}
+    where = {n: h.owner for n, h in enumerate(slots)}
+    for m in plan:
+        where[m.slot] = m.to
+    for n, g in where.items():
+        load[g] += rates[n]
+    assert abs(load["g1"] - load["g2"]) < 200, (plan, load)
+    assert all(m.source == "g1" and m.to == "g2" for m in plan)
+    assert plan == rate_plan(slots, ["g2", "g1"], rates)
+
+
+def test_by_rate_a_group_left_out_is_drained_and_idle_slots_stay_where_they_are() -> None:
+    from tritonmq.core.rebalance import rate_plan
+
+    slots = owners("g1", "g2", "g3", "g3")
+    plan = rate_plan(slots, ["g1", "g2"], {0: 10.0, 1: 10.0, 2: 30.0})
+    assert {m.slot for m in plan if m.source == "g3"} == {2, 3}
+    assert {m.to for m in plan} <= {"g1", "g2"}
+    assert rate_plan(owners("g1", "g1"), ["g1", "g2"], {}) == []

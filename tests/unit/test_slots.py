@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tritonmq.core.slothistory import Era, Move, SlotHistory, SlotState
 from tritonmq.core.slots import SlotMap, slot_of
 
 
@@ -43,3 +44,20 @@ def test_round_trip_and_bad_maps() -> None:
             SlotMap.from_dict(bad)
     with pytest.raises(ValueError):
         SlotMap.spread([], 4)
+
+
+def test_a_map_carries_the_histories_of_moved_slots_and_era_0_for_the_rest() -> None:
+    moved = SlotHistory("g2", 1, (Era("g1", 0, 0, 30),))
+    sealed = SlotHistory("g1", 0, (), SlotState.SEALED, Move("g2", 12))
+    histories = [SlotHistory("g1"), moved, sealed, SlotHistory("g2")]
+    m = SlotMap.of_histories(histories, 7)
+    assert m.owners == ("g1", "g2", "g1", "g2") and m.moved == ((1, moved), (2, sealed))
+    assert SlotMap.from_dict(m.as_dict()) == m
+    assert "moved" not in SlotMap(("g1", "g2")).as_dict(), "a map that never moved: as before"
+    topic = next(t for t in (f"t{i}" for i in range(1000)) if slot_of(t, 4) == 1)
+    assert m.history_of(topic) == moved
+    other = next(t for t in (f"t{i}" for i in range(1000)) if slot_of(t, 4) == 3)
+    assert m.history_of(other) == SlotHistory("g2")
+    for bad in ({"9": moved.as_json()}, {"1": {"group": 3}}, ["x"]):
+        with pytest.raises(ValueError, match="moved"):
+            SlotMap.from_dict({**m.as_dict(), "moved": bad})

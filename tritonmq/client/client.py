@@ -21,6 +21,7 @@ from tritonmq.client.link import Link
 from tritonmq.client.routing import ClusterView
 from tritonmq.client.subscription import PresenceOptions, Subscription
 from tritonmq.client.types import Ack, Fetched, FetchedRecord
+from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import (
     ClientClosed,
     ConfigError,
@@ -56,6 +57,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("tritonmq.client")
 
 REROUTES = 5
+# A slot move: the old group names the new one while the new group's view of the map may
+# still name the old (each re-reads ZooKeeper on its own watch). A publish re-routes up
+# to this many times, pausing 50 ms, doubling to 1 s, between re-routes after the first.
+MOVE_REROUTES = 12
 
 
 class Client:
@@ -261,6 +266,13 @@ class Client:
         """The group that owns ``topic`` in the cluster view last read."""
         return self._group_of(topic)
 
+    def slot_history(self, topic: str) -> SlotHistory:
+        """``topic``'s slot history in the cluster view last read: which group held its
+        records up to which ts (docs/replication.md M3; a slot that never moved, or a
+        cluster without a slot map: era 0 at its one group)."""
+        slots = self._view.slots
+        return slots.history_of(topic) if slots is not None else SlotHistory(self._group_of(topic))
+
     async def group_meta(self, group: str) -> MetaReply:
         """The ``meta`` answer of ``group``'s primary: its commit point, topics, brokers."""
         got = await self._link(group).request(Meta(0))
@@ -390,11 +402,13 @@ class Client:
         which refuses new writes naming the new one: docs/replication.md M2), else by the
         re-read map."""
         group = self._group_of(topic)
-        for _ in range(REROUTES):
+        for attempt in range(MOVE_REROUTES):
             link = self._link(group)
             try:
                 return await link.publish_batch(topic, list(items))
             except WrongGroup as e:
+                if attempt:  # groups disagree for a moment while a slot moves
+                    await asyncio.sleep(min(1.0, 0.05 * 2 ** (attempt - 1)))
                 await self.refresh()
                 named = e.group if e.group in self._view.groups else None
                 group = named or self._group_of(topic)
@@ -414,11 +428,21 @@ class Client:
         raise WrongGroup(f"topic {frame.topic!r} kept moving between groups")
 
     async def fetch_raw(
-        self, topic: str, start: int, end: int, *, max: int = 10_000, skip_purged: bool = False
+        self,
+        topic: str,
+        start: int,
+        end: int,
+        *,
+        max: int = 10_000,
+        skip_purged: bool = False,
+        group: str | None = None,
     ) -> Fetched:
         """Records of ``topic`` with ``start <= ts <= end`` (at most ``max``, up to what is
-        committed): the cheap form, record tuples and ``(first_ts, ms)`` pairs."""
-        got = await self._ask(Fetch(0, topic, start, end, max, skip_purged))
+        committed): the cheap form, record tuples and ``(first_ts, ms)`` pairs. ``group``:
+        ask that group (its ts) instead of the topic's owner, for the records of an era
+        of a moved slot it held (:meth:`slot_history`)."""
+        frame = Fetch(0, topic, start, end, max, skip_purged)
+        got = await (self._ask(frame) if group is None else self._link(group).request(frame))
         if not isinstance(got, frames.Fetched):
             raise ProtocolError(f"fetch answered with {type(got).__name__}")
         return Fetched(list(got.records), list(got.published), got.next, got.purged)

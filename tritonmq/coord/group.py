@@ -273,7 +273,9 @@ class GroupCoordinator:
         except SlotHistoryError as e:  # routed by owner alone, as before moves existed
             log.error("a slot znode breaks the history's rules: %s", e)
             self.slot_histories = None
-        self.slot_map = SlotMap(tuple(owners), version)
+            self.slot_map = SlotMap(tuple(owners), version)
+            return
+        self.slot_map = SlotMap.of_histories(self.slot_histories, version)
 
     async def read_groups(self) -> dict[str, Any]:
         """Every group's epoch, primary, ISR and live members (as `tritonmq status` reads them)."""

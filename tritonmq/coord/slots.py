@@ -75,14 +75,14 @@ def read_slot_map(zk: KazooClient, chroot: str, known: SlotMap | None = None) ->
     slots, version = parse_cluster(raw)
     if known is not None and known.version == version:
         return known
-    owners = []
+    histories = []
     for n in range(slots):
         try:
             data, _ = zk.get(slot_path(chroot, n))
         except NoNodeError:
             return None
-        owners.append(str(json.loads(data)["group"]))
-    return SlotMap(tuple(owners), version)
+        histories.append(SlotHistory.decode(data))
+    return SlotMap.of_histories(histories, version)
 
 
 @dataclass(frozen=True, slots=True)

@@ -442,6 +442,8 @@ class BrokerCore(ReplicationLinks):
         if p.commit_ts > self.commit_ts:
             self.commit_ts = p.commit_ts
             out.extend(self.delivery.on_commit(p.commit_ts, now))
+            if self.moves.active:  # a seal point or a handover entry may have committed
+                out.extend(self.moves.plan(p, self.log, now))
         return out
 
     def _resync(self, p: PrimaryCore, followers: Sequence[str], now: float) -> list[Action]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+import msgpack
+
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slothistory import Position
 from tritonmq.errors import SlotHistoryError
@@ -41,33 +43,29 @@ def handover_uuid(slot: int, era: int, until: int) -> bytes:
 
 
 def encode_entry(slot: int, era: int, pairs: Iterable[tuple[int, bytes]]) -> bytes:
-    """The entry's value: the slot, the era that ended and its ``(ts, uuid)`` pairs."""
-    body = [_MAGIC, slot.to_bytes(4, "big"), era.to_bytes(4, "big")]
-    for ts, uuid in pairs:
-        body += [ts.to_bytes(8, "big"), len(uuid).to_bytes(1, "big"), uuid]
-    return b"".join(body)
+    """The entry's value: the slot, the era that ended and its ``(ts, uuid)`` pairs
+    (msgpack after a magic prefix: a handover can hold hundreds of thousands of pairs, and
+    a per-pair Python loop held the event loop for seconds)."""
+    return _MAGIC + msgpack.packb((slot, era, list(pairs)))
 
 
 def decode_entry(value: bytes) -> tuple[int, int, tuple[tuple[int, bytes], ...]]:
     """(slot, era, pairs) of an entry's value; SlotHistoryError when it is not one."""
-    if not value.startswith(_MAGIC) or len(value) < len(_MAGIC) + 8:
+    if not value.startswith(_MAGIC):
         raise SlotHistoryError("not a handover entry")
-    i = len(_MAGIC)
-    slot = int.from_bytes(value[i : i + 4], "big")
-    era = int.from_bytes(value[i + 4 : i + 8], "big")
-    i += 8
-    pairs = []
-    while i < len(value):
-        if i + 9 > len(value):
-            raise SlotHistoryError("a handover entry is cut short")
-        ts = int.from_bytes(value[i : i + 8], "big")
-        n = value[i + 8]
-        uuid = value[i + 9 : i + 9 + n]
-        if len(uuid) != n:
-            raise SlotHistoryError("a handover entry is cut short")
-        pairs.append((ts, uuid))
-        i += 9 + n
-    return slot, era, tuple(pairs)
+    try:
+        got = msgpack.unpackb(value[len(_MAGIC) :], use_list=False)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+        raise SlotHistoryError(f"a handover entry does not decode: {e}") from None
+    if (
+        type(got) is not tuple
+        or len(got) != 3
+        or type(got[0]) is not int
+        or type(got[1]) is not int
+        or type(got[2]) is not tuple
+    ):
+        raise SlotHistoryError("a handover entry is (slot, era, pairs)")
+    return got[0], got[1], got[2]
 
 
 def table_of(log: GroupLog) -> HandedOver:
@@ -75,8 +73,8 @@ def table_of(log: GroupLog) -> HandedOver:
     t = log.topics.get(HANDOVER_TOPIC)
     table = HandedOver()
     for rec in t.records if t is not None else ():
-        _, era, pairs = decode_entry(rec[3])
-        table.adopt(era, pairs, float("inf"))
+        slot, era, pairs = decode_entry(rec[3])
+        table.adopt(era, pairs, float("inf"), slot)
     return table
 
 
@@ -95,38 +93,54 @@ def handover_pairs(
         if rec[0] <= until
     ]
     purged = [p for p in log.purged if p[0] <= until]
-    return tuple(sorted({*retained, *purged}))
+    return tuple(sorted(retained + purged))  # disjoint: a purged record left its topic
 
 
 @dataclass(slots=True)
 class HandedOver:
-    """uuids another group stored before a slot moved here: uuid -> its position there."""
+    """uuids another group stored before a slot moved here: uuid -> its position there,
+    per slot. A handover carries every purged uuid of the old group, other slots' too
+    (harmless for dedup), but a position is (era, ts) of *its* slot: a uuid handed over
+    with slot 1's pairs must not answer a retry of slot 16 with slot 1's era (found by
+    the simulator with moves, seed 64 of ``--groups 2``). ``slot`` None: any slot."""
 
-    positions: dict[bytes, Position] = field(default_factory=dict)
-    # (deadline, era, uuids) per handover, in the order adopted
-    batches: list[tuple[float, int, tuple[bytes, ...]]] = field(default_factory=list)
+    positions: dict[bytes, dict[int | None, Position]] = field(default_factory=dict)
+    # (deadline, slot, uuids) per handover, in the order adopted
+    batches: list[tuple[float, int | None, tuple[bytes, ...]]] = field(default_factory=list)
 
     def adopt(
-        self, era: int, pairs: Iterable[tuple[int, bytes]], forget_at: float
+        self,
+        era: int,
+        pairs: Iterable[tuple[int, bytes]],
+        forget_at: float,
+        slot: int | None = None,
     ) -> tuple[bytes, ...]:
-        """Remember ``pairs`` (old group's ts, uuid) of ``era`` until ``forget_at``; a uuid
-        already known keeps its first position (adopting the same handover twice, as a new
-        primary repeating it does, changes nothing). Returns the uuids newly adopted."""
+        """Remember ``pairs`` (old group's ts, uuid) of ``slot``'s ``era`` until
+        ``forget_at``; a uuid already known for the slot keeps its first position
+        (adopting the same handover twice, as a new primary repeating it does, changes
+        nothing). Returns the uuids newly adopted."""
         fresh = []
         for ts, uuid in pairs:
-            if uuid not in self.positions:
-                self.positions[uuid] = Position(era, ts)
+            known = self.positions.setdefault(uuid, {})
+            if slot not in known:
+                known[slot] = Position(era, ts)
                 fresh.append(uuid)
         if fresh:
-            self.batches.append((forget_at, era, tuple(fresh)))
+            self.batches.append((forget_at, slot, tuple(fresh)))
         return tuple(fresh)
 
-    def lookup(self, uuid: bytes) -> Position | None:
-        return self.positions.get(uuid)
+    def lookup(self, uuid: bytes, slot: int | None = None) -> Position | None:
+        """Where ``uuid`` was stored as a record of ``slot`` (None: of any slot)."""
+        known = self.positions.get(uuid)
+        if not known:
+            return None
+        if slot is None:
+            return next(iter(known.values()))
+        return known.get(slot, known.get(None))
 
-    def all_known(self, uuids: Sequence[bytes]) -> bool:
+    def all_known(self, uuids: Sequence[bytes], slot: int | None = None) -> bool:
         """Every uuid of a batch was handed over: the retry is answered, not stored (M8)."""
-        return bool(uuids) and all(u in self.positions for u in uuids)
+        return bool(uuids) and all(self.lookup(u, slot) is not None for u in uuids)
 
     def forget(self, now: float) -> int:
         """Drop every handover whose deadline has passed; returns how many uuids went."""
@@ -134,7 +148,10 @@ class HandedOver:
         for batch in self.batches:
             if batch[0] <= now:
                 for u in batch[2]:
-                    del self.positions[u]
+                    known = self.positions[u]
+                    del known[batch[1]]
+                    if not known:
+                        del self.positions[u]
                 gone += len(batch[2])
             else:
                 keep.append(batch)

@@ -8,7 +8,7 @@ histories of the latest view and decides:
   WRONG_GROUP naming the new group, or the retriable UNAVAILABLE "moving here");
 * the old primary's seal: its ``last_ts`` when it first sees ``moving`` (or, a later
   primary of the old group, when it first sees it as primary, M7), proposed once its
-  commit point reaches it;
+  commit point reaches it while its ISR is ``min_insync`` strong;
 * the new primary's handover: it asks the old group for the slot's dedup state, writes
   it into its log as one entry (:mod:`tritonmq.core.handover`), and once that entry is
   committed proposes ``complete``; a later primary that holds the entry completes without
@@ -64,13 +64,14 @@ class Origins:
     history: SlotHistory
     group: str
     table: HandedOver
+    slot: int | None = None
 
     @property
     def era(self) -> int:
         return self.history.era
 
     def handed(self, uuid: bytes) -> Position | None:
-        return self.table.lookup(uuid)
+        return self.table.lookup(uuid, self.slot)
 
     def era_of(self, ts: int) -> int:
         era = self.history.era_of(self.group, ts)
@@ -85,6 +86,7 @@ class SlotMoves:
         self.secret = secret
         self.histories: tuple[SlotHistory, ...] | None = None
         self.any_moved = False
+        self.active = False
         self.seal_at: dict[int, int] = {}  # slot -> our seal point, taken as primary
         self.step: tuple[int, int] | None = None  # (request, slot) of the one CAS in flight
         self.asking: dict[int, int] = {}  # slot -> request of the handover ask in flight
@@ -99,6 +101,10 @@ class SlotMoves:
         self.histories = tuple(histories) if histories is not None else None
         # the hot path (every pub) costs nothing more in a cluster where no slot moved
         self.any_moved = any(h.moved for h in self.histories or ())
+        # a move this group takes part in is running: commits may let it take a step
+        self.active = any(
+            h.move is not None and self.group in (h.owner, h.move.to) for h in self.histories or ()
+        )
         for n in list(self.seal_at):
             if not self._sealing_here(n):
                 del self.seal_at[n]
@@ -150,7 +156,7 @@ class SlotMoves:
         n, h = found
         table = self.handed(log)
         uuids = [r[0] for r in frame.records]
-        stored = bool(uuids) and all(u in log.uuids or table.lookup(u) for u in uuids)
+        stored = bool(uuids) and all(u in log.uuids or table.lookup(u, n) for u in uuids)
         d = write_verdict(h, self.group, already_stored=stored)
         if d.verdict is Verdict.WRONG_GROUP:
             msg = f"slot {n} of topic {frame.topic!r} belongs to group {d.group} (moved)"
@@ -158,14 +164,14 @@ class SlotMoves:
         if d.verdict is Verdict.MOVING_HERE:
             msg = f"slot {n} is moving here; retry"
             return SendError(conn, ErrorCode.UNAVAILABLE, msg, frame.id), None
-        return None, Origins(h, self.group, table)
+        return None, Origins(h, self.group, table, n)
 
     # --- steps, as primary ----------------------------------------------------------------
 
     def plan(self, p: PrimaryCore | None, log: GroupLog, now: float) -> list[Action]:
         """The next step of every move this group takes part in, as primary."""
         hs = self.histories
-        if p is None or not hs or not self.any_moved:
+        if p is None or not hs or not self.active:
             return []
         out: list[Action] = []
         for n, h in enumerate(hs):
@@ -173,7 +179,10 @@ class SlotMoves:
                 continue
             if self._sealing_here(n):
                 until = self.seal_at.setdefault(n, log.last_ts)
-                if p.commit_ts >= until and self.step is None:
+                # committed *and* on min_insync copies, as a puback is: the new group
+                # answers retries of the sealed records from the handover
+                strong = len(p.isr) >= p.min_insync
+                if p.commit_ts >= until and strong and self.step is None:
                     out.append(self._propose(n, SlotStep.SEAL, until))
                     out.append(LogLine(L.INFO, f"sealing slot {n} at ts {until}"))
             elif h.state is SlotState.SEALED and h.move.to == self.group:

@@ -8,7 +8,7 @@ Deterministic, so a dry run shows exactly what ``--execute`` does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tritonmq.core.slothistory import SlotHistory, SlotState
@@ -44,3 +44,50 @@ def even_plan(slots: Sequence[SlotHistory], groups: Sequence[str]) -> list[Plann
     give += [n for n, w in enumerate(where) if w not in quota and not moving[n]]  # drained
     takers = [g for g in sorted(groups) for _ in range(quota[g] - kept[g])]
     return [PlannedMove(n, slots[n].owner, to) for n, to in zip(sorted(give), takers, strict=False)]
+
+
+def rate_plan(
+    slots: Sequence[SlotHistory], groups: Sequence[str], rates: Mapping[int, float]
+) -> list[PlannedMove]:
+    """Moves that even out the groups' summed publish rate (``rates``: slot -> records/s,
+    as measured). A group left out gives every slot away (busiest first, each to the
+    group least busy then); then, while the busiest group's rate exceeds the least busy
+    one's by more than some slot of it carries, its slot nearest half that difference
+    moves there (each such move narrows the gap). Slots that carry nothing stay; a slot
+    already moving counts for its target and is not planned again."""
+    if not groups:
+        raise ValueError("rebalancing needs at least one group")
+    moving = [h.state is not SlotState.NORMAL and h.move is not None for h in slots]
+    where = [h.move.to if m and h.move else h.owner for h, m in zip(slots, moving, strict=True)]
+    load = {g: 0.0 for g in sorted(groups)}
+    for n, g in enumerate(where):
+        if g in load:
+            load[g] += rates.get(n, 0.0)
+    plan: list[PlannedMove] = []
+
+    def move(n: int, to: str) -> None:
+        plan.append(PlannedMove(n, slots[n].owner, to))
+        if where[n] in load:
+            load[where[n]] -= rates.get(n, 0.0)
+        load[to] += rates.get(n, 0.0)
+        where[n] = to
+
+    drained = [n for n, g in enumerate(where) if g not in load and not moving[n]]
+    for n in sorted(drained, key=lambda n: (-rates.get(n, 0.0), n)):
+        move(n, min(load, key=lambda g: (load[g], g)))
+    planned = {m.slot for m in plan}
+    for _ in range(len(slots)):
+        hi = max(load, key=lambda g: (load[g], g))
+        lo = min(load, key=lambda g: (load[g], g))
+        gap = load[hi] - load[lo]
+        fits = [
+            n
+            for n, g in enumerate(where)
+            if g == hi and not moving[n] and n not in planned and 0 < rates.get(n, 0.0) < gap
+        ]
+        if not fits:
+            break
+        n = min(fits, key=lambda n: (abs(rates.get(n, 0.0) - gap / 2), n))
+        move(n, lo)
+        planned.add(n)
+    return plan

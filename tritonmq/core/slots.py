@@ -10,6 +10,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tritonmq.core.slothistory import SlotHistory
+from tritonmq.errors import SlotHistoryError
+
 DEFAULT_SLOTS = 64
 
 
@@ -23,6 +26,9 @@ class SlotMap:
 
     owners: tuple[str, ...]
     version: int = 0
+    # (slot, history) of every slot that ever moved or is moving: readers of a moved topic
+    # need its eras (docs/replication.md M3); the others are era 0 at their owner
+    moved: tuple[tuple[int, SlotHistory], ...] = ()
     _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -41,6 +47,22 @@ class SlotMap:
     def groups(self) -> list[str]:
         return sorted(set(self.owners))
 
+    def history_of(self, topic: str) -> SlotHistory:
+        """The history of ``topic``'s slot (a slot that never moved: era 0 at its owner)."""
+        n = slot_of(topic, len(self.owners))
+        for slot, h in self.moved:
+            if slot == n:
+                return h
+        return SlotHistory(self.owners[n])
+
+    @classmethod
+    def of_histories(cls, slots: Sequence[SlotHistory], version: int) -> SlotMap:
+        return cls(
+            tuple(h.owner for h in slots),
+            version,
+            tuple((n, h) for n, h in enumerate(slots) if h.moved),
+        )
+
     @classmethod
     def spread(cls, groups: Sequence[str], slots: int = DEFAULT_SLOTS) -> SlotMap:
         """Slots dealt round-robin over ``groups`` (sorted, so every caller agrees)."""
@@ -50,7 +72,14 @@ class SlotMap:
         return cls(tuple(order[i % len(order)] for i in range(slots)))
 
     def as_dict(self) -> dict[str, object]:
-        return {"slots": self.slots, "owners": list(self.owners), "version": self.version}
+        d: dict[str, object] = {
+            "slots": self.slots,
+            "owners": list(self.owners),
+            "version": self.version,
+        }
+        if self.moved:
+            d["moved"] = {str(n): h.as_json() for n, h in self.moved}
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, object]) -> SlotMap:
@@ -62,4 +91,14 @@ class SlotMap:
             or not all(isinstance(o, str) for o in owners)
         ):
             raise ValueError("a slot map needs a non-empty list of owners")
-        return cls(tuple(owners), int(version) if isinstance(version, int) else 0)
+        moved_d = d.get("moved") or {}
+        if not isinstance(moved_d, Mapping):
+            raise ValueError("a slot map's 'moved' is a map of slot -> history")
+        try:
+            pairs = ((int(n), SlotHistory.from_json(h)) for n, h in moved_d.items())
+            moved = tuple(sorted(pairs, key=lambda p: p[0]))
+        except (TypeError, ValueError, SlotHistoryError) as e:
+            raise ValueError(f"a slot map's 'moved' is not slot -> history: {e}") from None
+        if any(not 0 <= n < len(owners) for n, _ in moved):
+            raise ValueError("a slot map's 'moved' names a slot it does not have")
+        return cls(tuple(owners), int(version) if isinstance(version, int) else 0, moved)

@@ -32,6 +32,11 @@ A *tls* cluster makes a local CA and a broker certificate in its work directory
 (:mod:`tritonmq.devtools.certs`), for every address its brokers and proxies use;
 its brokers serve ``wss://`` and verify each other with that CA, and clients need
 :attr:`DevCluster.ca_file` (``Client(url, ca_file=...)``, ``--ca-file``).
+
+A cluster can *join* a running one (:meth:`DevCluster.joining`, `tritonmq dev --join`):
+it adds groups after the running cluster's last, on its ZooKeeper and chroot with its
+credentials and cluster secret, and starts and stops only its own brokers. The new
+groups own no slot until the operator moves some to them (`tritonmq rebalance`).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -67,7 +72,7 @@ from tritonmq.coord.zkclient import (
 from tritonmq.devtools.certs import DEFAULT_HOSTS, DevCerts, make_dev_certs
 from tritonmq.devtools.netproxy import Proxy
 from tritonmq.devtools.zkserver import ZooKeeperServer
-from tritonmq.errors import CoordinationError
+from tritonmq.errors import ConfigError, CoordinationError
 
 # Isolated brokers get 127.0.0.11, 127.0.0.12, ...: clear of 127.0.0.1 and not past .254.
 _FIRST_HOST = 11
@@ -131,11 +136,16 @@ class DevCluster:
         chroot: str = "/tritonmq",
         isolated: bool = False,
         tls: bool = False,
+        first_group: int = 1,
+        credentials: tuple[Path, Path, Path] | None = None,
     ) -> None:
         """``zk``: a connect string (one server or an ensemble) instead of starting a
         ZooKeeper; ``isolated``: put proxies in the way so the network can be partitioned
         (see the module docstring and :meth:`cut_replication`, :meth:`cut_zk`);
-        ``tls``: brokers serve ``wss://`` with certificates of a local CA (:attr:`ca_file`)."""
+        ``tls``: brokers serve ``wss://`` with certificates of a local CA (:attr:`ca_file`);
+        ``first_group`` and ``credentials`` (auth, reader, secret files): see :meth:`joining`."""
+        self.first_group = first_group
+        self.joined = credentials is not None  # the ZooKeeper and the slot map are another's
         self.n_groups = groups
         self.replicas = replicas
         self.zk_hosts = zk
@@ -154,11 +164,48 @@ class DevCluster:
         self.tls = tls
         self.certs: DevCerts | None = None
         self._env_set: str | None = None  # the credential file this cluster put in the env
-        self.zk_auth_file, self.secret_file = self._credentials()
+        if credentials is not None:
+            self.zk_auth_file, self.zk_reader_file, self.secret_file = credentials
+        else:
+            self.zk_auth_file, self.secret_file = self._credentials()
+            self.zk_reader_file = self.workdir / "zk.reader"  # for zk:// clients: read-only
+            _write_private(self.zk_reader_file, f"reader:{secrets.token_urlsafe(24)}")
         self.zk_auth: ZkCredential = read_credential(self.zk_auth_file)
-        self.zk_reader_file = self.workdir / "zk.reader"  # for zk:// clients: read-only
-        _write_private(self.zk_reader_file, f"reader:{secrets.token_urlsafe(24)}")
         self.zk_reader: ZkCredential = read_credential(self.zk_reader_file)
+
+    @classmethod
+    def joining(
+        cls, state: Mapping[str, Any], groups: int, replicas: int = 3, config: str | None = None
+    ) -> DevCluster:
+        """A cluster that adds groups to the running dev cluster ``state`` describes (what
+        ``tritonmq dev --state`` wrote), up to ``groups`` in all: g<n+1>..g<groups> after
+        its last group g<n>, with the running cluster's broker settings unless ``config``
+        names others. Raises :class:`ConfigError` for a state it cannot use."""
+        try:
+            zk, chroot = str(state["zk"]), str(state["chroot"])
+            files = (state["zk_auth_file"], state["zk_reader_file"], state["secret_file"])
+            have = max(int(str(b["group"]).removeprefix("g")) for b in state["brokers"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(
+                f"not the state of a running dev cluster: {e!r} missing or bad"
+            ) from e
+        if state.get("ca_file"):
+            raise ConfigError("joining a --tls dev cluster is not supported")
+        if not all(Path(f).is_file() for f in files):
+            raise ConfigError("the cluster's credential files are gone: is it still running?")
+        have = max(have, *_groups_in(zk, chroot, read_credential(Path(files[0]))))
+        if groups <= have:
+            raise ConfigError(f"the cluster has {have} group(s) already: nothing to add")
+        creds = (Path(files[0]), Path(files[1]), Path(files[2]))
+        return cls(
+            groups - have,
+            replicas,
+            zk=zk,
+            chroot=chroot,
+            config=config or state.get("config"),
+            first_group=have + 1,
+            credentials=creds,
+        )
 
     def _credentials(self) -> tuple[Path, Path]:
         """The ZooKeeper credential file (the environment's, else a new one) and a new
@@ -182,21 +229,22 @@ class DevCluster:
             self.zk_hosts = self.zk_server.start()
             if self.zk_server.pid is not None:
                 self.spawned.append(self.zk_server.pid)
-        for g in range(1, self.n_groups + 1):
+        for group in self.groups:
             for r in range(1, self.replicas + 1):
-                group, bid = f"g{g}", f"g{g}b{r}"
+                bid = f"{group}b{r}"
                 self.brokers[bid] = self._new_broker(group, bid)
         if self.tls:
             hosts = [*DEFAULT_HOSTS, *(b.host for b in self.brokers.values())]
             self.certs = make_dev_certs(self.workdir / "tls", hosts)
-        init_cluster(
-            str(self.zk_hosts),
-            self.chroot,
-            [f"g{g}" for g in range(1, self.n_groups + 1)],
-            64,
-            auth=self.zk_auth,
-            reader=self.zk_reader,
-        )
+        if not self.joined:  # a joined cluster's map is the running one's
+            init_cluster(
+                str(self.zk_hosts),
+                self.chroot,
+                self.groups,
+                64,
+                auth=self.zk_auth,
+                reader=self.zk_reader,
+            )
         for b in self.brokers.values():
             self._spawn(b)
         for b in self.brokers.values():
@@ -432,7 +480,8 @@ class DevCluster:
 
     @property
     def groups(self) -> list[str]:
-        return [f"g{g}" for g in range(1, self.n_groups + 1)]
+        """This cluster's own groups (a joined one: those it added)."""
+        return [f"g{g}" for g in range(self.first_group, self.first_group + self.n_groups)]
 
     def status(self) -> dict[str, Any]:
         return fetch_cluster(str(self.zk_hosts), self.chroot, auth=self.zk_auth)
@@ -443,8 +492,8 @@ class DevCluster:
 
     def healthy(self) -> bool:
         st = self.status()["groups"]
-        for g in range(1, self.n_groups + 1):
-            info = st.get(f"g{g}")
+        for g in self.groups:
+            info = st.get(g)
             if (
                 not info
                 or len(info["isr"]) < self.replicas
@@ -469,6 +518,9 @@ class DevCluster:
             "zk_auth_file": str(self.zk_auth_file),
             # zk:// clients that should only route: TRITONMQ_ZK_AUTH_FILE=<this> (read-only)
             "zk_reader_file": str(self.zk_reader_file),
+            # brokers that join the cluster (tritonmq dev --join) need it too
+            "secret_file": str(self.secret_file),
+            "config": self.config,  # ...and its brokers' settings, unless told others
             "ca_file": self.ca_file,
             "brokers": [
                 {"group": b.group, "id": b.id, "url": b.url, "pid": b.pid}
@@ -484,3 +536,18 @@ class DevCluster:
     @property
     def urls(self) -> list[str]:
         return [b.url for b in self.brokers.values()]
+
+
+def _groups_in(zk_hosts: str, chroot: str, auth: ZkCredential) -> list[int]:
+    """The numbers of the groups registered in the cluster (g3 -> 3)."""
+    zk = new_client(zk_hosts, timeout=2.0, auth=auth)
+    try:
+        zk.start(timeout=10)
+    except Exception as e:
+        raise ConfigError(f"cannot reach the cluster's ZooKeeper at {zk_hosts}: {e}") from e
+    try:
+        names = zk.get_children(paths.groups(chroot)) if zk.exists(paths.groups(chroot)) else []
+    finally:
+        zk.stop()
+        zk.close()
+    return [int(n[1:]) for n in names if n[:1] == "g" and n[1:].isdigit()]

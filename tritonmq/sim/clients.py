@@ -16,6 +16,8 @@ from typing import Any
 
 from tritonmq.client.pending import RECENT_ACKS_MAX
 from tritonmq.core.group import GroupState
+from tritonmq.core.slothistory import SlotHistory
+from tritonmq.sim import slotmodel
 from tritonmq.sim.broker import state_path
 from tritonmq.sim.invariants import History
 from tritonmq.sim.network import Dial
@@ -37,7 +39,7 @@ from tritonmq.sim.node import (
     ZkRequest,
 )
 from tritonmq.sim.zkmodel import Outcome, ZkGet
-from tritonmq.wire.frames import Ack, From, Pub, PubRecord, Sub
+from tritonmq.wire.frames import Ack, ErrorCode, From, Pub, PubRecord, Sub
 
 RETRY_AFTER = 0.2
 
@@ -118,8 +120,13 @@ class SimProducer(_Client):
         *,
         publish_until: float,
         rate: float = 0.75,
+        slot: int | None = None,
     ) -> None:
         super().__init__(name, group, history)
+        # Routed by slot (a topic whose slot may move): ``group`` is where it sends now,
+        # from the slot's znode, or from the group a WRONG_GROUP named.
+        self.slot = slot
+        self.route_stale = slot is not None
         self.topic = topic
         self.rng = rng
         self.publish_until = publish_until
@@ -133,17 +140,38 @@ class SimProducer(_Client):
         if self._on_common(ev, now, out):
             return out
         match ev:
+            case ZkReplied(tag="route", result=result):
+                self.reading = False
+                if result.outcome is Outcome.OK:
+                    self.group = SlotHistory.decode(result.value.data).owner
+                    self.route_stale = False
+                else:
+                    self.retry_at = now + RETRY_AFTER
             case Ticked():
-                self._tick_connect(now, out)
+                if self.route_stale and self.slot is not None:
+                    self._route(now, out)
+                else:
+                    self._tick_connect(now, out)
                 if (
                     self.conn is not None
                     and now < self.publish_until
                     and self.rng.random() < self.rate
                 ):
                     self._publish(out)
+                    # a producer of a moving slot sends bursts: a batch waiting for its
+                    # commit when the next one is refused is retried at the new group
+                    for _ in range(self.rng.randint(0, 2) if self.slot is not None else 0):
+                        self._publish(out)
             case Received(conn=conn, msg=msg) if conn == self.conn:
                 self._on_reply(msg, now, out)
         return out
+
+    def _route(self, now: float, out: list[Effect]) -> None:
+        """Read the slot's owner (the client's map) before finding its primary."""
+        if not self.reading and now >= self.retry_at:
+            assert self.slot is not None
+            self.reading = True
+            out.append(ZkRequest("route", ZkGet(slotmodel.slot_path(self.slot))))
 
     def _publish(self, out: list[Effect]) -> None:
         recs: list[PubRecord] = []
@@ -168,12 +196,23 @@ class SimProducer(_Client):
         if isinstance(msg, PubAcked):
             for i, (pub_id, recs, seqs) in enumerate(self.unacked):
                 if pub_id == msg.id:
-                    for rec, seq, ts in zip(recs, seqs, msg.ts, strict=True):
-                        self.history.pub_acked(self.group, self.topic, self.name, rec[0], seq, ts)
+                    eras: list[int | None] = list(msg.eras) or [None] * len(msg.ts)
+                    for rec, seq, ts, era in zip(recs, seqs, msg.ts, eras, strict=True):
+                        self.history.pub_acked(
+                            self.group, self.topic, self.name, rec[0], seq, ts, era
+                        )
                     del self.unacked[i]
                     return
         elif isinstance(msg, ErrorFrame) and msg.id is not None:
-            if msg.code.retriable:
+            if msg.code is ErrorCode.WRONG_GROUP and self.slot is not None:
+                # the slot moved: everything unacknowledged goes, in order, to the group
+                # named (or, if none is, the one the re-read map names), same uuids
+                if msg.group:
+                    self.group = msg.group
+                else:
+                    self.route_stale = True
+                self._reconnect(now, out)
+            elif msg.code.retriable:
                 self._reconnect(now, out)
             else:
                 self.history.violation(f"{self.name}: publish refused for good: {msg.code}")

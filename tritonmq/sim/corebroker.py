@@ -18,12 +18,14 @@ from tritonmq.config import BrokerConfig
 from tritonmq.core import events as ce
 from tritonmq.core.actions import (
     Action,
+    AskHandover,
     CloseLink,
     DeleteSubscription,
     Deliver,
     LoadSubscriptions,
     LogLine,
     ProposeIsr,
+    ProposeSlotStep,
     ProposeState,
     ReadState,
     RegisterSubscription,
@@ -32,6 +34,7 @@ from tritonmq.core.actions import (
     SendEntries,
     SendError,
     SendFetched,
+    SendHandover,
     SendLeader,
     SendMeta,
     SendPresence,
@@ -42,7 +45,6 @@ from tritonmq.core.actions import (
     SendSubInfo,
     SendSubOk,
     SendToPrimary,
-    SlotMoveAction,
     StartFollowing,
     StopFollowing,
     Stopped,
@@ -54,6 +56,7 @@ from tritonmq.core.actions import (
 from tritonmq.core.broker import BrokerCore
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.log import GroupLog
+from tritonmq.sim import slotmodel
 from tritonmq.sim.broker import (
     BrokerParams,
     group_prefix,
@@ -61,6 +64,7 @@ from tritonmq.sim.broker import (
     offset_path,
     state_path,
 )
+from tritonmq.sim.moveshell import ZK_KINDS, MoveShell
 from tritonmq.sim.network import Dial
 from tritonmq.sim.node import (
     Accepted,
@@ -88,8 +92,17 @@ from tritonmq.sim.node import (
     ZkRequest,
     ZkWatch,
 )
-from tritonmq.sim.zkmodel import Outcome, SessionState, ZkCreate, ZkList, ZkResult, ZkSet, Znode
-from tritonmq.wire.frames import Append
+from tritonmq.sim.zkmodel import (
+    Outcome,
+    SessionState,
+    ZkCreate,
+    ZkList,
+    ZkListMany,
+    ZkResult,
+    ZkSet,
+    Znode,
+)
+from tritonmq.wire.frames import Append, HandoverAsk
 
 REDIAL_S = 0.05
 _SESSION = {
@@ -111,7 +124,9 @@ class _Link:
 
 
 class SimCoreBroker:
-    def __init__(self, name: str, group: str, boot: str, params: BrokerParams) -> None:
+    def __init__(
+        self, name: str, group: str, boot: str, params: BrokerParams, *, slots: bool = False
+    ) -> None:
         self.name = name
         self.group = group
         cfg = BrokerConfig(
@@ -141,6 +156,9 @@ class SimCoreBroker:
         self.cas: dict[int, GroupState] = {}  # request -> state proposed
         self.stores: dict[int, list[Any]] = {}  # batch -> [pending, ok, offsets]
         self._batches = 0
+        # the cluster has a slot map (moves on): read it with every view, watch /cluster
+        self.slots = slots
+        self.moves = MoveShell(group, self.me)
 
     @property
     def log(self) -> GroupLog:
@@ -160,6 +178,8 @@ class SimCoreBroker:
                 self._core(ce.SessionChanged(_SESSION[state], now), now, out)
                 if state is SessionState.CONNECTED:
                     out.append(ZkWatch(group_prefix(self.group)))
+                    if self.slots:
+                        out.append(ZkWatch(slotmodel.CLUSTER_PATH))
                     self._register(out)
                     self._read(out)
             case WatchFired():
@@ -208,12 +228,20 @@ class SimCoreBroker:
             self.reread = True
             return
         self.reading = True
-        out.append(ZkRequest("view", ZkList(group_prefix(self.group))))
+        if self.slots:
+            paths = (group_prefix(self.group), *slotmodel.SLOT_PATHS)
+            out.append(ZkRequest("view", ZkListMany(paths)))
+        else:
+            out.append(ZkRequest("view", ZkList(group_prefix(self.group))))
 
     def _zk(self, tag: str, op: Any, result: ZkResult, now: float, out: list[Effect]) -> None:
         ok = result.outcome is Outcome.OK
         kind, _, num = tag.partition(":")
-        if kind == "register":
+        if kind in ZK_KINDS:
+            ev = self.moves.zk(kind, int(num), result, now, out)
+            if ev is not None:
+                self._core(ev, now, out)
+        elif kind == "register":
             self.registering = False
             mine = result.value is not None and result.value.data == self.me
             self.registered = ok or (result.outcome is Outcome.CONFLICT and mine)
@@ -265,7 +293,10 @@ class SimCoreBroker:
         state = dataclasses.replace(st.data, version=st.version) if st is not None else None
         prefix = group_prefix(self.group) + "members/"
         members = {p[len(prefix) :]: n.data for p, n in nodes.items() if p.startswith(prefix)}
-        return ce.ZkView(state, members, None, now)
+        slots = slotmodel.read(nodes) if self.slots else None
+        if slots is None:
+            return ce.ZkView(state, members, None, now)
+        return ce.ZkView(state, members, slots.smap, now, slots.histories)
 
     # --- connections -------------------------------------------------------------------
 
@@ -277,6 +308,11 @@ class SimCoreBroker:
     def _dialed(
         self, tag: str, outcome: Dial, conn: int | None, now: float, out: list[Effect]
     ) -> None:
+        if tag.startswith("ho:"):
+            ev = self.moves.dialed(tag, outcome, conn, now, out)
+            if ev is not None:
+                self._core(ev, now, out)
+            return
         lk = self.link
         if lk is None or tag != f"follow:{lk.id}" or not lk.dialing:
             if conn is not None:
@@ -301,6 +337,12 @@ class SimCoreBroker:
                 self._core(ev, now, out)
             else:
                 self._core(ce.PrimaryFrame(lk.id, msg, now), now, out)
+        elif (ask := self.moves.owns(conn)) is not None:
+            answered = self.moves.received(ask, msg, now, out)
+            if answered is not None:
+                self._core(answered, now, out)
+        elif self.kinds.get(conn) == "repl" and isinstance(msg, HandoverAsk):
+            self._core(ce.HandoverAsked(conn, msg, now), now, out)
         elif self.kinds.get(conn) == "repl":
             self._core(ce.FollowerFrame(conn, msg, now), now, out)
         elif self.kinds.get(conn) == "client":
@@ -313,6 +355,11 @@ class SimCoreBroker:
             what = ce.LinkEnd.TIMED_OUT if timed_out else ce.LinkEnd.CLOSED
             self._core(ce.LinkEvent(lk.id, what, now, clean=not timed_out), now, out)
             return
+        if (ask := self.moves.owns(conn)) is not None:
+            ev = self.moves.closed(ask, now, out)
+            if ev is not None:
+                self._core(ev, now, out)
+            return
         kind = self.kinds.pop(conn, None)
         if kind == "repl":
             self._core(ce.FollowerGone(conn, now), now, out)
@@ -323,10 +370,10 @@ class SimCoreBroker:
 
     def _perform(self, a: Action, now: float, out: list[Effect]) -> None:
         match a:
-            case SendPubAck(conn=conn, id=pub_id, ts=ts):
-                out.append(Send(conn, PubAcked(pub_id, ts)))
-            case SendError(conn=conn, code=code, message=message, id=rid, sid=sid):
-                out.append(Send(conn, ErrorFrame(code, message, id=rid, sid=sid)))
+            case SendPubAck(conn=conn, id=pub_id, ts=ts, eras=eras):
+                out.append(Send(conn, PubAcked(pub_id, ts, eras)))
+            case SendError(conn=conn, code=code, message=message, id=rid, sid=sid, group=group):
+                out.append(Send(conn, ErrorFrame(code, message, id=rid, sid=sid, group=group)))
             case Deliver(conn=conn, sid=sid, topic=topic, records=records):
                 out.append(Send(conn, Delivered(sid, topic, tuple(records))))
             case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
@@ -401,8 +448,13 @@ class SimCoreBroker:
                 raise AssertionError(f"simulated clients send no admin ops: {a!r}")
             case SendPresence():
                 raise AssertionError(f"simulated clients ask for no presence: {a!r}")
-            case SlotMoveAction():
-                raise AssertionError(f"the simulated cluster moves no slot: {a!r}")
+            case ProposeSlotStep():
+                out.append(Note(f"slot {a.slot}: {a.step.value} (until {a.until})"))
+                self.moves.step(a, out)
+            case AskHandover():
+                self.moves.ask(a, out)
+            case SendHandover(link=link, pairs=pairs):
+                out.append(Send(link, pairs))
             case _:
                 assert_never(a)
 

@@ -21,7 +21,9 @@ class FaultKind(enum.Enum):
     HEAL = "heal"
     ZK_LOSS = "zk-loss"  # the group's next CAS ends in ConnectionLoss (outcome unknown)
     SLOW_WATCHES = "slow-watches"  # watches fire late from now on
-    MOVE_SLOT = "move-slot"  # hook: slot moves come with a later issue
+    # the operator begins moving a topic's slot to another group (by CAS, as `tritonmq
+    # slots move` does), or rolls back the move it finds running (`slots roll-back`)
+    MOVE_SLOT = "move-slot"
     # The process lives (its ZooKeeper session too) but its listener is down: connections
     # to it are reset and new dials are refused (issue 6, bug 6: a live primary refusing).
     REFUSE = "refuse"
@@ -73,4 +75,38 @@ def schedule_faults(
             peers = [b for b in brokers if b != target and group_of[b] == group_of[target]]
             other = rng.choice(["", *peers])
         out.append(Fault(kind, target, at, duration, other))
+    if moves_on(params):
+        out.extend(_moves(rng, params, sorted({group_of[b] for b in brokers})))
+    return out
+
+
+# What may strike one of the two primaries right after an operator's move, with weights.
+AROUND_MOVES: tuple[tuple[FaultKind, int], ...] = (
+    (FaultKind.CRASH, 2),
+    (FaultKind.FREEZE, 2),
+    (FaultKind.ZK_CUT, 1),
+    (FaultKind.ZK_LOSS, 1),
+)
+
+
+def moves_on(params: Any) -> bool:
+    """Moves are drawn with two groups or more, for BrokerCore brokers."""
+    return bool(params.groups >= 2 and params.moves and params.adapter == "core")
+
+
+def _moves(rng: random.Random, params: Any, groups: Sequence[str]) -> list[Fault]:
+    """``params.moves`` operator steps on the groups' producer-only topics (``gN.m``),
+    drawn after every other fault so that a run without moves draws what it always did;
+    half of them with a crash, freeze or ZooKeeper fault of either group's primary
+    within 0.3 s (mid-move)."""
+    out: list[Fault] = []
+    kinds = [k for k, _ in AROUND_MOVES]
+    weights = [w for _, w in AROUND_MOVES]
+    for _ in range(params.moves):
+        at = rng.uniform(0.5, params.publish_until)
+        out.append(Fault(FaultKind.MOVE_SLOT, f"{rng.choice(groups)}.m", at, 0.0))
+        if rng.random() < 0.5:
+            kind = rng.choices(kinds, weights)[0]
+            who = f"@primary:{rng.choice(groups)}"
+            out.append(Fault(kind, who, at + rng.uniform(0.0, 0.3), rng.uniform(0.2, 2.0)))
     return out

@@ -10,7 +10,10 @@ The invariants, by the name docs/replication.md gives them (and the method that 
 * ``one-writer-per-epoch``: at most one broker incarnation accepts writes per epoch
   (:meth:`History.accepted_writes`).
 * ``one-ts-per-record``: a ts is acknowledged for one record only, and a record is
-  acknowledged at one ts only (:meth:`History.pub_acked`).
+  acknowledged at one position (group, ts) only (:meth:`History.pub_acked`); a record of
+  a moved slot is acknowledged at a ts of an era of the group it names
+  (``one-writer-per-slot``), the era given in the ``puback`` or the one the group's ts
+  falls in.
 * ``acked-on-min-insync``: an acknowledged record reached ``min_insync`` replicas
   (:meth:`History.acknowledged_copies`).
 * ``isr-holds-acked``: every live in-sync replica holds every acknowledged record
@@ -31,11 +34,13 @@ The invariants, by the name docs/replication.md gives them (and the method that 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog
+from tritonmq.core.slothistory import SlotHistory
+from tritonmq.errors import SlotHistoryError
 from tritonmq.wire.frames import Record
 
 
@@ -67,9 +72,9 @@ class History:
         self.min_insync = min_insync
         self.published_by: dict[bytes, tuple[str, int]] = {}
         self.acked: dict[str, dict[int, bytes]] = {}  # group -> ts -> uuid
-        self.acked_ts: dict[bytes, int] = {}
+        self.acked_ts: dict[bytes, tuple[str, int]] = {}  # uuid -> (group, ts)
         self.topic_acked: dict[str, dict[int, bytes]] = {}  # topic -> ts -> uuid
-        self.producer_ts: dict[str, dict[int, int]] = {}  # producer -> seq -> ts
+        self.producer_ts: dict[str, dict[int, tuple[int, int]]] = {}  # seq -> (era, ts)
         self.apps: dict[str, App] = {}
         self.sub_bases: dict[tuple[str, str], int] = {}  # durable subscription -> registered offset
         self.writers: dict[tuple[str, int], str] = {}  # (group, epoch) -> broker incarnation
@@ -79,6 +84,8 @@ class History:
         # records handed to the others: at least once for a vanished member, by design
         self.shared_grace = 1.0
         self.primaries: dict[str, str] = {}  # group -> the broker elected last
+        # With slot moves: a topic's slot history as ZooKeeper holds it (the ground truth)
+        self.slot_history: Callable[[str], SlotHistory | None] | None = None
 
     def violation(self, text: str) -> None:
         self.violations.append(text)
@@ -89,26 +96,67 @@ class History:
         self.published_by[uuid] = (producer, seq)
 
     def pub_acked(
-        self, group: str, topic: str, producer: str, uuid: bytes, seq: int, ts: int
+        self,
+        group: str,
+        topic: str,
+        producer: str,
+        uuid: bytes,
+        seq: int,
+        ts: int,
+        era: int | None = None,
     ) -> None:
+        """``group`` acknowledged the record at ``ts``; ``era``: the era the ``puback``
+        names for it (a moved slot's record not of its current era: the ts is that era's
+        group's)."""
+        found = self._position(group, topic, ts, era)
+        if found is None:
+            return
+        group, pos = found
         self.topic_acked.setdefault(topic, {})[ts] = uuid
         acked = self.acked.setdefault(group, {})
         other = acked.get(ts)
         if other is not None and other != uuid:
             self.violation(f"{group}: ts {ts} acknowledged for two records ({producer}:{seq})")
         prev = self.acked_ts.get(uuid)
-        if prev is not None and prev != ts:
-            self.violation(f"{producer}:{seq} acknowledged twice, at ts {prev} and {ts}")
+        if prev is not None and prev != (group, ts):
+            self.violation(
+                f"{producer}:{seq} acknowledged twice, at {prev[0]} ts {prev[1]} and {group} ts {ts}"
+            )
         acked[ts] = uuid
-        self.acked_ts[uuid] = ts
+        self.acked_ts[uuid] = (group, ts)
         mine = self.producer_ts.setdefault(producer, {})
-        mine[seq] = ts
+        mine[seq] = pos
         for s, t in mine.items():
-            if (s < seq and t >= ts) or (s > seq and t <= ts):
+            if (s < seq and t >= pos) or (s > seq and t <= pos):
                 self.violation(
-                    f"{producer}'s order broken: seq {s} at ts {t}, seq {seq} at ts {ts}"
+                    f"{producer}'s order broken: seq {s} at {_pos(t)}, seq {seq} at {_pos(pos)}"
                 )
                 break
+
+    def _position(
+        self, group: str, topic: str, ts: int, era: int | None
+    ) -> tuple[str, tuple[int, int]] | None:
+        """The group that holds an acknowledged record and its position (era, ts); None
+        after a violation. A slot that never moved: (the acknowledging group, (0, ts))."""
+        h = self.slot_history(topic) if self.slot_history is not None else None
+        if h is None or not h.moved:
+            return group, (0, ts)
+        try:
+            holder = h.group_of_era(era) if era is not None else group
+        except SlotHistoryError as e:
+            self.violation(f"{group} acknowledged {topic} ts {ts} in era {era}: {e}")
+            return None
+        at = h.era_of(holder, ts)
+        sealed_below = h.move is not None and h.move.until is not None and h.move.until < ts
+        if at == h.era and holder == h.owner and sealed_below:
+            at = None  # above the seal point of the era that ends
+        if at is None or (era is not None and at != era):
+            self.violation(
+                f"{group} acknowledged {topic} at {holder} ts {ts} (era {era}), outside the"
+                f" eras {holder} held: {h.encode().decode()}"
+            )
+            return None
+        return holder, (at, ts)
 
     # --- brokers -------------------------------------------------------------------
 
@@ -265,8 +313,10 @@ class History:
         a.uuids.add(uuid)
         a.ts.add(ts)
         acked = self.acked_ts.get(uuid)
-        if acked is not None and acked != ts:
-            self.violation(f"{app} received {rec[3].decode()} at ts {ts}, acknowledged at {acked}")
+        if acked is not None and acked[1] != ts:
+            self.violation(
+                f"{app} received {rec[3].decode()} at ts {ts}, acknowledged at {acked[1]}"
+            )
         producer, seq = rec[3].decode().rsplit(":", 1)
         if a.mode != "shared":
             last = a.last_seq.get(producer, 0)
@@ -316,6 +366,10 @@ class History:
             self.violation(
                 f"after healing, {group}'s ISR is {list(isr)}: {missing} never re-joined"
             )
+
+
+def _pos(p: tuple[int, int]) -> str:
+    return f"ts {p[1]}" if p[0] == 0 else f"era {p[0]} ts {p[1]}"
 
 
 def _holds(log: GroupLog, ts: int, uuid: bytes | None) -> bool:

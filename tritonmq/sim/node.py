@@ -22,6 +22,7 @@ from tritonmq.wire.frames import ErrorCode, Record
 class PubAcked:
     id: int
     ts: tuple[int, ...]
+    eras: tuple[int, ...] = ()  # per ts, when one is not the slot's current era (M8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class ErrorFrame:
     message: str
     id: int | None = None
     sid: int | None = None
+    group: str | None = None  # WRONG_GROUP: the group to go to
 
 
 @dataclass(frozen=True, slots=True)

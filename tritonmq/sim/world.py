@@ -16,10 +16,12 @@ from typing import Any
 
 from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog
+from tritonmq.core.slots import slot_of
+from tritonmq.sim import slotmodel, slotops, worldchecks
 from tritonmq.sim.broker import BrokerParams, SimBroker, state_path
 from tritonmq.sim.clients import SimProducer, SimSubscriber
 from tritonmq.sim.corebroker import SimCoreBroker
-from tritonmq.sim.faults import Fault, FaultKind, schedule_faults
+from tritonmq.sim.faults import Fault, FaultKind, moves_on, schedule_faults
 from tritonmq.sim.invariants import History
 from tritonmq.sim.network import ZK, Conn, Dial, Network, Proc
 from tritonmq.sim.node import (
@@ -47,8 +49,16 @@ from tritonmq.sim.node import (
     ZkRequest,
     ZkWatch,
 )
-from tritonmq.sim.trace import Trace
-from tritonmq.sim.zkmodel import Outcome, SessionState, ZkCreate, ZkModel, ZkResult, ZkSet
+from tritonmq.sim.trace import Trace, describe
+from tritonmq.sim.zkmodel import (
+    Outcome,
+    SessionState,
+    ZkCreate,
+    ZkModel,
+    ZkMulti,
+    ZkResult,
+    ZkSet,
+)
 
 BROKERS = (SimBroker, SimCoreBroker)
 PING_TIMEOUT = 1.0  # a connection over a cut link, or to a frozen process, dies after this
@@ -87,6 +97,10 @@ class SimParams:
     # off by default so that a seed's draws stay those of the runs docs/testing.md cites).
     refusals: bool = False
     check_whole: bool = False
+    # Slot moves the operator starts (or rolls back) per run, with groups >= 2 and
+    # BrokerCore brokers: the cluster gets a slot map and each group a producer-only
+    # topic "m" whose slot moves (docs/testing.md, "Slot moves in the simulator").
+    moves: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,24 +219,29 @@ class World:
         self.graveyard: list[tuple[str, str, GroupLog]] = []  # crashed incarnations' memory
         self.healed = False
         self.bound: dict[str, str] = {}  # scenario labels ("@backup:g0=Y") -> broker
+        self.moving = moves_on(self.p)
         self._build()
 
     # --- setup -------------------------------------------------------------------------
 
     def _build(self) -> None:
         p = self.p
+        producers = (*p.producers, slotops.MOVED_TOPIC) if self.moving else p.producers
+        slots = self._slot_map() if self.moving else 0
         for g in range(p.groups):
             group = f"g{g}"
             for r in range(p.replicas):
                 name = f"{group}b{r}"
                 self.group_of[name] = group
                 self.factories[name] = self._broker_factory(name, group)
-            for i, t in enumerate(p.producers):
+            for i, t in enumerate(producers):
                 name = f"{group}p{i}"
                 self.group_of[name] = group
                 rng = random.Random(self.rng.getrandbits(64))
+                topic = f"{group}.{t}"
+                slot = slot_of(topic, slots) if t == slotops.MOVED_TOPIC else None
                 prod = SimProducer(
-                    name, group, f"{group}.{t}", self.history, rng, publish_until=p.publish_until
+                    name, group, topic, self.history, rng, publish_until=p.publish_until, slot=slot
                 )
                 self.factories[name] = lambda prod=prod: prod  # type: ignore[misc]
             for i, (t, sub, mode) in enumerate(p.subscribers):
@@ -239,12 +258,22 @@ class World:
         self._at(p.publish_until + 1.0, _Heal())
         self._at(0.1, _ServerTick())
 
+    def _slot_map(self) -> int:
+        """Create the map (``tritonmq init``): each topic's slot owned by its group."""
+        p = self.p
+        groups = [f"g{g}" for g in range(p.groups)]
+        names = {*p.producers, *(t for t, _, _ in p.subscribers), slotops.MOVED_TOPIC}
+        owners = slotmodel.plan_owners(groups, {f"{g}.{t}": g for g in groups for t in names})
+        slotmodel.create(self.zk, owners)
+        self.history.slot_history = lambda topic: slotmodel.history_of(self.zk, topic)
+        return len(owners)
+
     def _broker_factory(self, name: str, group: str) -> Callable[[], SimNode]:
         def make() -> SimNode:
             boot = f"{self.rng.getrandbits(32):08x}"
             if self.p.adapter == "shell":
                 return SimBroker(name, group, boot, self.p.broker)
-            return SimCoreBroker(name, group, boot, self.p.broker)
+            return SimCoreBroker(name, group, boot, self.p.broker, slots=self.moving)
 
         return make
 
@@ -269,7 +298,7 @@ class World:
             self.now = t
             self._step(ev)
             for g in sorted(self.dirty):
-                self._check_group(g)
+                worldchecks.check_group(self, g)
             self.dirty.clear()
         if not h.violations and self.trace.steps < self.p.max_steps:
             waiting = {
@@ -279,7 +308,9 @@ class World:
             }
             h.check_liveness(waiting)
             if self.p.check_whole:
-                self._check_whole()
+                worldchecks.check_whole(self)
+            if self.moving:
+                worldchecks.check_moves(self)
         violation = h.violations[0] if h.violations else None
         return Result(
             self.seed,
@@ -287,8 +318,18 @@ class World:
             self.faults_done,
             violation,
             self.trace.digest,
-            self.trace.render(self.seed, violation),
+            self.trace.render(self.seed, violation, self._flags()),
         )
+
+    def _flags(self) -> str:
+        """The `tritonmq sim` options besides ``--seed`` that replay this run."""
+        p, d = self.p, SimParams()
+        flags = f" --groups {p.groups}" if p.groups != d.groups else ""
+        flags += f" --moves {p.moves}" if self.moving and p.moves != d.moves else ""
+        flags += f" --replicas {p.replicas}" if p.replicas != d.replicas else ""
+        flags += f" --faults {p.faults}" if p.faults != d.faults else ""
+        flags += " --refusals" if p.refusals else ""
+        return flags + (" --check-whole" if p.check_whole else "")
 
     def _step(self, ev: _Event) -> None:
         match ev:
@@ -342,7 +383,7 @@ class World:
         node = self.nodes[name]
         effects = node.handle(ev, self.now)
         quiet = isinstance(ev, Ticked) and not effects
-        self.trace.step(self.now, f"{name} <- {_describe(ev)}", quiet=quiet)
+        self.trace.step(self.now, f"{name} <- {describe(ev)}", quiet=quiet)
         for e in effects:
             self._perform(name, e)
         if isinstance(ev, Received | ZkReplied) and isinstance(node, BROKERS):
@@ -357,7 +398,7 @@ class World:
                 if conn is None or not conn.open:
                     return
                 if isinstance(msg, PubAcked):
-                    self._acked_copies(name, msg)
+                    worldchecks.acked_copies(self, name, msg, conn.other(name))
                 to = conn.other(name)
                 self._at(self.net.arrival(conn, self.now), _Arrive(cid, to, msg))
             case DialOut(peer=peer, kind=kind, tag=tag):
@@ -403,32 +444,6 @@ class World:
             t = max(self.now + delay, conn.known_at.get(end, 0.0))
             self._at(t, _ToNode(end, self.inc.get(end, 0), Closed(conn.id, timed_out)))
 
-    def _acked_copies(self, name: str, msg: PubAcked) -> None:
-        """Count copies on every incarnation that ever held the record: one that
-        acknowledged it and then crashed did hold it when the primary counted it."""
-        group = self.group_of[name]
-        logs = {
-            f"{b}/{n.me.boot}": n.log
-            for b, n in self.nodes.items()
-            if isinstance(n, BROKERS)
-            and n.group == group
-            and self.net.procs.get(b) is not Proc.DOWN
-        }
-        logs.update((k, log) for g, k, log in self.graveyard if g == group)
-        self.history.acknowledged_copies(group, msg.ts, logs)
-
-    def _check_group(self, group: str) -> None:
-        st = self.zk.nodes.get(state_path(group))
-        state = st.data if st is not None and isinstance(st.data, GroupState) else None
-        logs = {
-            b: (n.me.boot, n.log)
-            for b, n in self.nodes.items()
-            if isinstance(n, BROKERS)
-            and n.group == group
-            and self.net.procs.get(b) is not Proc.DOWN
-        }
-        self.history.check_isr_holds(group, state, logs)
-
     # --- ZooKeeper -----------------------------------------------------------------------
 
     def _zk_send(self, name: str, req: ZkRequest) -> None:
@@ -462,6 +477,10 @@ class World:
         if result.outcome is Outcome.OK and isinstance(req.op, ZkSet | ZkCreate):
             if req.op.path.startswith("/groups/"):
                 self.dirty.add(req.op.path.split("/")[2])
+        if result.outcome is Outcome.OK and isinstance(req.op, ZkMulti):
+            self.trace.step(
+                self.now, f"{name}: wrote {req.op.sets[0].path} {req.op.sets[0].data.decode()}"
+            )
         if ev.lose_reply:
             result = ZkResult(Outcome.UNKNOWN)
         reply = ZkReplied(req.tag, req.op, result)
@@ -596,14 +615,6 @@ class World:
 
     # --- faults ------------------------------------------------------------------------
 
-    def _check_whole(self) -> None:
-        for group in sorted(
-            {self.group_of[n] for n, node in self.nodes.items() if isinstance(node, BROKERS)}
-        ):
-            st = self.zk.nodes.get(state_path(group))
-            isr = st.data.isr if st is not None else ()
-            self.history.check_group_whole(group, isr, self.group_brokers(group))
-
     def group_brokers(self, group: str) -> list[str]:
         return sorted(
             n
@@ -728,7 +739,13 @@ class World:
                     self.net.refusing.discard((target, f.other))
                 return
             case FaultKind.MOVE_SLOT:
-                return  # slot moves come with a later issue: the hook is here
+                groups = sorted(
+                    {g for n, g in self.group_of.items() if n[len(g) :].startswith("b")}
+                )
+                what, fired = slotops.operator_step(self.zk, self.rng, groups, target, self.now)
+                self.trace.fault(self.now, what)
+                for sid, prefix in fired:
+                    self._fire_watch(sid, prefix)
         self.faults_done += 1
 
     def _may_lose_memory(self, name: str) -> bool:
@@ -763,24 +780,3 @@ class World:
             elif self.net.procs.get(name) is Proc.DOWN:
                 self._start(name)
         self._heal_links()
-
-
-def _describe(ev: NodeEvent) -> str:
-    match ev:
-        case Received(conn=conn, msg=msg):
-            return f"#{conn} {_short(msg)}"
-        case ZkReplied(tag=tag, result=result):
-            return f"zk {tag}: {result.outcome.value}"
-    return type(ev).__name__
-
-
-def _short(msg: Any) -> str:
-    name = type(msg).__name__
-    for f in ("id", "sid", "epoch", "ts", "start", "commit", "truncate_to", "code", "last_ts"):
-        v = getattr(msg, f, None)
-        if v is not None:
-            name += f" {f}={v}"
-    entries = getattr(msg, "entries", None) or getattr(msg, "records", None)
-    if entries:
-        name += f" n={len(entries)}"
-    return name

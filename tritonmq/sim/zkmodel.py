@@ -51,6 +51,14 @@ class ZkList:
 
 
 @dataclass(frozen=True, slots=True)
+class ZkListMany:
+    """Every znode under any of ``prefixes``: one consistent read of several subtrees (a
+    broker's group with the slot map, as the real shell's view holds both)."""
+
+    prefixes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ZkCreate:
     path: str
     data: Any
@@ -69,13 +77,21 @@ class ZkDelete:
     path: str
 
 
-ZkOp: TypeAlias = ZkGet | ZkList | ZkCreate | ZkSet | ZkDelete
+@dataclass(frozen=True, slots=True)
+class ZkMulti:
+    """A transaction of conditional sets, all or nothing (a slot step: the slot znode and
+    ``/cluster``'s version bump, each checked against the version read)."""
+
+    sets: tuple[ZkSet, ...]
+
+
+ZkOp: TypeAlias = ZkGet | ZkList | ZkListMany | ZkCreate | ZkSet | ZkDelete | ZkMulti
 
 
 @dataclass(frozen=True, slots=True)
 class ZkResult:
     outcome: Outcome
-    value: Any = None  # Znode (get, create, set), dict[str, Znode] (list)
+    value: Any = None  # Znode (get, create, set), dict[str, Znode] (list), tuple (multi)
 
 
 @dataclass(slots=True)
@@ -166,6 +182,13 @@ class ZkModel:
             case ZkList(prefix=prefix):
                 found = {p: n for p, n in sorted(self.nodes.items()) if p.startswith(prefix)}
                 return ZkResult(Outcome.OK, found), []
+            case ZkListMany(prefixes=prefixes):
+                found = {
+                    p: n
+                    for p, n in sorted(self.nodes.items())
+                    if any(p.startswith(x) for x in prefixes)
+                }
+                return ZkResult(Outcome.OK, found), []
             case ZkCreate(path=path, data=data, ephemeral=ephemeral):
                 if path in self.nodes:
                     return ZkResult(Outcome.CONFLICT, self.nodes[path]), []
@@ -179,6 +202,20 @@ class ZkModel:
                 node = Znode(data, old.version + 1, old.owner)
                 self.nodes[path] = node
                 return ZkResult(Outcome.OK, node), self._fire(path)
+            case ZkMulti(sets=sets):
+                for one in sets:
+                    old = self.nodes.get(one.path)
+                    if old is None or (one.version != -1 and old.version != one.version):
+                        return ZkResult(Outcome.CONFLICT, old), []
+                fired: list[tuple[int, str]] = []
+                written = []
+                for one in sets:
+                    old = self.nodes[one.path]
+                    node = Znode(one.data, old.version + 1, old.owner)
+                    self.nodes[one.path] = node
+                    written.append(node)
+                    fired.extend(w for w in self._fire(one.path) if w not in fired)
+                return ZkResult(Outcome.OK, tuple(written)), fired
             case ZkDelete(path=path):
                 if self.nodes.pop(path, None) is None:
                     return ZkResult(Outcome.CONFLICT), []

@@ -10,6 +10,13 @@ so one number covers every topic of a group). ``0`` means "from the beginning
 of what is retained, nothing needed yet" (``startingPosition=earliest``).
 The subscription name travels in the offset, so the name Spark commits to is
 the one its checkpoint holds, stable across restarts.
+
+A topic whose slot moved between groups (docs/replication.md M3) also has its era in
+``eras`` (absent: 0): the era it was planned in. Its records of that era are the era's
+group's ``ts``; a batch planned after the era changed reads the rest of the old era
+(up to its seal point ``until``), every later finished era whole, and the current era
+from its ``after`` + 1: whatever the group offsets say, since those count other topics
+of the group too (:func:`ranges`). A checkpoint without ``eras`` is era 0 everywhere.
 """
 
 from __future__ import annotations
@@ -17,9 +24,10 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import ConfigError
 
 
@@ -28,19 +36,26 @@ class Offset:
     subscription: str
     groups: Mapping[str, int]
     topics: tuple[str, ...]
+    eras: Mapping[str, int] = field(default_factory=dict)  # topic -> era (absent: 0)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "subscription": self.subscription,
             "groups": dict(sorted(self.groups.items())),
             "topics": list(self.topics),
         }
+        eras = {t: e for t, e in sorted(self.eras.items()) if e}
+        if eras:
+            d["eras"] = eras
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Offset:
         try:
             groups = {str(g): int(ts) for g, ts in d["groups"].items()}
-            return cls(str(d["subscription"]), groups, tuple(str(t) for t in d["topics"]))
+            eras = {str(t): int(e) for t, e in d.get("eras", {}).items()}
+            topics = tuple(str(t) for t in d["topics"])
+            return cls(str(d["subscription"]), groups, topics, eras)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ConfigError(f"not a TritonMQ source offset: {d!r} ({e})") from None
 
@@ -67,6 +82,7 @@ def advance(
     max_rows: int | None = None,
     until: Mapping[str, int] | None = None,
     floors: Mapping[str, int] | None = None,
+    histories: Mapping[str, SlotHistory] | None = None,
 ) -> Offset:
     """The end offset of the next batch.
 
@@ -75,7 +91,8 @@ def advance(
     span so the batch holds at most that many records in all (ts spans count other
     topics of the group too, so it may hold fewer). ``until`` caps groups at the
     head seen when an availableNow query began. ``floors[g]``: the first retained ts
-    of a group still at 0, where a capped span starts.
+    of a group still at 0, where a capped span starts. ``histories``: the slot history
+    of each topic whose slot moved; the offset records each one's era now.
     """
     groups = dict(start.groups)
     for g in set(topics.values()):
@@ -94,7 +111,9 @@ def advance(
         lo = groups[g] if groups[g] else (floors or {}).get(g, 0)
         groups[g] = target if share is None else min(target, max(lo, 1) + share)
     names = tuple(sorted(set(start.topics) | set(topics)))
-    return Offset(start.subscription, groups, names)
+    eras = dict(start.eras)
+    eras.update({t: h.era for t, h in (histories or {}).items() if t in names})
+    return Offset(start.subscription, groups, names, eras)
 
 
 def ranges(
@@ -103,6 +122,7 @@ def ranges(
     topics: Mapping[str, str],
     min_partitions: int = 1,
     first_retained: Mapping[str, int] | None = None,
+    histories: Mapping[str, SlotHistory] | None = None,
 ) -> list[Range]:
     """Split the batch ``start..end`` into per-topic ts ranges for parallel tasks.
 
@@ -110,10 +130,15 @@ def ranges(
     ``end`` reads from 0 (records published before the query found it). Ranges are
     cut so there are about ``min_partitions`` of them, in proportion to their span;
     ``first_retained[topic]`` (when known) moves a from-the-beginning start up to the
-    first retained ts so empty spans are not split.
+    first retained ts so empty spans are not split. A topic in ``histories`` whose era
+    is not 0 is read by its eras (see the module docstring).
     """
     spans: list[Range] = []
     for topic in end.topics:
+        h = (histories or {}).get(topic)
+        if h is not None and (end.eras.get(topic, 0) or start.eras.get(topic, 0)):
+            spans.extend(_era_spans(start, end, topic, h))
+            continue
         g = topics.get(topic)
         if g is None or g not in end.groups:
             continue
@@ -133,6 +158,26 @@ def ranges(
         step = -(-span // pieces)
         for lo in range(r.start, r.end + 1, step):
             out.append(Range(r.group, r.topic, lo, min(r.end, lo + step - 1), r.needed))
+    return out
+
+
+def _era_spans(start: Offset, end: Offset, topic: str, h: SlotHistory) -> list[Range]:
+    """``topic``'s reads in the batch ``start..end`` by era: from the era it was planned
+    in at ``start`` (a topic new to the query: from era 0) to its era at ``end``."""
+    new = topic not in start.topics
+    first, last = (0 if new else start.eras.get(topic, 0)), end.eras.get(topic, 0)
+    out: list[Range] = []
+    for e in range(first, last + 1):
+        g = h.group_of_era(e)
+        after = h.history[e].after if e < h.era else h.after
+        lo = after + 1
+        if e == first and not new:
+            lo = max(lo, start.groups.get(g, 0))  # read up to there already
+        hi = end.groups.get(g, 0) - 1 if e == last else h.history[e].until
+        if e == last and e < h.era:
+            hi = min(hi, h.history[e].until)  # the era ended since it was planned
+        if hi >= lo:
+            out.append(Range(g, topic, lo, hi, not new))
     return out
 
 

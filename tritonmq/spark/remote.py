@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from tritonmq.client.client import Client
 from tritonmq.client.types import Fetched
+from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import TritonError
 from tritonmq.tokens import read_token_file
 from tritonmq.wire.codec import MAX_SAFE_INT
@@ -60,6 +61,12 @@ class Remote:
     def groups_of(self, topics: Iterable[str]) -> dict[str, str]:
         return {t: self.client.group_of(t) for t in topics}
 
+    def histories(self, topics: Iterable[str]) -> dict[str, SlotHistory]:
+        """The slot history of each of ``topics`` whose slot ever moved (re-read first)."""
+        self.call(self.client.refresh())
+        out = {t: self.client.slot_history(t) for t in topics}
+        return {t: h for t, h in out.items() if h.moved}
+
     def topics(self) -> dict[str, str]:
         return self.call(self.client.topics())
 
@@ -76,8 +83,12 @@ class Remote:
     def commit(self, topic: str, subscription: str, ts: int) -> int:
         return self.call(self.client.commit(topic, subscription, ts))[0]
 
-    def fetch(self, topic: str, start: int, end: int, max: int) -> Fetched:
-        return self.call(self.client.fetch_raw(topic, start, end, max=max, skip_purged=True))
+    def fetch(
+        self, topic: str, start: int, end: int, max: int, group: str | None = None
+    ) -> Fetched:
+        """``group``: that group's records (an era it held), else the topic's owner's."""
+        fetch = self.client.fetch_raw(topic, start, end, max=max, skip_purged=True, group=group)
+        return self.call(fetch)
 
     def first_retained(self, topic: str) -> int | None:
         got = self.fetch(topic, 0, MAX_SAFE_INT, 1)  # the largest ts the wire carries
@@ -93,13 +104,16 @@ class Remote:
             self.call(self.client.publish_batch(topic, records[i : i + PUBLISH_CHUNK]))
         return len(records)
 
-    def pages(self, topic: str, start: int, end: int, max: int) -> Iterator[Fetched]:
-        """Every page of ``topic``'s records in ``start..end``, waiting for a new primary's
-        commit point to reach ``end`` (it was committed when the batch was planned)."""
+    def pages(
+        self, topic: str, start: int, end: int, max: int, group: str | None = None
+    ) -> Iterator[Fetched]:
+        """Every page of ``topic``'s records in ``start..end`` (of ``group``, else of the
+        topic's owner), waiting for a new primary's commit point to reach ``end`` (it was
+        committed when the batch was planned)."""
         cur = start
         idle = 0
         while cur <= end:
-            got = self.fetch(topic, cur, end, max)
+            got = self.fetch(topic, cur, end, max, group)
             if got.records or got.purged is not None:
                 yield got
             if got.next > cur:

@@ -32,6 +32,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import Purged
 from tritonmq.spark import plan
 from tritonmq.spark.options import SourceOptions, sink_options, source_options
@@ -109,7 +110,11 @@ def _topics(opts: SourceOptions) -> dict[str, str]:
 
 
 def _partitions(
-    opts: SourceOptions, start: plan.Offset, end: plan.Offset, topics: dict[str, str]
+    opts: SourceOptions,
+    start: plan.Offset,
+    end: plan.Offset,
+    topics: dict[str, str],
+    histories: dict[str, SlotHistory],
 ) -> list[TritonMQPartition]:
     r = remote(opts.url, opts.ca_file, opts.token_file)
     fresh = [t for t in end.topics if t not in start.topics or start.groups.get(topics[t], 0) == 0]
@@ -124,7 +129,7 @@ def _partitions(
             opts.ca_file,
             opts.token_file,
         )
-        for rng in plan.ranges(start, end, topics, opts.min_partitions, first)
+        for rng in plan.ranges(start, end, topics, opts.min_partitions, first, histories)
     ]
 
 
@@ -132,7 +137,7 @@ def read_partition(p: TritonMQPartition) -> Iterator[pa.RecordBatch]:
     """Fetch the partition's range from the group's primary, as Arrow record batches."""
     rng = p.range
     for got in remote(p.url, p.ca_file, p.token_file).pages(
-        rng.topic, rng.start, rng.end, p.fetch_max
+        rng.topic, rng.start, rng.end, p.fetch_max, rng.group
     ):
         first = got.records[0][0] if got.records else rng.end + 1
         if got.purged is not None and rng.needed and got.purged >= rng.start:
@@ -221,6 +226,8 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for t in topics:
             if t not in s.topics:
                 r.commit(t, s.subscription, 0)  # a new topic: keep it all from now on
+        histories = r.histories(topics)  # re-reads the cluster: a move shows here
+        topics = r.groups_of(topics)
         heads = r.heads(set(topics.values()) | set(s.groups))
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         floors: dict[str, int] = {}
@@ -228,12 +235,14 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for t, g in topics.items():
                 if s.groups.get(g, 0) == 0 and (ts := r.first_retained(t)) is not None:
                     floors[g] = min(floors.get(g, ts), ts)
-        return plan.advance(s, heads, topics, max_rows, self._until, floors).as_json()
+        end = plan.advance(s, heads, topics, max_rows, self._until, floors, histories)
+        return end.as_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         s, e = plan.Offset.from_json(start), plan.Offset.from_json(end)
-        topics = remote(self.opts.url, self.opts.ca_file, self.opts.token_file).groups_of(e.topics)
-        return _partitions(self.opts, s, e, topics)
+        r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file)
+        histories = r.histories(e.topics)
+        return _partitions(self.opts, s, e, r.groups_of(e.topics), histories)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, TritonMQPartition)
@@ -281,11 +290,16 @@ class TritonMQBatchReader(DataSourceReader):
         topics = _topics(opts)
         groups = sorted(set(topics.values()))
         heads = r.heads(groups)
+        histories = r.histories(topics)
         start = plan.resolve_start(opts.starting, heads, groups)
         end = plan.resolve_start(opts.ending, heads, groups)
-        s = plan.Offset("", start, tuple(sorted(topics)))
-        e = plan.Offset("", end, s.topics)
-        return _partitions(opts, s, e, topics)
+        eras = {t: h.era for t, h in histories.items()}
+        # earliest reads a moved topic's every era; a given start, its current era's
+        s = plan.Offset(
+            "", start, tuple(sorted(topics)), {} if opts.starting == "earliest" else eras
+        )
+        e = plan.Offset("", end, s.topics, eras)
+        return _partitions(opts, s, e, topics, histories)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, TritonMQPartition)

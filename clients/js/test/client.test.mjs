@@ -125,6 +125,28 @@ test("WRONG_GROUP re-reads the slot map and publishes the same uuids to the owne
   await client.close();
 });
 
+test("during a slot move a publish follows the group the refusal names, not the stale map", async () => {
+  const net = new FakeNet();
+  net.add("ws://a1", { id: "a1", group: "g1" });
+  net.add("ws://c1", { id: "c1", group: "g2" });
+  net.owners = ["g1"]; // the map names the old owner until the move completes
+  const clock = new FakeClock();
+  const client = new Client("ws://a1", { WebSocket: net.WebSocket, clock, random: () => 0.5 });
+  const opened = client._open();
+  await clock.advance(0);
+  await opened;
+  const a1 = net.brokers.get("ws://a1");
+  const c1 = net.brokers.get("ws://c1");
+  a1.refuse = (f) => (f.op === "pub" ? { code: "WRONG_GROUP", group: "g2" } : null);
+  let early = 2; // the new group is not ready at first: "moving here"
+  c1.refuse = (f) => (f.op === "pub" && early-- > 0 ? { code: "UNAVAILABLE", message: "slot 0 is moving here; retry" } : null);
+  const ack = await within(clock, 5000, client.publish("orders", "o-1"));
+  assert.equal(ack.group, "g2");
+  assert.equal(a1.pubs.length, 1, "the old group was asked once");
+  assert.equal(hex(c1.pubs.at(-1)[1].records[0][0]), hex(a1.pubs[0][1].records[0][0]));
+  await client.close();
+});
+
 test("resume after a failover: from the last delivered ts, redeliveries dropped, recovered: true", async () => {
   const { net, clock, client, states } = await setup([
     ["ws://b1", { id: "b1" }],

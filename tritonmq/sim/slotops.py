@@ -1,0 +1,95 @@
+"""Slot moves in a simulated run: the operator's steps and the checks only moves need.
+
+The operator (a ``MOVE_SLOT`` fault) moves the slot of a producer-only topic ``gN.m``
+to another group, or rolls back the move it finds running, by CAS on the model
+(:func:`~tritonmq.sim.slotmodel.operate`). The invariants of moved slots that are not
+checked on every acknowledgement (:meth:`~tritonmq.sim.invariants.History.pub_acked`)
+are checked after healing: every move ended, and every record of a moved topic that a
+group holds committed lies in one of that group's eras and is stored once, across
+groups (a dedup answer from a handover names the old position, so it stores nothing).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from tritonmq.core.log import GroupLog
+from tritonmq.core.slothistory import SlotHistory, SlotState, begin_move, roll_back
+from tritonmq.core.slots import slot_of
+from tritonmq.sim import slotmodel
+from tritonmq.sim.invariants import History
+from tritonmq.sim.zkmodel import ZkModel
+
+MOVED_TOPIC = "m"  # each group's producer-only topic, the one whose slot moves
+
+
+def operator_step(
+    zk: ZkModel, rng: random.Random, groups: Sequence[str], topic: str, now: float
+) -> tuple[str, list[tuple[int, str]]]:
+    """Move ``topic``'s slot to another group (chosen by ``rng``), or roll back the move
+    running; what happened (for the trace) and the watches it fired."""
+    r = slotmodel.read(zk.nodes)
+    assert r is not None
+    n = slot_of(topic, len(r.histories))
+    h = r.histories[n]
+    if h.state is SlotState.NORMAL:
+        to = rng.choice([g for g in groups if g != h.owner])
+        new, fired = slotmodel.operate(zk, n, lambda h: begin_move(h, to), now)
+        what = f"move slot {n} ({topic}) from {h.owner} to {to}"
+    else:
+        new, fired = slotmodel.operate(zk, n, roll_back, now)
+        what = f"roll back the move of slot {n} ({topic}) to {h.move and h.move.to}"
+    return (what if new is not None else f"{what}: refused"), fired
+
+
+def describe(h: SlotHistory) -> str:
+    return h.encode().decode()
+
+
+def check_after_healing(
+    history: History,
+    zk: ZkModel,
+    producers: Mapping[str, str],
+    committed: Mapping[str, tuple[GroupLog, int]],
+) -> None:
+    """Every move ended; every committed record of the moved topics (``producers``: each
+    moved topic's producer -> its topic) in each group's primary (``committed``: group ->
+    its log and commit point), retained or purged within the dedup window, lies in an era
+    of that group and is stored at one position only."""
+    if history.violations:
+        return
+    at: dict[bytes, tuple[str, int]] = {}
+    for topic in sorted(set(producers.values())):
+        h = slotmodel.history_of(zk, topic)
+        if h is None:
+            continue
+        if h.state is not SlotState.NORMAL:
+            history.violation(
+                f"after healing, the move of {topic}'s slot never ended: {describe(h)}"
+            )
+            return
+        for group, (log, commit) in sorted(committed.items()):
+            t = log.topics.get(topic)
+            held = [(rec[0], rec[1]) for rec in (t.records if t is not None else ())]
+            held += [
+                (ts, uuid)
+                for ts, uuid in log.purged
+                if producers.get(history.published_by.get(uuid, ("", 0))[0]) == topic
+            ]
+            for ts, uuid in sorted(held):
+                if ts > commit:
+                    continue
+                if h.era_of(group, ts) is None:
+                    history.violation(
+                        f"{group} holds {topic}'s record ts {ts} outside its eras: {describe(h)}"
+                    )
+                    return
+                first = at.setdefault(uuid, (group, ts))
+                if first != (group, ts):
+                    producer, seq = history.published_by.get(uuid, ("?", 0))
+                    history.violation(
+                        f"{producer}:{seq} of {topic} stored twice: {first[0]} ts {first[1]}"
+                        f" and {group} ts {ts}"
+                    )
+                    return
