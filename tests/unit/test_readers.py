@@ -25,7 +25,7 @@ from tritonmq.core.events import (
     Tick,
 )
 from tritonmq.core.slothistory import SlotHistory, begin_move, complete, roll_back, seal
-from tritonmq.wire.frames import Ack, ErrorCode, From, Sub
+from tritonmq.wire.frames import Ack, Commit, ErrorCode, From, Sub
 
 
 def sub(c: BrokerCore, frame: Sub, now: float = 0.1, conn: str = "reader") -> list[Action]:
@@ -246,3 +246,18 @@ def test_a_durable_subscription_handed_on_and_not_let_go_is_not_served_by_the_ow
     out = c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 1)], 0.5))
     [err] = only(out, SendError)
     assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
+
+
+def test_a_subscription_a_commit_creates_at_the_owner_of_a_moved_slot_is_at_its_era() -> None:
+    """Spark's source commits to the owner: its subscription is the owner's, at the current
+    era, kept (not taken for an older era's and let go)."""
+    x = leading("x", "g2")
+    view(x, completed(9), 0.1)
+    pub(x, 1, T0, "n1", "n2", now=0.2)
+    out = x.handle(ClientFrameIn("spark", Commit(5, T0, "q", 1), 0.3))
+    [reg] = only(out, RegisterSubscription)
+    assert reg.era == 1
+    x.handle(SubscriptionRegistered(T0, "q", reg.offset, 0.4))
+    ticks(x, 0.5)
+    d = x.delivery.durables[(T0, "q")]
+    assert (d.era, d.offset) == (1, 1) and x.delivery.holds()[T0] == 1

@@ -96,6 +96,12 @@ class SlotReaders:
                 if was_pending:  # its offset reached our era: ours from here on
                     d.offset = d.stored if d.stored is not None else d.offset
 
+    def current_era(self, topic: str) -> int:
+        """The era a durable subscription of ``topic`` created here (a ``commit``) is at:
+        a moved slot's current era when we own it, else 0."""
+        h = self._history(topic)
+        return h.era if h is not None and h.owner == self.moves.group else 0
+
     def _history(self, topic: str) -> SlotHistory | None:
         found = self.moves.history_of(topic)
         return found[1] if found else None
