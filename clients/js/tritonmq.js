@@ -325,6 +325,10 @@ class PendingSub {
     this.acked = new Map(); // shared: ts -> when acknowledged, oldest first
     this.handed = new Map(); // shared: ts handed over, not acknowledged -> connection
     this.member = e.member ?? "";
+    // a moved slot (docs/replication.md M3): positions are (era, ts)
+    this.era = e.era ?? 0;
+    this.ackedTo = -1; // broadcast: the highest ts the application acknowledged, of `era`
+    if (e.resume === true && Number.isSafeInteger(e.start)) this.position = e.start; // moved here (M4)
   }
 
   acknowledged(ts, now) {
@@ -354,6 +358,7 @@ class PendingSub {
     if (this.name !== null) f.subscription = this.name;
     if (this.shared) f.mode = "shared";
     if (resume) f.resume = true;
+    if (Number.isSafeInteger(start) && this.era) f.era = this.era;
     if (this.window !== null) f.window = this.window;
     if (this.presence) {
       f.presence = true; // on every sub, so a new primary rebuilds its members (§13)
@@ -447,7 +452,7 @@ export class ClientProtocol {
         this._unsubscribe(event.sid);
         break;
       case "ack":
-        this._ack(event.sid, event.ts, now);
+        this._ack(event.sid, event.ts, now, event.era ?? 0);
         break;
       case "resolved":
         if (this.state === State.RESOLVING) {
@@ -677,7 +682,13 @@ export class ClientProtocol {
         const sub = this._subs.get(f.sid);
         if (sub !== undefined) {
           const resumed = sub.position !== null;
-          if (!resumed) sub.position = f.next;
+          if (!resumed) {
+            sub.position = f.next;
+            sub.era = f.era ?? 0;
+          } else if (!sub.shared && sub.ackedTo >= 0 && (f.era ?? 0) === sub.era) {
+            // C6: acks lost with a primary that died (or sent before a named sub attached)
+            this._out.push({ type: "send", frame: { op: "ack", sid: f.sid, ts: sub.ackedTo } });
+          }
           const skipped = sub.skipped;
           sub.skipped = null;
           this._out.push({
@@ -723,7 +734,7 @@ export class ClientProtocol {
       }
     } else if (f.sid !== undefined) {
       const sub = this._subs.get(f.sid);
-      if (sub !== undefined) this._subError(sub, err, now);
+      if (sub !== undefined) this._subError(sub, err, now, f);
     } else {
       this.lastError = `${err.code}: ${err.message}`;
     }
@@ -865,15 +876,16 @@ export class ClientProtocol {
     if (this.state === State.CONNECTED) this._out.push({ type: "send", frame: { op: "unsub", sid } });
   }
 
-  _ack(sid, ts, now) {
+  _ack(sid, ts, now, era = 0) {
     const sub = this._subs.get(sid);
-    if (sub === undefined) return;
+    if (sub === undefined || era !== sub.era) return; // an era left behind is not ours to ack
     if (sub.shared) {
       if (!this._sharedAcks.has(sid)) this._sharedAcks.set(sid, []);
       this._sharedAcks.get(sid).push(ts);
       sub.acknowledged(ts, now);
     } else if (ts > (this._acks.get(sid) ?? -1)) {
       this._acks.set(sid, ts);
+      sub.ackedTo = ts;
     }
     this._wake = Math.min(this._wake, now);
     this._out.push({ type: "wakeAt", at: now });
@@ -901,6 +913,13 @@ export class ClientProtocol {
       records = this._sharedRepeatsDropped(sub, records, now);
       if (!records.length) return;
     } else {
+      const era = f.era ?? 0;
+      if (era !== sub.era) {
+        if (era < sub.era) return; // a moved slot: an older era's records came before (M4)
+        sub.era = era;
+        sub.maxSeen = -1;
+        sub.ackedTo = -1;
+      }
       const seen = sub.maxSeen;
       if (records[0][0] <= seen) {
         records = records.filter((r) => r[0] > seen); // a redelivery after a failover
@@ -908,7 +927,7 @@ export class ClientProtocol {
       }
       sub.maxSeen = records[records.length - 1][0];
     }
-    this._out.push({ type: "deliver", sid: f.sid, records });
+    this._out.push({ type: "deliver", sid: f.sid, records, era: f.era ?? 0 });
   }
 
   _sharedRepeatsDropped(sub, records, now) {
@@ -931,7 +950,23 @@ export class ClientProtocol {
     return keep;
   }
 
-  _subError(sub, err, now) {
+  _subError(sub, err, now, f = {}) {
+    if (err.code === "WRONG_GROUP" && typeof f.group === "string" && f.group) {
+      // C7: the subscription goes on at that group: an unnamed one from (era, after + 1), a
+      // named one from its offset, one with no position yet as it started
+      const named = sub.name !== null;
+      if (named || Number.isSafeInteger(f.era) || sub.position === null) {
+        const moved = !named && Number.isSafeInteger(f.era) && Number.isSafeInteger(f.after);
+        this._subs.delete(sub.sid);
+        this._acks.delete(sub.sid);
+        this._sharedAcks.delete(sub.sid);
+        this._out.push({
+          type: "subscriptionMoved", sid: sub.sid, group: f.group,
+          era: moved ? f.era : null, after: moved ? f.after : null,
+        });
+        return;
+      }
+    }
     if (err.retriable && err.code !== "WRONG_GROUP") {
       this.lastError = `subscription ${sub.sid}: ${err.code}`;
       this._drop(now, this._pause);
@@ -1253,7 +1288,10 @@ class Link {
         c._settle(a.ticket, a.error, null);
         break;
       case "deliver":
-        c._subs.get(a.sid)?._records(a.records);
+        c._subs.get(a.sid)?._records(a.records, a.era);
+        break;
+      case "subscriptionMoved":
+        c._subs.get(a.sid)?._moved(a);
         break;
       case "subscribed":
         c._subs.get(a.sid)?._subscribed(a);
@@ -1367,26 +1405,43 @@ export class Subscription extends Emitter {
     this.closed = false;
     this.error = null;
     this._ready = null; // [resolve, reject] of subscribe()'s promise until the first subok
+    this._options = options;
   }
 
-  _records(records) {
+  _records(records, era = 0) {
     if (this.closed) return;
-    this._queue.push(...records);
+    for (const r of records) this._queue.push([r, era]);
     if (!this._running) this._run();
+  }
+
+  /** Its slot moved (docs/replication.md M4, M5): it goes on at `a.group`'s link, an
+   * unnamed one from (era, after + 1), a named one from its offset. */
+  _moved(a) {
+    if (this.closed) return;
+    const o = this._options;
+    const link = this._client._link(a.group);
+    this._link = link;
+    const moved = a.era !== null && a.after !== null;
+    const start = moved ? a.after + 1 : this.subscription !== null ? "latest" : (o.from ?? "latest");
+    link.handle({
+      type: "subscribe", sid: this.sid, topic: this.topic, name: this.subscription, start,
+      window: o.window ?? null, mode: this.mode, gaps: o.gaps ?? "fail", presence: this.hasPresence,
+      info: o.info ?? null, era: moved ? a.era : 0, resume: moved,
+    });
   }
 
   async _run() {
     this._running = true;
     try {
       while (this._queue.length && !this.closed) {
-        const [ts, uuid, key, value, headers] = this._queue.shift();
+        const [[ts, uuid, key, value, headers], era] = this._queue.shift();
         const msg = { topic: this.topic, ts, value, key, headers: headers ?? null, uuid: toBytes(uuid) };
         try {
           await this._onMessage(msg);
         } catch (e) {
           this._emit("error", e);
         }
-        if (!this.closed && !this._link._closed) this._link.handle({ type: "ack", sid: this.sid, ts });
+        if (!this.closed && !this._link._closed) this._link.handle({ type: "ack", sid: this.sid, ts, era });
       }
     } finally {
       this._running = false;

@@ -159,3 +159,51 @@ def test_js_presence_join_leave_and_rebuilt_after_sigkill(cluster: DevCluster) -
     assert ["subscribed", True, True] in events  # resumed, nothing missed
     assert result["members"] == ["Alice", "Bob"]
     assert not set(result["after"]) & set(result["before"]), "the new primary gives new ids"
+
+
+MOVE_SCRIPT = Path(__file__).parent / "js" / "move_stream.mjs"
+
+
+@pytest.mark.skipif(
+    NODE is None, reason="node is not installed: the JavaScript client is not tested"
+)
+def test_js_subscriptions_follow_their_topic_across_slot_moves(make_cluster: Any) -> None:
+    """Issue 11 (JavaScript): an unnamed and a durable subscription of a topic whose slot
+    moves to the other group and back while it is published get every acknowledged record
+    exactly once, in publish order; no client is restarted."""
+    from tests.integration.test_slot_moves import cli, histories, topics_in
+
+    c = make_cluster(groups=2, settings={"retention_s": 300.0})
+    n = next(i for i, h in enumerate(histories(c)) if h.owner == "g1")
+    [topic] = topics_in([n], 1)
+    url = group_info(c, "g1")["primary_url"]
+    total = 600
+    proc = subprocess.Popen(
+        [*_node_command(), "--no-warnings", str(MOVE_SCRIPT), url, topic, str(total), "10", "40"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: lines.extend(json.loads(x) for x in proc.stdout or ()))
+    reader.start()
+    try:
+        for at, to in ((150, "g2"), (350, "g1")):
+            wait_for(lambda at=at: any(x.get("acked", 0) >= at for x in lines), 60, f"{at} acked")
+            r = cli(c, "move", str(n), "--to", to)
+            assert r.returncode == 0, (r.stdout, r.stderr)
+        proc.wait(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=10)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 0, stderr
+    result = next(x["result"] for x in lines if "result" in x)
+    assert result["failed"] == [] and result["errors"] == [None, None], result
+    assert histories(c)[n].era == 2
+    want = [f"m-{i:06d}" for i in range(total)]
+    assert result["acked"] == want
+    assert result["unnamed"] == want, (len(result["unnamed"]), len(set(result["unnamed"])))
+    assert result["durable"] == want, (len(result["durable"]), len(set(result["durable"])))

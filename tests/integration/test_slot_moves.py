@@ -566,3 +566,35 @@ async def test_durable_broadcast_and_shared_subscriptions_get_every_record_once_
         await check_read_once_in_order(c, durable)
         check_shared_once(shared, producers)
     assert histories(c)[g1_slot].era == 2
+
+
+async def test_readers_get_every_record_once_when_the_old_primary_is_killed_mid_move(
+    two_groups: DevCluster,
+) -> None:
+    """Issue 11, test 2 (readers): the old group's primary is frozen, the slots begin to
+    move, and it is SIGKILLed; its successor seals (M7), the move completes, and the
+    unnamed, durable broadcast and shared subscriptions still get every record once."""
+    c = two_groups
+    moved = [n for n, h in enumerate(histories(c)) if h.owner == "g1"][:2]
+    topics = topics_in(moved, 2)
+    async with (
+        Readers(c, topics) as unnamed,
+        Readers(c, topics, "audit") as durable,
+        Readers(c, topics, "work", "shared", members=2) as shared,
+    ):
+        async with Producers(c, topics, n=3) as producers:
+            await wait_acked(producers, 150)
+            killed = c.primary("g1")
+            assert killed is not None
+            c.kill(killed, signal.SIGSTOP)  # from here on it takes no step of the move
+            await asyncio.to_thread(begin_moves, c, moved, "g2")
+            await asyncio.to_thread(c.kill, killed)
+            hs = await asyncio.to_thread(wait_normal, c, moved)
+            await wait_acked(producers, 150)
+        assert all(hs[n].owner == "g2" and hs[n].era == 1 for n in moved), hs
+        for readers in (unnamed, durable, shared):
+            await readers.caught_up(producers)
+        await check_stored_once_in_order(c, producers)
+        await check_read_once_in_order(c, unnamed)
+        await check_read_once_in_order(c, durable)
+        check_shared_once(shared, producers)

@@ -341,3 +341,21 @@ def test_wrong_group_without_an_era_moves_only_a_subscription_without_a_position
     assert h.frame(err) == [SubscriptionMoved(2, "g2", None, None)], "its offset is its place"
     [failed] = h.frame(Error.of(ErrorCode.WRONG_GROUP, "owner", sid=3, group="g2"))
     assert isinstance(failed, SubscriptionFailed) and isinstance(failed.error, WrongGroup)
+
+
+def test_a_resumed_broadcast_subscription_acknowledges_again_what_its_application_did() -> None:
+    """An ack sent to a primary that then died, or that reached a new primary before the
+    named ``sub`` was attached (it waits for the subscriptions to load), was lost; a sealed
+    era brings no later record whose ack would cover it (M5)."""
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", "audit", From.LATEST))
+    h.frame(SubOk(1, 10))
+    h.frame(Deliver(1, "t", (rec(10), rec(11))))
+    h(AckRecord(1, 11))
+    assert h.sent(h(Tick())) == [Ack(1, 11)]
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    assert h.sent(h.frame(SubOk(1, 12))) == [Ack(1, 11)]
+    assert h.sent(h.frame(SubOk(1, 12, 1))) == [], "not in another era"

@@ -7,9 +7,11 @@ import asyncio
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
+from tritonmq.client.events import SubscriptionMoved
 from tritonmq.client.link import Link
 from tritonmq.client.states import ConnState
-from tritonmq.errors import ClientClosed, ClientError, PublishTimeout, Unavailable
+from tritonmq.errors import ClientClosed, ClientError, PublishTimeout, Unavailable, WrongGroup
+from tritonmq.wire.frames import From
 
 
 async def test_a_group_whose_cluster_read_keeps_failing_fails_calls_instead_of_hanging() -> None:
@@ -70,3 +72,37 @@ async def test_close_fails_pending_calls_and_refuses_new_ones() -> None:
         link.publish_nowait("t", b"v", None, None)
     with pytest.raises(TypeError):
         Link(resolve).publish_nowait("t", "text", None, None)  # type: ignore[arg-type]
+
+
+async def test_a_subscription_its_group_sends_on_moves_to_the_named_groups_link() -> None:
+    """A slot move (docs/replication.md M4): the subscription object the application holds
+    goes on at the other group's link, from (era, after + 1); with no link to follow it
+    ends with WrongGroup."""
+
+    async def never() -> list[str]:
+        await asyncio.Event().wait()
+        return []
+
+    other = Link(never, group="g2")
+    link = Link(never, group="g1", follow=lambda g: other)
+    lone = Link(never, group="g1")
+    try:
+        sub = link.new_subscription("t", None, "latest", None, "broadcast")
+        link.add_subscription(sub)
+        link._perform(SubscriptionMoved(sub.sid, "g2", 1, 7))
+        assert sub._link is other and sub.sid in other._subs and not link._subs
+        frame = other.protocol._subs[sub.sid].frame(0.0)
+        assert (frame.start, frame.era, frame.resume) == (8, 1, True)
+        named = link.new_subscription("t", "audit", "earliest", None, "broadcast")
+        link.add_subscription(named)
+        link._perform(SubscriptionMoved(named.sid, "g2", None, None))
+        again = other.protocol._subs[named.sid].frame(0.0)
+        assert (again.start, again.resume) == (From.LATEST, False), "from its offset"
+        stuck = lone.new_subscription("t", None, "latest", None, "broadcast")
+        lone.add_subscription(stuck)
+        lone._perform(SubscriptionMoved(stuck.sid, "g2", 1, 7))
+        with pytest.raises(WrongGroup):
+            await asyncio.wait_for(stuck.__anext__(), 5)
+    finally:
+        for x in (link, other, lone):
+            await x.close()

@@ -25,7 +25,7 @@ from tritonmq.core.events import (
     Tick,
 )
 from tritonmq.core.slothistory import SlotHistory, begin_move, complete, roll_back, seal
-from tritonmq.wire.frames import Ack, ErrorCode, From, Sub
+from tritonmq.wire.frames import Ack, Commit, ErrorCode, From, Sub
 
 
 def sub(c: BrokerCore, frame: Sub, now: float = 0.1, conn: str = "reader") -> list[Action]:
@@ -227,3 +227,37 @@ def test_a_shared_subscription_at_the_new_group_hands_out_its_era_and_stores_it(
     assert delivered(out) == [(1, 1), (1, 2)]
     x.handle(ClientFrameIn("reader", Ack(1, 1, (2,)), 1.5))
     assert only(ticks(x, 1.6, 2), StoreOffsets)[-1] == StoreOffsets(((T0, "work", 2),), (1,))
+
+
+def test_a_durable_subscription_handed_on_and_not_let_go_is_not_served_by_the_owner_again() -> None:
+    """g1 held era 0 and owns era 2: a subscription it handed on to era 1 (g2's), its
+    offset not yet stored, is g2's to serve, not a new one of g1's."""
+    c = leading("a")
+    out = sub(c, Sub(1, T0, "d", From.LATEST))
+    [reg] = only(out, RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    pub(c, 1, T0, "u1")
+    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
+    back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
+    view(c, (complete(back, "g1"), SlotHistory("g1")), 0.3)
+    c.handle(Tick(0.35))  # handed on: era 1, not stored yet
+    assert c.delivery.durables[(T0, "d")].era == 1
+    [load] = only(sub(c, Sub(2, T0, "d", From.LATEST), now=0.4), LoadSubscriptions)
+    out = c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 1)], 0.5))
+    [err] = only(out, SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
+
+
+def test_a_subscription_a_commit_creates_at_the_owner_of_a_moved_slot_is_at_its_era() -> None:
+    """Spark's source commits to the owner: its subscription is the owner's, at the current
+    era, kept (not taken for an older era's and let go)."""
+    x = leading("x", "g2")
+    view(x, completed(9), 0.1)
+    pub(x, 1, T0, "n1", "n2", now=0.2)
+    out = x.handle(ClientFrameIn("spark", Commit(5, T0, "q", 1), 0.3))
+    [reg] = only(out, RegisterSubscription)
+    assert reg.era == 1
+    x.handle(SubscriptionRegistered(T0, "q", reg.offset, 0.4))
+    ticks(x, 0.5)
+    d = x.delivery.durables[(T0, "q")]
+    assert (d.era, d.offset) == (1, 1) and x.delivery.holds()[T0] == 1

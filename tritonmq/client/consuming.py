@@ -15,6 +15,7 @@ from tritonmq.client.events import (
     DeliverRecords,
     Send,
     Subscribe,
+    Subscribed,
     SubscriptionFailed,
     SubscriptionMoved,
     WakeAt,
@@ -22,7 +23,7 @@ from tritonmq.client.events import (
 from tritonmq.client.pending import Subscription as _Sub
 from tritonmq.client.states import ConnState
 from tritonmq.errors import TritonError, WrongGroup
-from tritonmq.wire.frames import Ack, Deliver, Error, Record, Unsub
+from tritonmq.wire.frames import Ack, Deliver, Error, Record, SubOk, Unsub
 
 HANDED_MAX = 100_000  # shared records handed over and not yet acknowledged, remembered
 
@@ -76,7 +77,7 @@ class Consuming:
             self._shared_acks.setdefault(sid, []).append(ts)
             sub.acknowledged(ts, now)
         elif ts > self._acks.get(sid, -1):
-            self._acks[sid] = ts
+            self._acks[sid] = sub.acked_to = ts
         self._wake = min(self._wake, now)
         self._out.append(WakeAt(now))
 
@@ -92,6 +93,17 @@ class Consuming:
             if sid in self._subs and many:
                 self._out.append(Send(Ack(sid, many[0], tuple(many[1:]))))
 
+    def _subscribed(self, sub: _Sub, f: SubOk) -> None:
+        """A ``subok``. A broadcast subscription acknowledges again what its application
+        acknowledged: an ack sent to a primary that died, or that reached a new one before
+        the ``sub`` was attached (a named one waits for the subscriptions to load), is lost,
+        and a sealed era (M5) brings no later record whose ack would cover it."""
+        if sub.position is None:
+            sub.position, sub.era = f.next, f.era
+        elif not sub.shared and sub.acked_to >= 0 and f.era == sub.era:
+            self._out.append(Send(Ack(sub.sid, sub.acked_to)))
+        self._out.append(Subscribed(sub.sid, f.next))
+
     def _deliver(self, f: Deliver, now: float) -> None:
         sub = self._subs.get(f.sid)
         if sub is None or not f.records:
@@ -105,7 +117,7 @@ class Consuming:
             if f.era != sub.era:  # a moved slot (M4): an older era's records came before
                 if f.era < sub.era:
                     return
-                sub.era, sub.max_seen = f.era, -1
+                sub.era, sub.max_seen, sub.acked_to = f.era, -1, -1
             seen = sub.max_seen
             if records[0][0] <= seen:  # a redelivery after a failover: drop what was handed over
                 records = tuple(r for r in records if r[0] > seen)

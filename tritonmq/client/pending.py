@@ -65,6 +65,7 @@ class Subscription:
     position: int | None = None  # subok.next of the first subok
     max_seen: int = -1  # highest ts handed to the application (of era ``era``)
     era: int = 0  # the era of a moved slot its position is in (docs/replication.md M3)
+    acked_to: int = -1  # broadcast: the highest ts the application acknowledged (of ``era``)
     # shared mode (rule 6): ts -> when the application acknowledged it, oldest first
     acked: dict[int, float] = field(default_factory=dict)
     # shared mode: ts handed to the application, not yet acknowledged -> on which connection

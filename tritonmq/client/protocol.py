@@ -115,7 +115,6 @@ from tritonmq.client.events import (
     Send,
     SetToken,
     Subscribe,
-    Subscribed,
     SubscriptionFailed,
     Tick,
     TransportClosed,
@@ -466,12 +465,10 @@ class ClientProtocol(Consuming):
                 self._deliver(frame, now)
             case PubAck():
                 self._puback(frame, now)
-            case SubOk(sid=sid, next=next_ts):
+            case SubOk(sid=sid):
                 sub = self._subs.get(sid)
                 if sub is not None:
-                    if sub.position is None:
-                        sub.position, sub.era = next_ts, frame.era
-                    self._out.append(Subscribed(sid, next_ts))
+                    self._subscribed(sub, frame)
             case Error():
                 self._error(frame, now)
             case MetaReply():

@@ -172,7 +172,7 @@ class BrokerCore(ReplicationLinks):
         self.durables_ready = False
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
         self.auth = ClientAuth(cfg.auth_required)
-        self.commits = Commits(self.delivery, self.auth)
+        self.commits = Commits(self.delivery, self.auth, self.readers.current_era)
         self.registrations = Registrations(self.delivery)
         self.presence = PresenceTable(
             f"{me.id}.{me.boot[:6]}", cfg.max_presence_members, cfg.max_presence_info_bytes

@@ -96,6 +96,12 @@ class SlotReaders:
                 if was_pending:  # its offset reached our era: ours from here on
                     d.offset = d.stored if d.stored is not None else d.offset
 
+    def current_era(self, topic: str) -> int:
+        """The era a durable subscription of ``topic`` created here (a ``commit``) is at:
+        a moved slot's current era when we own it, else 0."""
+        h = self._history(topic)
+        return h.era if h is not None and h.owner == self.moves.group else 0
+
     def _history(self, topic: str) -> SlotHistory | None:
         found = self.moves.history_of(topic)
         return found[1] if found else None
@@ -119,8 +125,8 @@ class SlotReaders:
         if not fresh:
             self.asked.add(key)
             return RELOAD
-        if d is not None and d.pending:
-            holder = h.group_of_era(d.stored_era)
+        if d is not None:  # pending here, or handed on by us and not let go yet
+            holder = h.group_of_era(d.stored_era if d.pending else min(d.era, h.era))
             msg = f"subscription {frame.subscription!r} of {frame.topic!r} is at group {holder}"
             return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=holder)
         if h.owner != group:

@@ -4,6 +4,8 @@ durable subscription without consuming it: Spark's source). Pure, like the rest 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from tritonmq.core.actions import (
@@ -67,9 +69,15 @@ class Commits:
     registered first and answered when SubscriptionRegistered says it is held: from then on
     the subscription keeps every later record, across failovers."""
 
-    def __init__(self, delivery: Delivery, auth: ClientAuth | None = None) -> None:
+    def __init__(
+        self,
+        delivery: Delivery,
+        auth: ClientAuth | None = None,
+        era_of: Callable[[str], int] | None = None,
+    ) -> None:
         self.delivery = delivery
         self.auth = auth  # who may commit which subscription (None: anyone)
+        self.era_of = era_of  # a moved slot's current era here (docs/replication.md M5)
         self.waiting: dict[tuple[str, str], list[tuple[Any, int]]] = {}  # (topic, name) -> asks
 
     def commit(self, conn: Any, frame: Commit, commit_ts: int) -> list[Action]:
@@ -80,6 +88,9 @@ class Commits:
         key = (frame.topic, frame.subscription)
         offset, register = self.delivery.commit(*key, frame.ts, commit_ts)
         durable = self.delivery.durables[key]
+        if register and self.era_of is not None and (era := self.era_of(frame.topic)):
+            durable.era = durable.stored_era = era  # created at the current era (M5)
+            register = [replace(r, era=era) for r in register]
         if durable.stored is not None:
             return [SendCommitted(conn, frame.id, offset, commit_ts)]
         asks = self.waiting.setdefault(key, [])

@@ -156,3 +156,48 @@ test("shared: a resubscription carries member, acked and held; an acknowledged r
   assert.deepStrictEqual(of(out, "deliver")[0].records.map((r) => r[0]), [3]);
   assert.deepStrictEqual(of(p.handle({ type: "tick" }, 2), "send").map((a) => a.frame), [{ op: "ack", sid: 2, ts: 1 }]);
 });
+
+// --- a moved slot (docs/replication.md M3-M5; docs/protocol.md C6, C7) ---------------------
+
+const rec = (ts) => [ts, "u", null, "v", null];
+
+test("a moved slot's positions are (era, ts): an older era's records and acks never pass a newer one", () => {
+  const p = new ClientProtocol({}, () => 0.5);
+  connect(p, "ws://b1", 0);
+  p.handle({ type: "subscribe", sid: 1, topic: "t", name: null, start: "latest" }, 0);
+  p.handle({ type: "frame", conn: 1, frame: { op: "subok", sid: 1, next: 10 } }, 0);
+  const deliver = (records, era) => of(p.handle({ type: "frame", conn: 1, frame: { op: "deliver", sid: 1, topic: "t", records, era } }, 0), "deliver");
+  assert.deepStrictEqual(deliver([rec(10), rec(11)]).map((a) => [a.era, a.records.length]), [[0, 2]]);
+  assert.deepStrictEqual(deliver([rec(3)], 1).map((a) => [a.era, a.records[0][0]]), [[1, 3]], "another group's ts");
+  assert.deepStrictEqual(deliver([rec(12)]), [], "era 0 is behind it");
+  p.handle({ type: "ack", sid: 1, ts: 11, era: 0 }, 0);
+  assert.deepStrictEqual(of(p.handle({ type: "tick" }, 0), "send"), [], "an ack of an era left behind");
+  p.handle({ type: "ack", sid: 1, ts: 3, era: 1 }, 0);
+  assert.deepStrictEqual(of(p.handle({ type: "tick" }, 0), "send").map((a) => a.frame), [{ op: "ack", sid: 1, ts: 3 }]);
+  p.handle({ type: "closed", conn: 1, reason: "gone" }, 1);
+  p.handle({ type: "tick" }, 1);
+  p.handle({ type: "resolved", urls: ["ws://b2"] }, 1);
+  p.handle({ type: "opened", conn: 2 }, 2);
+  const out = p.handle({ type: "frame", conn: 2, frame: meta() }, 2);
+  assert.deepStrictEqual(of(out, "send").map((a) => a.frame), [{ op: "sub", sid: 1, topic: "t", from: 4, resume: true, era: 1 }]);
+  const again = p.handle({ type: "frame", conn: 2, frame: { op: "subok", sid: 1, next: 4, era: 1 } }, 2);
+  assert.deepStrictEqual(of(again, "send").map((a) => a.frame), [{ op: "ack", sid: 1, ts: 3 }], "acked again on subok");
+});
+
+test("WRONG_GROUP moves a subscription: unnamed from (era, after + 1), named from its offset", () => {
+  const p = new ClientProtocol({}, () => 0.5);
+  connect(p, "ws://b1", 0);
+  p.handle({ type: "subscribe", sid: 1, topic: "t", name: null, start: "latest" }, 0);
+  p.handle({ type: "subscribe", sid: 2, topic: "t", name: "audit", start: "earliest" }, 0);
+  p.handle({ type: "frame", conn: 1, frame: { op: "subok", sid: 1, next: 10 } }, 0);
+  const wrong = (sid, extra) => ({ op: "error", code: "WRONG_GROUP", message: "on", retriable: true, sid, group: "g2", ...extra });
+  let out = p.handle({ type: "frame", conn: 1, frame: wrong(1, { era: 1, after: 7 }) }, 0);
+  assert.deepStrictEqual(of(out, "subscriptionMoved"), [{ type: "subscriptionMoved", sid: 1, group: "g2", era: 1, after: 7 }]);
+  out = p.handle({ type: "frame", conn: 1, frame: wrong(2, {}) }, 0);
+  assert.deepStrictEqual(of(out, "subscriptionMoved"), [{ type: "subscriptionMoved", sid: 2, group: "g2", era: null, after: null }]);
+  // at the other group's connection it goes on from there, resumed
+  const q = new ClientProtocol({}, () => 0.5);
+  connect(q, "ws://c1", 0);
+  out = q.handle({ type: "subscribe", sid: 1, topic: "t", name: null, start: 8, era: 1, resume: true }, 0);
+  assert.deepStrictEqual(of(out, "send").map((a) => a.frame), [{ op: "sub", sid: 1, topic: "t", from: 8, resume: true, era: 1 }]);
+});
