@@ -173,6 +173,17 @@ async def test_a_producer_retry_that_straddles_the_seal_is_stored_once(
     # the move begins; the old group refuses the next batch, naming the new group
     r = cli(c, "move", str(n), "--to", "g2", "--no-wait")
     assert r.returncode == 0, r.stderr
+
+    async def old_saw_the_move() -> bool:
+        # else `second` can reach it first, be stored in era 0 (legitimately: the move had
+        # not begun there) and be answered from dedup with that ts on every resend
+        meta = await ask(old, {"op": "meta", "id": 9})
+        return str(n) in ((meta.get("slots") or {}).get("moved") or {})
+
+    deadline = time.monotonic() + 30
+    while not await old_saw_the_move():
+        assert time.monotonic() < deadline, "the old primary never saw the move begin"
+        await asyncio.sleep(0.05)
     refused: dict[str, Any] = {}
 
     async def refused_by_old() -> bool:
