@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
-from tritonmq.core import limits, requests
+from tritonmq.core import limits
 from tritonmq.core.actions import (
     Action,
     CloseLink,
@@ -53,15 +53,12 @@ from tritonmq.core.actions import (
     Replicate,
     SendEntries,
     SendError,
-    SendMeta,
     SendPurge,
-    SendSubOk,
     Stopped,
 )
 from tritonmq.core.actions import Level as L
-from tritonmq.core.admin import administer
 from tritonmq.core.auth import ClientAuth
-from tritonmq.core.consumers import Mode
+from tritonmq.core.clientframes import ClientFrames
 from tritonmq.core.delivery import Delivery
 from tritonmq.core.events import (
     CasDone,
@@ -99,30 +96,17 @@ from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
 from tritonmq.core.slots import SlotMap
 from tritonmq.core.stats import Rates
-from tritonmq.core.stats import answer as stats_answer
-from tritonmq.errors import RequestRejected
 from tritonmq.wire.frames import (
-    Ack,
     Commit,
     ErrorCode,
-    Fetch,
-    Hello,
-    Meta,
-    Nack,
-    Presence,
-    Pub,
-    Stats,
     Sub,
-    SubDelete,
-    SubReset,
-    Unsub,
 )
 
 DURABLES_WAIT_S = 5.0  # a durable `sub` waits this long for a new primary's subscriptions
 STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be written
 
 
-class BrokerCore(ReplicationLinks):
+class BrokerCore(ClientFrames, ReplicationLinks):
     def __init__(
         self,
         cfg: BrokerConfig,
@@ -278,152 +262,6 @@ class BrokerCore(ReplicationLinks):
             "bytes": self.log.bytes,
             "records": self.log.records,
         }
-
-    # --- clients --------------------------------------------------------------------
-
-    def _other_owner(
-        self, frame: Pub | Sub | Fetch | Commit | SubDelete | SubReset | Presence
-    ) -> str | None:
-        if self.slots is None:
-            return None
-        if isinstance(frame, Pub | Sub) and self.moves.history_of(frame.topic) is not None:
-            return None  # the slot moved: its history decides (M2, M4, M8)
-        if isinstance(frame, Fetch) and self.moves.serves_fetch(frame.topic):
-            return None  # our own ts of an era we held
-        g = self.slots.group_of(frame.topic)
-        return g if g != self.cfg.group else None
-
-    def _not_primary(self, conn: Any, *, id: int | None = None, sid: int | None = None) -> Action:
-        msg = f"broker {self.me.id} is not the primary of {self.cfg.group}"
-        return SendError(conn, ErrorCode.NOT_PRIMARY, msg, id, sid, self.primary_url())
-
-    def _client(self, ev: ClientFrameIn) -> list[Action]:
-        conn, frame, now = ev.conn, ev.frame, ev.now
-        p = self.primary
-        if refused := self.auth.check(conn, frame, ev.verified, ev.wall_ms):
-            return [refused]
-        if (bad_name := limits.check_names(conn, frame, self.caps)) is not None:
-            return [bad_name]
-        if isinstance(frame, Pub | Sub | Fetch | Commit | SubDelete | SubReset | Presence) and (
-            owner := self._other_owner(frame)
-        ):
-            msg = f"topic {frame.topic!r} belongs to group {owner}, not {self.cfg.group}"
-            if isinstance(frame, Sub):
-                return [SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=owner)]
-            return [SendError(conn, ErrorCode.WRONG_GROUP, msg, id=frame.id, group=owner)]
-        match frame:
-            case Pub(id=pub_id, topic=topic, records=records):
-                if p is None:
-                    return [self._not_primary(conn, id=pub_id)]
-                if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
-                    return [cap]
-                refused, origins = self.moves.pub(self.log, conn, frame)
-                if refused is not None:  # the slot is moving (M2)
-                    return [p.refuse_batch(refused)]
-                last = self.log.last_ts
-                batch = p.publish(conn, pub_id, topic, records, ev.wall_ms, origins=origins)
-                out = self._primary_out(p, batch, now)
-                self.rates.published(topic, self.log.last_ts - last)
-                return out
-            case Ack(sid=sid, ts=ts, many=many):
-                return list(self.delivery.ack(conn, sid, ts, self.commit_ts, many, now))
-            case Nack(sid=sid, ts=ts):
-                return list(self.delivery.nack(conn, sid, ts, self.commit_ts, now))
-            case Sub():
-                if p is None:
-                    return [self._not_primary(conn, sid=frame.sid)]
-                if frame.subscription and not self.durables_ready:
-                    self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
-                    return []
-                return self._subscribe(conn, frame, p, now)
-            case Unsub(sid=sid):
-                return [*self.delivery.unsubscribe(conn, sid, now), *self.presence.leave(conn, sid)]
-            case Hello():
-                return [SendMeta(conn, {**self.meta(), "id": 0}, cluster=False)]
-            case Meta(id=meta_id):
-                # topics: for readers that match topics by pattern (Spark's topicPattern)
-                topics = sorted(t for t in self.log.topics if t != HANDOVER_TOPIC)
-                info = {**self.meta(), "id": meta_id, "topics": topics}
-                return [SendMeta(conn, info, cluster=True)]
-            case Fetch():
-                if p is None:
-                    return [self._not_primary(conn, id=frame.id)]
-                return [
-                    requests.fetch(
-                        self.log,
-                        self.cfg.group,
-                        self.cfg.max_batch_records,
-                        conn,
-                        frame,
-                        p.commit_ts,
-                    )
-                ]
-            case Commit():
-                if p is None:
-                    return [self._not_primary(conn, id=frame.id)]
-                if not self.durables_ready:
-                    self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
-                    return []
-                return self.commits.commit(conn, frame, p.commit_ts)
-            case SubDelete() | SubReset():
-                if p is None:
-                    return [self._not_primary(conn, id=frame.id)]
-                ready = self.durables_ready
-                return administer(
-                    self.delivery, self.auth, self.log, conn, frame, p.commit_ts, ready
-                )
-            case Presence(id=rid, topic=topic):
-                if p is None:
-                    return [self._not_primary(conn, id=rid)]
-                return [self.presence.members(conn, rid, topic)]
-            case Stats():
-                info, commit = self.meta(), self.commit_ts
-                args = (self.log, self.delivery, self.rates, commit, self.cfg.max_bytes, ev.wall_ms)
-                return [stats_answer(conn, frame, info, *args)]
-            case _:
-                assert_never(frame)
-
-    def _subscribe(self, conn: Any, frame: Sub, p: PrimaryCore, now: float) -> list[Action]:
-        if refused := self.auth.may_use(conn, frame, self.delivery.durables, p.commit_ts):
-            return [refused]
-        if cap := limits.check_sub(self.delivery, self.cfg.group, conn, frame, self.caps):
-            return [cap]
-        if cap := self.presence.refusal(conn, frame):
-            return [cap]
-        if isinstance(moved := self.readers.admit(self.delivery, conn, frame), str):
-            self.durables_ready = False  # named subs wait for what ZooKeeper holds now
-            self.waiting_subs.append(ClientFrameIn(conn, frame, now))
-            return [LoadSubscriptions(self._load_request)]
-        if isinstance(moved, SendError):
-            return [moved]
-        frame, era, until = (moved.frame, moved.era, moved.until) if moved else (frame, 0, None)
-        left = self.presence.leave(conn, frame.sid)  # a `sub` replaces its sid's attachment
-        try:
-            next_ts, first = self.delivery.subscribe(
-                conn,
-                frame.sid,
-                frame.topic,
-                frame.subscription,
-                frame.start,
-                frame.window,
-                p.commit_ts,
-                mode=Mode(frame.mode),
-                resume=frame.resume,
-                now=now,
-                acked=frame.acked,
-                held=frame.held,
-                member=frame.member,
-                era=era,
-                until=until,
-            )
-        except RequestRejected as e:
-            return [requests.refusal(conn, e, sid=frame.sid), *left]
-        out: list[Action] = [SendSubOk(conn, frame.sid, next_ts, era), *first, *left]
-        if frame.presence:
-            who = self.auth.principal(conn)
-            user = who.name if who is not None else ""
-            out.extend(self.presence.join(conn, frame.sid, frame.topic, user, frame.info))
-        return out
 
     # --- the primary's actions ----------------------------------------------------------
 

@@ -1,0 +1,226 @@
+"""What a broker does with each client frame: BrokerCore's client side, split out for size.
+
+A mixin of :class:`tritonmq.core.broker.BrokerCore`, as
+:class:`~tritonmq.core.links.ReplicationLinks` is for replication: the checks every frame
+passes (authorization, names, the topic's group or slot history), then one ``match`` per
+frame. The state it uses is declared below; BrokerCore owns it and supplies
+``_primary_out``, ``meta`` and ``primary_url``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, assert_never
+
+from tritonmq.config import BrokerConfig
+from tritonmq.core import limits, requests
+from tritonmq.core.actions import Action, LoadSubscriptions, SendError, SendMeta, SendSubOk
+from tritonmq.core.admin import administer
+from tritonmq.core.auth import ClientAuth
+from tritonmq.core.consumers import Mode
+from tritonmq.core.delivery import Delivery
+from tritonmq.core.events import ClientFrameIn
+from tritonmq.core.group import Member
+from tritonmq.core.handover import HANDOVER_TOPIC
+from tritonmq.core.limits import Caps
+from tritonmq.core.log import GroupLog
+from tritonmq.core.moves import SlotMoves
+from tritonmq.core.presence import PresenceTable
+from tritonmq.core.readers import SlotReaders
+from tritonmq.core.replication import PrimaryCore
+from tritonmq.core.requests import Commits
+from tritonmq.core.slots import SlotMap
+from tritonmq.core.stats import Rates
+from tritonmq.core.stats import answer as stats_answer
+from tritonmq.errors import RequestRejected
+from tritonmq.wire.frames import (
+    Ack,
+    Commit,
+    ErrorCode,
+    Fetch,
+    Hello,
+    Meta,
+    Nack,
+    Presence,
+    Pub,
+    Stats,
+    Sub,
+    SubDelete,
+    SubReset,
+    Unsub,
+)
+
+
+class ClientFrames:
+    """Client frames in, actions out; BrokerCore's state, declared here."""
+
+    cfg: BrokerConfig
+    me: Member
+    caps: Caps
+    log: GroupLog
+    delivery: Delivery
+    auth: ClientAuth
+    commits: Commits
+    presence: PresenceTable
+    moves: SlotMoves
+    readers: SlotReaders
+    rates: Rates
+    slots: SlotMap | None
+    primary: PrimaryCore | None
+    commit_ts: int
+    durables_ready: bool
+    waiting_subs: list[ClientFrameIn]
+    _load_request: int
+
+    def _primary_out(self, p: PrimaryCore, actions: Sequence[Action], now: float) -> list[Action]:
+        raise NotImplementedError  # BrokerCore's
+
+    def meta(self) -> dict[str, Any]:
+        raise NotImplementedError  # BrokerCore's
+
+    def primary_url(self) -> str | None:
+        raise NotImplementedError  # BrokerCore's
+
+    def _other_owner(
+        self, frame: Pub | Sub | Fetch | Commit | SubDelete | SubReset | Presence
+    ) -> str | None:
+        if self.slots is None:
+            return None
+        if isinstance(frame, Pub | Sub) and self.moves.history_of(frame.topic) is not None:
+            return None  # the slot moved: its history decides (M2, M4, M8)
+        if isinstance(frame, Fetch) and self.moves.serves_fetch(frame.topic):
+            return None  # our own ts of an era we held
+        g = self.slots.group_of(frame.topic)
+        return g if g != self.cfg.group else None
+
+    def _not_primary(self, conn: Any, *, id: int | None = None, sid: int | None = None) -> Action:
+        msg = f"broker {self.me.id} is not the primary of {self.cfg.group}"
+        return SendError(conn, ErrorCode.NOT_PRIMARY, msg, id, sid, self.primary_url())
+
+    def _client(self, ev: ClientFrameIn) -> list[Action]:
+        conn, frame, now = ev.conn, ev.frame, ev.now
+        p = self.primary
+        if refused := self.auth.check(conn, frame, ev.verified, ev.wall_ms):
+            return [refused]
+        if (bad_name := limits.check_names(conn, frame, self.caps)) is not None:
+            return [bad_name]
+        if isinstance(frame, Pub | Sub | Fetch | Commit | SubDelete | SubReset | Presence) and (
+            owner := self._other_owner(frame)
+        ):
+            msg = f"topic {frame.topic!r} belongs to group {owner}, not {self.cfg.group}"
+            if isinstance(frame, Sub):
+                return [SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=owner)]
+            return [SendError(conn, ErrorCode.WRONG_GROUP, msg, id=frame.id, group=owner)]
+        match frame:
+            case Pub(id=pub_id, topic=topic, records=records):
+                if p is None:
+                    return [self._not_primary(conn, id=pub_id)]
+                if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
+                    return [cap]
+                refused, origins = self.moves.pub(self.log, conn, frame)
+                if refused is not None:  # the slot is moving (M2)
+                    return [p.refuse_batch(refused)]
+                last = self.log.last_ts
+                batch = p.publish(conn, pub_id, topic, records, ev.wall_ms, origins=origins)
+                out = self._primary_out(p, batch, now)
+                self.rates.published(topic, self.log.last_ts - last)
+                return out
+            case Ack(sid=sid, ts=ts, many=many):
+                return list(self.delivery.ack(conn, sid, ts, self.commit_ts, many, now))
+            case Nack(sid=sid, ts=ts):
+                return list(self.delivery.nack(conn, sid, ts, self.commit_ts, now))
+            case Sub():
+                if p is None:
+                    return [self._not_primary(conn, sid=frame.sid)]
+                if frame.subscription and not self.durables_ready:
+                    self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
+                    return []
+                return self._subscribe(conn, frame, p, now)
+            case Unsub(sid=sid):
+                return [*self.delivery.unsubscribe(conn, sid, now), *self.presence.leave(conn, sid)]
+            case Hello():
+                return [SendMeta(conn, {**self.meta(), "id": 0}, cluster=False)]
+            case Meta(id=meta_id):
+                # topics: for readers that match topics by pattern (Spark's topicPattern)
+                topics = sorted(t for t in self.log.topics if t != HANDOVER_TOPIC)
+                info = {**self.meta(), "id": meta_id, "topics": topics}
+                return [SendMeta(conn, info, cluster=True)]
+            case Fetch():
+                if p is None:
+                    return [self._not_primary(conn, id=frame.id)]
+                return [
+                    requests.fetch(
+                        self.log,
+                        self.cfg.group,
+                        self.cfg.max_batch_records,
+                        conn,
+                        frame,
+                        p.commit_ts,
+                    )
+                ]
+            case Commit():
+                if p is None:
+                    return [self._not_primary(conn, id=frame.id)]
+                if not self.durables_ready:
+                    self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
+                    return []
+                return self.commits.commit(conn, frame, p.commit_ts)
+            case SubDelete() | SubReset():
+                if p is None:
+                    return [self._not_primary(conn, id=frame.id)]
+                ready = self.durables_ready
+                return administer(
+                    self.delivery, self.auth, self.log, conn, frame, p.commit_ts, ready
+                )
+            case Presence(id=rid, topic=topic):
+                if p is None:
+                    return [self._not_primary(conn, id=rid)]
+                return [self.presence.members(conn, rid, topic)]
+            case Stats():
+                info, commit = self.meta(), self.commit_ts
+                args = (self.log, self.delivery, self.rates, commit, self.cfg.max_bytes, ev.wall_ms)
+                return [stats_answer(conn, frame, info, *args)]
+            case _:
+                assert_never(frame)
+
+    def _subscribe(self, conn: Any, frame: Sub, p: PrimaryCore, now: float) -> list[Action]:
+        if refused := self.auth.may_use(conn, frame, self.delivery.durables, p.commit_ts):
+            return [refused]
+        if cap := limits.check_sub(self.delivery, self.cfg.group, conn, frame, self.caps):
+            return [cap]
+        if cap := self.presence.refusal(conn, frame):
+            return [cap]
+        if isinstance(moved := self.readers.admit(self.delivery, conn, frame), str):
+            self.durables_ready = False  # named subs wait for what ZooKeeper holds now
+            self.waiting_subs.append(ClientFrameIn(conn, frame, now))
+            return [LoadSubscriptions(self._load_request)]
+        if isinstance(moved, SendError):
+            return [moved]
+        frame, era, until = (moved.frame, moved.era, moved.until) if moved else (frame, 0, None)
+        left = self.presence.leave(conn, frame.sid)  # a `sub` replaces its sid's attachment
+        try:
+            next_ts, first = self.delivery.subscribe(
+                conn,
+                frame.sid,
+                frame.topic,
+                frame.subscription,
+                frame.start,
+                frame.window,
+                p.commit_ts,
+                mode=Mode(frame.mode),
+                resume=frame.resume,
+                now=now,
+                acked=frame.acked,
+                held=frame.held,
+                member=frame.member,
+                era=era,
+                until=until,
+            )
+        except RequestRejected as e:
+            return [requests.refusal(conn, e, sid=frame.sid), *left]
+        out: list[Action] = [SendSubOk(conn, frame.sid, next_ts, era), *first, *left]
+        if frame.presence:
+            who = self.auth.principal(conn)
+            user = who.name if who is not None else ""
+            out.extend(self.presence.join(conn, frame.sid, frame.topic, user, frame.info))
+        return out
