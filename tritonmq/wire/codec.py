@@ -19,6 +19,18 @@ import msgpack
 
 from tritonmq.errors import FrameTooLarge, MalformedFrame, ProtocolError, UnknownOp
 from tritonmq.wire import statscodec
+from tritonmq.wire.fields import (
+    MAX_SAFE_INT,
+    headers_field,
+    int_field,
+    opt,
+    opt_int,
+    opt_str,
+    published_pairs,
+    str_field,
+    str_map,
+    ts_ok,
+)
 from tritonmq.wire.frames import (
     Ack,
     BrokerFrame,
@@ -64,7 +76,6 @@ MAX_PROOF_LEN = 64  # a challenge nonce, a follow's proof (HMAC-SHA256: 32 bytes
 MAX_TOKEN_LEN = 16 * 1024  # a JWT in `hello`; RS256 with a few claims is ~1 KiB
 MAX_ACK_TS = 100_000  # ts in one `ack`, or in the `acked` (or `held`) of one `sub`
 MAX_MEMBER_LEN = 64  # a shared member's id
-MAX_SAFE_INT = 2**53 - 1  # every integer on the wire: JavaScript numbers stay exact
 DEFAULT_MAX_ELEMENTS = 1_000_000  # msgpack values in one client frame, all containers together
 MAX_MAP_LEN = 256  # entries in any one map of a client frame (headers: 64)
 MAX_SALVAGE_KEYS = 64  # keys read from a refused frame while looking for its id and sid
@@ -171,55 +182,6 @@ def _salvage(data: bytes | str, e: ProtocolError, max_array: int) -> None:
         return
 
 
-def _opt(obj: dict[str, Any], key: str, default: Any) -> Any:
-    """An optional field: absent and nil both mean the default (JavaScript encoders write
-    ``undefined`` as nil)."""
-    v = obj.get(key)
-    return default if v is None else v
-
-
-def _int(obj: dict[str, Any], key: str, *, minimum: int = 0, default: int | None = None) -> int:
-    v = _opt(obj, key, default)
-    if type(v) is not int or not minimum <= v <= MAX_SAFE_INT:
-        raise MalformedFrame(f"'{key}' must be an integer from {minimum} to 2^53 - 1")
-    return v
-
-
-def _ts_ok(t: Any) -> bool:
-    return type(t) is int and 0 <= t <= MAX_SAFE_INT
-
-
-def _str(obj: dict[str, Any], key: str, *, max_len: int, optional: bool = False) -> str:
-    v = obj.get(key)
-    if v is None and optional:
-        return ""
-    if not isinstance(v, str) or not v or len(v) > max_len:
-        raise MalformedFrame(f"'{key}' must be a non-empty string of at most {max_len} characters")
-    return v
-
-
-def _bin(obj: dict[str, Any], key: str, *, max_len: int, optional: bool = False) -> bytes:
-    v = obj.get(key)
-    if v is None and optional:
-        return b""
-    if type(v) is not bytes or len(v) > max_len:
-        raise MalformedFrame(f"'{key}' must be binary of at most {max_len} bytes")
-    return v
-
-
-def _headers(h: Any) -> dict[str, Any] | None:
-    if h is None:
-        return None
-    if not isinstance(h, dict) or len(h) > 64:
-        raise MalformedFrame("headers must be a map of at most 64 entries")
-    for k, v in h.items():
-        if not isinstance(k, str) or not isinstance(v, str | bytes | int | float | bool):
-            raise MalformedFrame("header names are strings; values are str, bytes or numbers")
-        if type(v) is int and not -MAX_SAFE_INT <= v <= MAX_SAFE_INT:
-            raise MalformedFrame("a header's integer value must be within +-(2^53 - 1)")
-    return h
-
-
 def _pub_records(raw: Any, max_records: int, max_value: int) -> list[PubRecord]:
     if not isinstance(raw, tuple) or not raw:
         raise MalformedFrame("'records' must be a non-empty array")
@@ -240,7 +202,7 @@ def _pub_records(raw: Any, max_records: int, max_value: int) -> list[PubRecord]:
         if len(v) > max_value:
             raise FrameTooLarge(f"value of {len(v)} bytes exceeds the limit of {max_value}")
         if h is not None:
-            h = _headers(h)
+            h = headers_field(h)
         append((u, k, v, h))
     return out
 
@@ -269,7 +231,7 @@ def decode_client(
     except ProtocolError as e:
         for attr in ("id", "sid"):
             v = obj.get(attr)
-            if _ts_ok(v):
+            if ts_ok(v):
                 setattr(e, attr, v)
         raise
 
@@ -278,8 +240,8 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
     op = obj["op"]
     if op == "pub":
         return Pub(
-            _int(obj, "id"),
-            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
+            int_field(obj, "id"),
+            str_field(obj, "topic", max_len=MAX_TOPIC_LEN),
             _pub_records(obj.get("records"), max_records, max_value),
         )
     if op == "ack":
@@ -287,16 +249,16 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         if type(ts) is tuple and len(ts) > MAX_ACK_TS:
             raise FrameTooLarge(f"'ts' holds {len(ts)} ts; the limit is {MAX_ACK_TS}")
         if type(ts) is tuple and ts:
-            if not all(map(_ts_ok, ts)):
+            if not all(map(ts_ok, ts)):
                 raise MalformedFrame("'ts' must be a ts or an array of ts from 0 to 2^53 - 1")
-            return Ack(_int(obj, "sid"), ts[0], ts[1:])
-        return Ack(_int(obj, "sid"), _int(obj, "ts"))
+            return Ack(int_field(obj, "sid"), ts[0], ts[1:])
+        return Ack(int_field(obj, "sid"), int_field(obj, "ts"))
     if op == "nack":
-        return Nack(_int(obj, "sid"), _int(obj, "ts"))
+        return Nack(int_field(obj, "sid"), int_field(obj, "ts"))
     if op == "sub":
-        start_raw = _opt(obj, "from", "latest")
+        start_raw = opt(obj, "from", "latest")
         start: From | int
-        if _ts_ok(start_raw):
+        if ts_ok(start_raw):
             start = start_raw
         elif start_raw in ("latest", "earliest"):
             start = From(start_raw)
@@ -304,16 +266,16 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
             raise MalformedFrame("'from' must be 'latest', 'earliest' or a ts >= 0")
         window = obj.get("window")
         if window is not None:
-            window = _int(obj, "window", minimum=1)
+            window = int_field(obj, "window", minimum=1)
         name = obj.get("subscription")
         if name is not None and (not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_LEN):
             raise MalformedFrame("'subscription' must be a non-empty string")
-        mode = _opt(obj, "mode", "broadcast")
+        mode = opt(obj, "mode", "broadcast")
         if mode not in ("broadcast", "shared"):
             raise MalformedFrame("'mode' must be 'broadcast' or 'shared'")
         if mode == "shared" and name is None:
             raise MalformedFrame("a shared subscription needs a 'subscription' name")
-        resume = _opt(obj, "resume", False)
+        resume = opt(obj, "resume", False)
         if type(resume) is not bool:
             raise MalformedFrame("'resume' must be a boolean")
         acked = _ts_list(obj, "acked", mode)
@@ -324,45 +286,45 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         if member and mode != "shared":
             raise MalformedFrame("'member' is for shared subscriptions only")
         presence, info = presence_fields(obj)
-        topic = _str(obj, "topic", max_len=MAX_TOPIC_LEN)
-        sid = _int(obj, "sid")
-        era = _int(obj, "era", default=0)
+        topic = str_field(obj, "topic", max_len=MAX_TOPIC_LEN)
+        sid = int_field(obj, "sid")
+        era = int_field(obj, "era", default=0)
         return Sub(
             sid, topic, name, start, window, mode, resume, acked, held, member, presence, info, era
         )
     if op == "unsub":
-        return Unsub(_int(obj, "sid"))
+        return Unsub(int_field(obj, "sid"))
     if op == "hello":
-        client = _opt(obj, "client", "")
-        token = _opt(obj, "token", None)
+        client = opt(obj, "client", "")
+        token = opt(obj, "token", None)
         if token is not None and (not isinstance(token, str) or len(token) > MAX_TOKEN_LEN):
             raise MalformedFrame(f"'token' must be a string of at most {MAX_TOKEN_LEN} characters")
         return Hello(client if isinstance(client, str) else "", token or None)
     if op == "meta":
-        return Meta(_int(obj, "id", default=0))
+        return Meta(int_field(obj, "id", default=0))
     if op == "fetch":
-        skip = _opt(obj, "skip_purged", False)
+        skip = opt(obj, "skip_purged", False)
         if type(skip) is not bool:
             raise MalformedFrame("'skip_purged' must be a boolean")
         return Fetch(
-            _int(obj, "id"),
-            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
-            _int(obj, "from"),
-            _int(obj, "to"),
-            _int(obj, "max", minimum=1, default=10_000),
+            int_field(obj, "id"),
+            str_field(obj, "topic", max_len=MAX_TOPIC_LEN),
+            int_field(obj, "from"),
+            int_field(obj, "to"),
+            int_field(obj, "max", minimum=1, default=10_000),
             skip,
         )
     if op == "commit":
         return Commit(
-            _int(obj, "id"),
-            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
-            _str(obj, "subscription", max_len=MAX_NAME_LEN),
-            _int(obj, "ts"),
+            int_field(obj, "id"),
+            str_field(obj, "topic", max_len=MAX_TOPIC_LEN),
+            str_field(obj, "subscription", max_len=MAX_NAME_LEN),
+            int_field(obj, "ts"),
         )
     if op in ("subdel", "subreset"):
         return _sub_admin(obj, op)
     if op == "presence":
-        return Presence(_int(obj, "id"), _str(obj, "topic", max_len=MAX_TOPIC_LEN))
+        return Presence(int_field(obj, "id"), str_field(obj, "topic", max_len=MAX_TOPIC_LEN))
     if op == "stats":
         return statscodec.decode_request(obj)
     raise UnknownOp(f"unknown op {op[:40]!r}")
@@ -370,17 +332,17 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
 
 def _sub_admin(obj: dict[str, Any], op: str) -> SubDelete | SubReset:
     """``subdel`` / ``subreset``: admin ops on a durable subscription."""
-    rid = _int(obj, "id")
-    topic = _str(obj, "topic", max_len=MAX_TOPIC_LEN)
-    name = _str(obj, "subscription", max_len=MAX_NAME_LEN)
-    execute = _opt(obj, "execute", False)
+    rid = int_field(obj, "id")
+    topic = str_field(obj, "topic", max_len=MAX_TOPIC_LEN)
+    name = str_field(obj, "subscription", max_len=MAX_NAME_LEN)
+    execute = opt(obj, "execute", False)
     if type(execute) is not bool:
         raise MalformedFrame("'execute' must be a boolean")
     if op == "subdel":
         return SubDelete(rid, topic, name, execute)
     to_raw = obj.get("to")
     to: From | int
-    if isinstance(to_raw, int) and _ts_ok(to_raw):
+    if isinstance(to_raw, int) and ts_ok(to_raw):
         to = to_raw
     elif to_raw in ("latest", "earliest"):
         to = From(to_raw)
@@ -391,24 +353,14 @@ def _sub_admin(obj: dict[str, Any], op: str) -> SubDelete | SubReset:
 
 def _ts_list(obj: dict[str, Any], field: str, mode: str) -> tuple[int, ...]:
     """A shared ``sub``'s ``acked`` or ``held``: at most MAX_ACK_TS ts >= 0."""
-    raw = _opt(obj, field, ())
+    raw = opt(obj, field, ())
     if type(raw) is tuple and len(raw) > MAX_ACK_TS:
         raise FrameTooLarge(f"'{field}' holds {len(raw)} ts; the limit is {MAX_ACK_TS}")
-    if type(raw) is not tuple or not all(map(_ts_ok, raw)):
+    if type(raw) is not tuple or not all(map(ts_ok, raw)):
         raise MalformedFrame(f"'{field}' must be an array of ts from 0 to 2^53 - 1")
     if raw and mode != "shared":
         raise MalformedFrame(f"'{field}' is for shared subscriptions only")
     return raw
-
-
-def _published(obj: dict[str, Any]) -> tuple[tuple[int, int], ...]:
-    published = obj.get("published", ())
-    if type(published) is not tuple or not all(
-        type(p) is tuple and len(p) == 2 and type(p[0]) is int and type(p[1]) is int
-        for p in published
-    ):
-        raise MalformedFrame("'published' must be an array of [first_ts, ms]")
-    return published
 
 
 def decode_broker(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> dict[str, Any]:
@@ -417,26 +369,8 @@ def decode_broker(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> di
     return _unpack(data, max_frame)
 
 
-def _opt_int(obj: dict[str, Any], key: str) -> int | None:
-    v = obj.get(key)
-    if v is None:
-        return None
-    if not _ts_ok(v):
-        raise MalformedFrame(f"'{key}' must be an integer from 0 to 2^53 - 1")
-    return v
-
-
-def _opt_str(obj: dict[str, Any], key: str) -> str | None:
-    v = obj.get(key)
-    if v is None:
-        return None
-    if not isinstance(v, str):
-        raise MalformedFrame(f"'{key}' must be a string")
-    return v
-
-
 def _record_ok(r: Any) -> bool:
-    return type(r) is tuple and len(r) == 5 and _ts_ok(r[0])
+    return type(r) is tuple and len(r) == 5 and ts_ok(r[0])
 
 
 def _records(raw: Any) -> tuple[Record, ...]:
@@ -450,43 +384,39 @@ def _records(raw: Any) -> tuple[Record, ...]:
     return raw
 
 
-def _str_map(raw: Any, key: str) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise MalformedFrame(f"'{key}' must be a map")
-    return raw
-
-
 def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
     op = obj["op"]
     if op in ("join", "leave", "members"):
         return decode_presence(obj)
     if op == "deliver":
         return Deliver(
-            _int(obj, "sid"),
-            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
+            int_field(obj, "sid"),
+            str_field(obj, "topic", max_len=MAX_TOPIC_LEN),
             _records(obj.get("records")),
-            _int(obj, "era", default=0),
+            int_field(obj, "era", default=0),
         )
     if op == "puback":
         ts = obj.get("ts")
-        if type(ts) is not tuple or not all(map(_ts_ok, ts)):
+        if type(ts) is not tuple or not all(map(ts_ok, ts)):
             raise MalformedFrame("'ts' must be an array of integers from 0 to 2^53 - 1")
         eras = obj.get("eras", ())
-        if type(eras) is not tuple or len(eras) not in (0, len(ts)) or not all(map(_ts_ok, eras)):
+        if type(eras) is not tuple or len(eras) not in (0, len(ts)) or not all(map(ts_ok, eras)):
             raise MalformedFrame("'eras' must be an array of integers, one per ts")
-        return PubAck(_int(obj, "id"), ts, _opt_str(obj, "group") or "", eras)
+        return PubAck(int_field(obj, "id"), ts, opt_str(obj, "group") or "", eras)
     if op == "subok":
-        return SubOk(_int(obj, "sid"), _int(obj, "next"), _int(obj, "era", default=0))
+        return SubOk(
+            int_field(obj, "sid"), int_field(obj, "next"), int_field(obj, "era", default=0)
+        )
     if op == "fetched":
         return Fetched(
-            _int(obj, "id"),
+            int_field(obj, "id"),
             _records(obj.get("records")),
-            _int(obj, "next"),
-            _published(obj),
-            _opt_int(obj, "purged"),
+            int_field(obj, "next"),
+            published_pairs(obj),
+            opt_int(obj, "purged"),
         )
     if op == "committed":
-        return Committed(_int(obj, "id"), _int(obj, "ts"), _int(obj, "head"))
+        return Committed(int_field(obj, "id"), int_field(obj, "ts"), int_field(obj, "head"))
     if op == "error":
         raw_code = obj.get("code")
         if not isinstance(raw_code, str):
@@ -495,31 +425,31 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
         retriable = obj.get("retriable")
         return Error(
             known if known is not None else raw_code,
-            _opt_str(obj, "message") or "",
+            opt_str(obj, "message") or "",
             known.retriable if known is not None else retriable is True,
-            _opt_int(obj, "id"),
-            _opt_int(obj, "sid"),
-            _opt_str(obj, "primary"),
-            _opt_str(obj, "group"),
-            _opt_int(obj, "first"),
-            _opt_int(obj, "last"),
-            _opt_int(obj, "era"),
-            _opt_int(obj, "after"),
+            opt_int(obj, "id"),
+            opt_int(obj, "sid"),
+            opt_str(obj, "primary"),
+            opt_str(obj, "group"),
+            opt_int(obj, "first"),
+            opt_int(obj, "last"),
+            opt_int(obj, "era"),
+            opt_int(obj, "after"),
         )
     if op == "subinfo":
         action = obj.get("action")
         if action not in ("delete", "reset"):
             raise MalformedFrame("'action' must be 'delete' or 'reset'")
         return SubInfo(
-            _int(obj, "id"),
-            _str(obj, "topic", max_len=MAX_TOPIC_LEN),
-            _str(obj, "subscription", max_len=MAX_NAME_LEN),
-            _opt_str(obj, "mode") or "broadcast",
-            _opt_str(obj, "owner") or "",
-            _int(obj, "offset"),
-            _int(obj, "consumers", default=0),
+            int_field(obj, "id"),
+            str_field(obj, "topic", max_len=MAX_TOPIC_LEN),
+            str_field(obj, "subscription", max_len=MAX_NAME_LEN),
+            opt_str(obj, "mode") or "broadcast",
+            opt_str(obj, "owner") or "",
+            int_field(obj, "offset"),
+            int_field(obj, "consumers", default=0),
             action,
-            _opt_int(obj, "to"),
+            opt_int(obj, "to"),
             obj.get("executed") is True,
         )
     if op == "stats":
@@ -539,20 +469,20 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
         ):
             raise MalformedFrame("'topics' must be an array of strings")
         return MetaReply(
-            _int(obj, "id", default=0),
-            _opt_str(obj, "group") or "",
-            _opt_str(obj, "broker") or "",
+            int_field(obj, "id", default=0),
+            opt_str(obj, "group") or "",
+            opt_str(obj, "broker") or "",
             role,
-            _int(obj, "epoch", default=0),
-            _opt_str(obj, "primary"),
-            _opt_str(obj, "primary_url"),
+            int_field(obj, "epoch", default=0),
+            opt_str(obj, "primary"),
+            opt_str(obj, "primary_url"),
             isr,
-            _str_map(obj.get("members", {}), "members"),
-            _int(obj, "bytes", default=0),
-            _int(obj, "records", default=0),
-            None if groups is None else _str_map(groups, "groups"),
-            None if slots is None else _str_map(slots, "slots"),
-            _int(obj, "commit", default=0),
+            str_map(obj.get("members", {}), "members"),
+            int_field(obj, "bytes", default=0),
+            int_field(obj, "records", default=0),
+            None if groups is None else str_map(groups, "groups"),
+            None if slots is None else str_map(slots, "slots"),
+            int_field(obj, "commit", default=0),
             topics,
         )
     raise UnknownOp(f"unknown broker op {op[:40]!r}")

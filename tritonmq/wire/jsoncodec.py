@@ -32,10 +32,10 @@ from tritonmq.wire.codec import (
     _broker_frame,
     _client_frame,
     _frame_map,
-    _ts_ok,
     enc_broker,
     enc_client,
 )
+from tritonmq.wire.fields import ts_ok
 from tritonmq.wire.frames import (
     BROKER_FRAMES,
     BrokerFrame,
@@ -279,5 +279,5 @@ def _name(e: ProtocolError, obj: Any) -> None:
     if isinstance(obj, dict):
         for attr in ("id", "sid"):
             v = obj.get(attr)
-            if _ts_ok(v):
+            if ts_ok(v):
                 setattr(e, attr, v)

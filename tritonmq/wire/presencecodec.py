@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from tritonmq.errors import MalformedFrame
+from tritonmq.wire.fields import int_field
 from tritonmq.wire.frames import Join, Leave, Members, PresenceMember
 
-MAX_SAFE_INT = 2**53 - 1
 MAX_TOPIC_LEN = 249
 
 
@@ -30,13 +30,6 @@ def sub_fields(obj: dict[str, Any]) -> tuple[bool, str]:
     if info and not presence:
         raise MalformedFrame("'info' is for subscriptions with presence only")
     return presence, info
-
-
-def _id(obj: dict[str, Any], key: str) -> int:
-    v = obj.get(key)
-    if type(v) is not int or not 0 <= v <= MAX_SAFE_INT:
-        raise MalformedFrame(f"'{key}' must be an integer from 0 to 2^53 - 1")
-    return v
 
 
 def _topic(obj: dict[str, Any]) -> str:
@@ -62,9 +55,9 @@ def decode(obj: dict[str, Any]) -> Members | Join | Leave:
         raw = obj.get("members", ())
         if type(raw) is not tuple:
             raise MalformedFrame("'members' must be an array")
-        return Members(_id(obj, "id"), _topic(obj), tuple(map(_member, raw)))
+        return Members(int_field(obj, "id"), _topic(obj), tuple(map(_member, raw)))
     kind = Join if op == "join" else Leave
-    return kind(_id(obj, "sid"), _topic(obj), _member(obj.get("member")))
+    return kind(int_field(obj, "sid"), _topic(obj), _member(obj.get("member")))
 
 
 def member_map(m: PresenceMember) -> dict[str, str]:

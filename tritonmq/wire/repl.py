@@ -12,16 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tritonmq.errors import MalformedFrame, UnknownOp
-from tritonmq.wire.codec import (
-    MAX_NAME_LEN,
-    MAX_PROOF_LEN,
-    _bin,
-    _int,
-    _packb,
-    _published,
-    _str,
-    _unpack,
-)
+from tritonmq.wire.codec import MAX_NAME_LEN, MAX_PROOF_LEN, _packb, _unpack
+from tritonmq.wire.fields import bin_field, int_field, published_pairs, str_field
 from tritonmq.wire.frames import (
     Append,
     Challenge,
@@ -87,11 +79,11 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             if e is not None and not _entry_ok(e):
                 raise MalformedFrame("an entry is nil or [topic, [ts, uuid, key, value, headers]]")
         return Append(
-            _int(obj, "epoch"),
-            _int(obj, "commit"),
-            _int(obj, "start"),
+            int_field(obj, "epoch"),
+            int_field(obj, "commit"),
+            int_field(obj, "start"),
             list(entries),
-            _published(obj),
+            published_pairs(obj),
         )
     if op == "purge":
         topics = obj.get("topics")
@@ -100,51 +92,53 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             for t in topics
         ):
             raise MalformedFrame("'topics' must be an array of [topic, ts]")
-        return Purge(_int(obj, "epoch"), [(t, u) for t, u in topics], _int(obj, "forget"))
+        return Purge(int_field(obj, "epoch"), [(t, u) for t, u in topics], int_field(obj, "forget"))
     if op == "rack":
-        return ReplAck(_int(obj, "epoch"), _int(obj, "ts"))
+        return ReplAck(int_field(obj, "epoch"), int_field(obj, "ts"))
     if op == "shared":
         subs = obj.get("subs")
         if not isinstance(subs, tuple):
             raise MalformedFrame("'subs' must be an array")
-        seq = _int(obj, "seq", default=0)
-        return SharedState(_int(obj, "epoch"), tuple(_shared_sub(s) for s in subs), seq)
+        seq = int_field(obj, "seq", default=0)
+        return SharedState(int_field(obj, "epoch"), tuple(_shared_sub(s) for s in subs), seq)
     if op == "sack":
-        return SharedAck(_int(obj, "epoch"), _int(obj, "seq"))
+        return SharedAck(int_field(obj, "epoch"), int_field(obj, "seq"))
     if op == "follow":
         return Follow(
-            _str(obj, "group", max_len=MAX_NAME_LEN),
-            _str(obj, "id", max_len=MAX_NAME_LEN),
-            _str(obj, "boot", max_len=MAX_NAME_LEN),
-            _int(obj, "epoch"),
-            _int(obj, "last_ts"),
+            str_field(obj, "group", max_len=MAX_NAME_LEN),
+            str_field(obj, "id", max_len=MAX_NAME_LEN),
+            str_field(obj, "boot", max_len=MAX_NAME_LEN),
+            int_field(obj, "epoch"),
+            int_field(obj, "last_ts"),
             _epochs(obj.get("epochs")),
-            _bin(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
+            bin_field(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
         )
     if op == "challenge":
-        nonce = _bin(obj, "nonce", max_len=MAX_PROOF_LEN)
+        nonce = bin_field(obj, "nonce", max_len=MAX_PROOF_LEN)
         if not nonce:
             raise MalformedFrame("'nonce' must not be empty")
         return Challenge(nonce)
     if op == "leader":
         return Leader(
-            _int(obj, "epoch"),
-            _int(obj, "truncate_to"),
+            int_field(obj, "epoch"),
+            int_field(obj, "truncate_to"),
             _epochs(obj.get("epochs")),
             obj.get("reset") is True,
             _dedup(obj.get("dedup", ())),
         )
     if op == "handover":
         return HandoverAsk(
-            _str(obj, "group", max_len=MAX_NAME_LEN),
-            _str(obj, "id", max_len=MAX_NAME_LEN),
-            _str(obj, "boot", max_len=MAX_NAME_LEN),
-            _int(obj, "slot"),
-            _int(obj, "until"),
-            _bin(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
+            str_field(obj, "group", max_len=MAX_NAME_LEN),
+            str_field(obj, "id", max_len=MAX_NAME_LEN),
+            str_field(obj, "boot", max_len=MAX_NAME_LEN),
+            int_field(obj, "slot"),
+            int_field(obj, "until"),
+            bin_field(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
         )
     if op == "handed":
-        return HandoverPairs(_int(obj, "slot"), _int(obj, "until"), _dedup(obj.get("pairs")))
+        return HandoverPairs(
+            int_field(obj, "slot"), int_field(obj, "until"), _dedup(obj.get("pairs"))
+        )
     raise UnknownOp(f"unknown replication op {op[:40]!r}")
 
 

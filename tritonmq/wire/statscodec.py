@@ -11,23 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from tritonmq.errors import MalformedFrame
+from tritonmq.wire.fields import MAX_SAFE_INT, int_field, opt_int
 from tritonmq.wire.frames import STATS_MAX_ITEMS, Stats, StatsReply, SubStats, TopicStats
 
-MAX_SAFE_INT = 2**53 - 1
 MAX_NAME_LEN = 249
-
-
-def _int(obj: dict[str, Any], key: str, default: int | None = None) -> int:
-    v = obj.get(key)
-    if v is None:
-        v = default
-    if type(v) is not int or not 0 <= v <= MAX_SAFE_INT:
-        raise MalformedFrame(f"'{key}' must be an integer from 0 to 2^53 - 1")
-    return v
-
-
-def _opt_int(obj: dict[str, Any], key: str) -> int | None:
-    return None if obj.get(key) is None else _int(obj, key)
 
 
 def _str(obj: dict[str, Any], key: str, default: str | None = None) -> str:
@@ -62,7 +49,7 @@ def decode_request(obj: dict[str, Any]) -> Stats:
     topic = obj.get("topic")
     if topic is not None and (not isinstance(topic, str) or not 0 < len(topic) <= MAX_NAME_LEN):
         raise MalformedFrame(f"'topic' must be a non-empty string of at most {MAX_NAME_LEN}")
-    return Stats(_int(obj, "id"), topic or "")
+    return Stats(int_field(obj, "id"), topic or "")
 
 
 def request_map(frame: Stats) -> dict[str, Any]:
@@ -75,13 +62,13 @@ def request_map(frame: Stats) -> dict[str, Any]:
 def _topic(m: dict[str, Any]) -> TopicStats:
     return TopicStats(
         _str(m, "topic"),
-        _int(m, "records", 0),
-        _int(m, "bytes", 0),
-        _int(m, "first_ts", 0),
-        _int(m, "last_ts", 0),
-        _opt_int(m, "last_ms"),
+        int_field(m, "records", default=0),
+        int_field(m, "bytes", default=0),
+        int_field(m, "first_ts", default=0),
+        int_field(m, "last_ts", default=0),
+        opt_int(m, "last_ms"),
         _rate(m, "rate"),
-        _int(m, "consumers", 0),
+        int_field(m, "consumers", default=0),
     )
 
 
@@ -93,11 +80,11 @@ def _sub(m: dict[str, Any]) -> SubStats:
         _str(m, "topic"),
         _str(m, "subscription"),
         mode,
-        _int(m, "offset"),
-        _opt_int(m, "stored"),
-        _int(m, "lag", 0),
-        _opt_int(m, "lag_ms"),
-        _int(m, "consumers", 0),
+        int_field(m, "offset"),
+        opt_int(m, "stored"),
+        int_field(m, "lag", default=0),
+        opt_int(m, "lag_ms"),
+        int_field(m, "consumers", default=0),
     )
 
 
@@ -106,21 +93,21 @@ def decode_reply(obj: dict[str, Any]) -> StatsReply:
     if role not in ("primary", "backup"):
         raise MalformedFrame("'role' must be 'primary' or 'backup'")
     return StatsReply(
-        _int(obj, "id"),
+        int_field(obj, "id"),
         _str(obj, "group", ""),
         _str(obj, "broker", ""),
         role,
-        _int(obj, "epoch", 0),
-        _int(obj, "commit", 0),
-        _int(obj, "records", 0),
-        _int(obj, "bytes", 0),
-        _int(obj, "max_bytes", 0),
+        int_field(obj, "epoch", default=0),
+        int_field(obj, "commit", default=0),
+        int_field(obj, "records", default=0),
+        int_field(obj, "bytes", default=0),
+        int_field(obj, "max_bytes", default=0),
         _rate(obj, "rate"),
-        _int(obj, "wall_ms", 0),
+        int_field(obj, "wall_ms", default=0),
         tuple(_topic(m) for m in _items(obj, "topics")),
         tuple(_sub(m) for m in _items(obj, "subscriptions")),
-        _int(obj, "more_topics", 0),
-        _int(obj, "more_subscriptions", 0),
+        int_field(obj, "more_topics", default=0),
+        int_field(obj, "more_subscriptions", default=0),
     )
 
 
