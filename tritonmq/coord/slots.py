@@ -136,16 +136,14 @@ def cas_slot(zk: KazooClient, chroot: str, n: int, new: SlotHistory, read: SlotH
     """Write slot ``n``'s history if neither it nor ``/cluster`` changed since ``read``,
     bumping the map version in the same transaction. False: someone else wrote first
     (re-read and decide again)."""
-    tx = zk.transaction()
-    tx.set_data(slot_path(chroot, n), new.encode(), version=read.znode_versions[n])
-    cluster = {"slots": len(read.slots), "version": read.map_version + 1}
-    tx.set_data(cluster_path(chroot), json.dumps(cluster).encode(), version=read.cluster_version)
-    results = tx.commit()
-    if not any(isinstance(r, Exception) for r in results):
-        return True
-    if any(isinstance(r, BadVersionError) for r in results):
-        return False
-    raise CoordinationError(f"writing slot {n} failed: {results}")
+    one = OneSlot(
+        read.cluster_version,
+        read.map_version,
+        len(read.slots),
+        read.slots[n],
+        read.znode_versions[n],
+    )
+    return _cas_one(zk, chroot, n, new, one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +174,7 @@ def read_slot(zk: KazooClient, chroot: str, n: int) -> OneSlot:
 
 
 def _cas_one(zk: KazooClient, chroot: str, n: int, new: SlotHistory, read: OneSlot) -> bool:
-    """:func:`cas_slot` for a slot read by :func:`read_slot`."""
+    """The CAS of :func:`cas_slot`, for a slot as :func:`read_slot` reads it."""
     tx = zk.transaction()
     tx.set_data(slot_path(chroot, n), new.encode(), version=read.znode_version)
     cluster = {"slots": read.count, "version": read.map_version + 1}
