@@ -50,6 +50,7 @@ from tritonmq.core.actions import (
     ProposeIsr,
     ProposeState,
     ReadState,
+    RegisterSubscription,
     Replicate,
     SendEntries,
     SendError,
@@ -183,7 +184,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
     def _handle(self, ev: Event) -> list[Action]:
         match ev:
             case ClientFrameIn():
-                return self.registrations.issued(self.auth.owned(self._client(ev)))
+                return self._owned(self._client(ev))
             case ClientGone(conn=conn, now=now):
                 self.auth.drop(conn)
                 self.delivery.drop_conn(conn, now)
@@ -207,7 +208,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             case CasDone():
                 return self._cas_done(ev)
             case SubscriptionsLoaded():
-                return self.registrations.issued(self.auth.owned(self._loaded(ev)))
+                return self._owned(self._loaded(ev))
             case OffsetsStored():
                 return self._stored(ev)
             case SubscriptionRegistered(topic=topic, name=name, offset=offset):
@@ -228,6 +229,13 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 return self._stop(now)
             case _:
                 assert_never(ev)
+
+    def _owned(self, actions: list[Action]) -> list[Action]:
+        """Registrations get their owner and are tracked until ZooKeeper holds them; one
+        scan of the actions on the hot path (a client frame), as before."""
+        if not any(type(a) is RegisterSubscription for a in actions):
+            return actions
+        return self.registrations.issued(self.auth.owned(actions))
 
     # --- what others may ask ----------------------------------------------------------
 

@@ -61,9 +61,11 @@ class Remote:
     def groups_of(self, topics: Iterable[str]) -> dict[str, str]:
         return {t: self.client.group_of(t) for t in topics}
 
-    def histories(self, topics: Iterable[str]) -> dict[str, SlotHistory]:
-        """The slot history of each of ``topics`` whose slot ever moved (re-read first)."""
-        self.call(self.client.refresh())
+    def histories(self, topics: Iterable[str], *, fresh: bool = True) -> dict[str, SlotHistory]:
+        """The slot history of each of ``topics`` whose slot ever moved; ``fresh``: re-read
+        the cluster first (a batch's plan), else the view as last read."""
+        if fresh:
+            self.call(self.client.refresh())
         out = {t: self.client.slot_history(t) for t in topics}
         return {t: h for t, h in out.items() if h.moved}
 
