@@ -216,4 +216,6 @@ def test_without_moves_a_two_group_run_draws_what_it_always_drew() -> None:
     r = w.run()
     assert "/cluster" not in w.zk.nodes and "move slot" not in r.trace
     assert not w.moving
-    assert r.digest == "22f64689fce1374c2457c726f51f7575"  # World(5, groups=2) before moves
+    # World(5, groups=2) before moves, as re-pinned when a new durable `sub` began to wait
+    # for ZooKeeper (a broker change moves the trace; a draw added by moves would too)
+    assert r.digest == "17d975701fdfafac364974066f24abda"

@@ -430,6 +430,7 @@ def test_a_new_primary_keeps_what_a_late_member_held_or_acked_for_it() -> None:
     for conn in ("m1", "m2"):
         sub = Sub(1, "t", "work", From.EARLIEST, None, "shared", member=conn)
         replicate(a, b, a.handle(ClientFrameIn(conn, sub, 0.2)), 0.2)
+    replicate(a, b, a.handle(SubscriptionRegistered("t", "work", 0, 0.2)), 0.2)
     out = a.handle(ClientFrameIn("prod", Pub(1, "t", recs(*[f"u{i}" for i in range(1, 7)])), 0.3))
     first = delivered(replicate(a, b, out, 0.3))
     assert sorted(first.values()) == [[1, 2], [3, 4]]
@@ -483,6 +484,7 @@ def test_a_primary_deposed_while_alive_hands_no_shared_record_its_successor_does
     replicate(a, b, a.handle(FollowerFrame("link-b", hello.frame, 0.1)), 0.1)
     sub1 = Sub(1, "t", "work", From.EARLIEST, 1, "shared", member="m1")
     replicate(a, b, a.handle(ClientFrameIn("m1", sub1, 0.2)), 0.2)
+    replicate(a, b, a.handle(SubscriptionRegistered("t", "work", 0, 0.2)), 0.2)
     out = a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2")), 0.3))
     assert delivered(replicate(a, b, out, 0.3)) == {"m1": [1]}
     replicate(a, b, a.handle(Tick(0.4)), 0.4)
@@ -512,6 +514,7 @@ def test_a_primary_deposed_while_alive_hands_no_shared_record_its_successor_does
 def test_a_primary_alone_in_its_isr_hands_shared_records_out_at_once() -> None:
     c = leading(isr="a", live="a", min_insync=1)
     c.handle(ClientFrameIn("m1", Sub(1, "t", "work", From.EARLIEST, None, "shared"), 0.1))
+    c.handle(SubscriptionRegistered("t", "work", 0, 0.1))
     out = c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2")), 0.2))
     assert delivered(out) == {"m1": [1, 2]}
 
@@ -544,6 +547,26 @@ def test_a_durable_subscription_whose_registration_failed_is_registered_again() 
     c.handle(SubscriptionRegistered("t", "keep", 0, 2.3))
     assert only(c.handle(Tick(3.0)), RegisterSubscription) == [], "registered: done"
     assert c.delivery.durables[("t", "keep")].stored == 0
+
+
+def test_a_new_durable_sub_is_answered_only_once_zookeeper_holds_it() -> None:
+    """Simulator, seed 139 of --groups 3 --moves 6 --refusals --check-whole: a primary
+    answered a new durable `sub` and died before ZooKeeper held it; its successor did not
+    know the subscription and purged records the subscriber never received. A `subok`
+    now means the subscription survives the primary; records published meanwhile come."""
+    c = leading(isr="a", live="a", min_insync=1)
+    out = c.handle(ClientFrameIn("s1", Sub(1, "t", "keep", From.EARLIEST), 0.1))
+    assert only(out, SendSubOk) == [] and len(only(out, RegisterSubscription)) == 1
+    assert (
+        only(c.handle(ClientFrameIn("s2", Sub(1, "t", "keep", From.EARLIEST), 0.1)), SendSubOk)
+        == []
+    )
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.2))
+    c.handle(SubscriptionRegistered("t", "keep", None, 0.3))  # failed: asked again, still waiting
+    assert only(c.handle(Tick(0.4)), SendSubOk) == []
+    out = c.handle(SubscriptionRegistered("t", "keep", 0, 0.9))
+    assert [ok.conn for ok in only(out, SendSubOk)] == ["s1", "s2"]
+    assert delivered(out) == {"s1": [1], "s2": [1]}
 
 
 # --- the follow handshake and fencing ----------------------------------------------------------

@@ -67,6 +67,18 @@ def test_earliest_on_an_empty_topic_waits_for_new_records() -> None:
     assert ts_of(d.on_commit(3)) == [3]
 
 
+def test_earliest_on_an_empty_topic_moves_no_durable_offset() -> None:
+    """Simulator, seed 1340: a durable declared at commit 0 was attached (once ZooKeeper
+    held it) at commit 2, other topics' records; its offset jumped to 2 and was stored
+    though nothing had been acknowledged."""
+    d = delivery(GroupLog())
+    d.declare("t", "keep", Mode.BROADCAST, From.EARLIEST, commit_ts=0)
+    d.registered("t", "keep", 0)
+    assert d.subscribe("c1", 1, "t", "keep", From.EARLIEST, None, commit_ts=2) == (1, [])
+    assert d.durables[("t", "keep")].offset == 0
+    assert d.offsets_to_store() is None
+
+
 def test_explicit_ts_replays_from_there() -> None:
     d = delivery(make_log(MIXED), window=10)
     next_ts, frames = d.subscribe("c1", 1, "t", None, 4, None, commit_ts=8)

@@ -215,7 +215,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 if self.primary is None:  # step-down refused its commits and dropped it
                     return []
                 self.registrations.answered(topic, name, offset is not None, ev.now)
-                return self.commits.registered(topic, name, offset, self.primary.commit_ts)
+                out = self.commits.registered(topic, name, offset, self.primary.commit_ts)
+                return out + self._registered_subs(topic, name, offset, ev.now)
             case SlotStepDone():
                 return self.moves.step_done(ev)
             case HandoverAsked():
@@ -236,6 +237,23 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if not any(type(a) is RegisterSubscription for a in actions):
             return actions
         return self.registrations.issued(self.auth.owned(actions))
+
+    def _registered_subs(
+        self, topic: str, name: str, offset: int | None, now: float
+    ) -> list[Action]:
+        """The `sub`s that waited for their subscription to be registered, attached now."""
+        p = self.primary
+        if offset is None or p is None or not self.durables_ready:
+            return []  # a failed one is asked again; `_loaded` answers the rest
+        out: list[Action] = []
+        waiting, self.waiting_subs = self.waiting_subs, []
+        for w in waiting:
+            f = w.frame
+            if isinstance(f, Sub) and (f.topic, f.subscription) == (topic, name):
+                out.extend(self._subscribe(w.conn, f, p, now))
+            else:
+                self.waiting_subs.append(w)
+        return out
 
     # --- what others may ask ----------------------------------------------------------
 

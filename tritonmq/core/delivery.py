@@ -240,6 +240,23 @@ class Delivery:
     def may_purge(self, now: float) -> bool:
         return self.loaded and now >= self.frozen_until
 
+    def declare(
+        self, topic: str, name: str, mode: Mode, start: From | int, commit_ts: int, era: int = 0
+    ) -> RegisterSubscription:
+        """A new durable subscription from ``start``, to be held in ZooKeeper; purge keeps
+        its records from there on (its in-memory offset) while the registration is on its
+        way. ``era``: a moved slot's era it reads (M5)."""
+        t = self.log.topics.get(topic)
+        first = t.first_ts() if t is not None else None
+        if start == From.LATEST or (start == From.EARLIEST and first is None):
+            next_ts = commit_ts + 1
+        else:
+            next_ts = first if start == From.EARLIEST and first is not None else int(start)
+        d = Durable(topic, name, mode, max(0, next_ts - 1), None)
+        self.durables[(topic, name)] = d
+        d.era = d.stored_era = era  # created at the era it reads (M5)
+        return RegisterSubscription(topic, name, str(mode), d.offset, era=era)
+
     def registered(self, topic: str, name: str, offset: int) -> None:
         d = self.durables.get((topic, name))
         if d is not None and d.stored is None:
@@ -302,6 +319,8 @@ class Delivery:
         first = t.first_ts() if t is not None else None
         if start == From.LATEST:
             next_ts = d.offset + 1 if d is not None else commit_ts + 1
+        elif start == From.EARLIEST and first is None and d is not None:
+            next_ts = d.offset + 1  # nothing retained: attaching moves no offset
         elif start == From.EARLIEST:
             next_ts = first if first is not None else commit_ts + 1
         else:
@@ -309,10 +328,8 @@ class Delivery:
         if d is not None and d.mode is not mode:
             raise RequestRejected(f"subscription {name!r} of {topic!r} is {d.mode}, not {mode}")
         if name and d is None:
-            d = Durable(topic, name, mode, max(0, next_ts - 1), None)
-            self.durables[(topic, name)] = d
-            d.era = d.stored_era = era  # created at the era it reads (M5)
-            out.append(RegisterSubscription(topic, name, str(mode), d.offset, era=era))
+            out.append(self.declare(topic, name, mode, next_ts, commit_ts, era))
+            d = self.durables[(topic, name)]
         elif d is not None and d.mode is Mode.SHARED and isinstance(start, int) and not resume:
             # Joining an existing shared subscription takes its cursor ("earliest" and
             # "latest" only place a new one); an explicit ts is a replay for all members,
