@@ -23,6 +23,7 @@ from tritonmq.core.actions import (
     SendLeader,
     SendMeta,
     SendPubAck,
+    SendPurge,
     SendShared,
     SendSubOk,
     SendToPrimary,
@@ -311,8 +312,11 @@ def purged_leader() -> BrokerCore:
     """A 1-replica group whose topic t had ts 1..3 purged (nobody held them)."""
     c = leading(isr="a", live="a", replicas=1, ephemeral_grace=0.0, offset_interval=0.1)
     c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.1))
-    c.handle(Tick(1.0))
+    out = c.handle(Tick(1.0))
     assert "t" not in c.log.topics and c.log.last_purged("t") == 3  # freed, purge remembered
+    assert [p.purge.topics for p in only(out, SendPurge)] == [[("t", 3)]], (
+        "a purge is said with no follower to tell: the simulator checks it (seed 139)"
+    )
     return c
 
 

@@ -364,7 +364,8 @@ class Broker:
                 case SendLeader(link=link, leader=leader):
                     self.send(link, repl.enc_leader(leader))
                 case SendPurge(links=links, purge=purge):
-                    websockets.broadcast(links, repl.enc_purge(purge))
+                    if links:
+                        websockets.broadcast(links, repl.enc_purge(purge))
                 case SendShared(links=links, shared=shared):
                     websockets.broadcast(links, repl.enc_shared(shared))
                 case CloseLink(link=link, reason=reason, code=code):
