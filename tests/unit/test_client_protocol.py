@@ -307,6 +307,26 @@ def test_wrong_group_fails_the_batch_for_the_caller_to_reroute() -> None:
     assert h.p.state is ConnState.CONNECTED
 
 
+def test_wrong_group_fails_every_later_batch_of_its_topic_and_none_is_resent() -> None:
+    """Simulator, seed 116: the broker holds back the batches behind a WRONG_GROUP refusal
+    on that connection; they fail with it, in order, for the caller to re-route behind
+    it, and a new connection must not resend one ahead of the refused batch."""
+    h = Harness(batch_size=1, max_in_flight=2)
+    h.connect()
+    for ticket, topic in enumerate(["t", "t", "other", "t"], 1):
+        h(Publish(ticket, topic, recs(1, f"u{ticket}")))
+    h(Tick())
+    h(Publish(5, "t", recs(1, "u5")))  # buffered, not yet a batch
+    out = h.frame(Error.of(ErrorCode.WRONG_GROUP, "there", id=1, group="g2"))
+    failed = [a.ticket for a in out if isinstance(a, PublishFailed)]
+    assert failed == [1, 2, 4, 5], "every later one of topic t, in call order; not 'other'"
+    h.actions.clear()
+    h(TransportClosed(h.p.conn, "gone"))
+    h.now += 1
+    h.connect()
+    assert [p.topic for p in h.pubs()] == ["other"]
+
+
 def test_a_non_retriable_error_fails_only_its_batch() -> None:
     h = Harness(batch_size=1)
     h.connect()

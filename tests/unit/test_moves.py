@@ -245,7 +245,9 @@ def test_a_roll_back_lets_the_old_primary_write_the_slot_again_in_the_same_era()
     view(c, (sealed, SlotHistory("g1")), 0.2)
     assert only(pub(c, 2, T0, "u2", now=0.3), SendError)
     view(c, (roll_back(sealed), SlotHistory("g1")), 0.4)
-    assert only(pub(c, 3, T0, "u3", now=0.5), SendPubAck) == [SendPubAck("prod", 3, (2,))]
+    # (another connection: on "prod" a batch behind the refused one waits for its resend)
+    out = c.handle(ClientFrameIn("prod2", Pub(3, T0, recs("u3")), 0.5))
+    assert only(out, SendPubAck) == [SendPubAck("prod2", 3, (2,))]
 
 
 # --- M2.3, M2.4: the new primary ----------------------------------------------------------
@@ -511,3 +513,27 @@ def test_a_batch_behind_one_refused_for_a_moving_slot_is_refused_too_on_that_con
         *only(x.handle(ClientFrameIn("prod2", Pub(4, T0, recs("n2")), 0.4)), SendPubAck),
     ]
     assert [a.ts for a in acks] == [(1,), (2,)]
+
+
+def test_a_batch_behind_one_refused_wrong_group_waits_for_its_resend_across_a_roll_back() -> None:
+    """Simulator, seed 116 of `--groups 2 --moves 8 --faults 8 --refusals`: batch 1 was
+    refused with WRONG_GROUP (slot sealed, moving to g2); the move was rolled back (the
+    slot's first: it has no history again) and batch 3, sent right behind batch 1 on that
+    connection, was stored here; batch 1, re-routed, was stored after it. Now a later batch
+    of the topic on that connection is refused until the producer resends a refused one;
+    then it is written again, in order, and a retry of a stored batch is answered at once."""
+    c = leading("a")
+    pub(c, 1, T0, "u1")
+    sealed = seal(moving()[0], "g1", 1)
+    view(c, (sealed, SlotHistory("g1")), 0.2)
+    [err] = only(pub(c, 2, T0, "u2", now=0.3), SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
+    view(c, (roll_back(sealed), SlotHistory("g1")), 0.4)
+    [held] = only(pub(c, 3, T0, "u3", now=0.5), SendError)
+    assert (held.code, held.group, held.id) == (ErrorCode.WRONG_GROUP, "g1", 3)
+    assert only(pub(c, 4, T0, "u1", now=0.5), SendPubAck) == [SendPubAck("prod", 4, (1,))]
+    assert only(pub(c, 5, T1, "v1", now=0.5), SendPubAck), "other topics are not held back"
+    acks = [*only(pub(c, 6, T0, "u2", now=0.6), SendPubAck), *only(pub(c, 7, T0, "u3"), SendPubAck)]
+    assert [a.ts for a in acks] == [(3,), (4,)], "the refused batch first, then the one behind"
+    other = c.handle(ClientFrameIn("prod2", Pub(8, T0, recs("w1")), 0.7))
+    assert only(other, SendPubAck), "another connection was never held back"

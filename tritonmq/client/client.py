@@ -18,6 +18,7 @@ from websockets.exceptions import WebSocketException
 
 from tritonmq import tlsconfig
 from tritonmq.client.link import Link
+from tritonmq.client.ordering import TopicOrder
 from tritonmq.client.routing import ClusterView
 from tritonmq.client.subscription import PresenceOptions, Subscription
 from tritonmq.client.types import Ack, Fetched, FetchedRecord
@@ -117,6 +118,7 @@ class Client:
             self._link_options["token"] = token
         self._view = ClusterView()
         self._links: dict[str, Link] = {}
+        self._orders: dict[str, TopicOrder] = {}  # topics with publishes unfinished
         self._closed = False
         self._zk: KazooClient | None = None
         self._zk_exit: Callable[[], None] | None = None  # stops _zk at exit if close() never runs
@@ -401,18 +403,29 @@ class Client:
         the group the refusal names (while a slot moves, the map still names the old owner,
         which refuses new writes naming the new one: docs/replication.md M2), else by the
         re-read map."""
-        group = self._group_of(topic)
-        for attempt in range(MOVE_REROUTES):
-            link = self._link(group)
-            try:
-                return await link.publish_batch(topic, list(items))
-            except WrongGroup as e:
-                if attempt:  # groups disagree for a moment while a slot moves
-                    await asyncio.sleep(min(1.0, 0.05 * 2 ** (attempt - 1)))
-                await self.refresh()
-                named = e.group if e.group in self._view.groups else None
-                group = named or self._group_of(topic)
-        raise WrongGroup(f"topic {topic!r} kept moving between groups")
+        order = self._orders.get(topic)
+        if order is None:
+            order = self._orders[topic] = TopicOrder()
+        call = order.enter()
+        try:
+            group = self._group_of(topic)
+            for attempt in range(MOVE_REROUTES):
+                await order.turn(call, group)  # the topic's earlier calls go first
+                link = self._link(group)
+                try:
+                    return await link.publish_batch(topic, list(items))
+                except WrongGroup as e:
+                    order.off(call)
+                    if attempt:  # groups disagree for a moment while a slot moves
+                        await asyncio.sleep(min(1.0, 0.05 * 2 ** (attempt - 1)))
+                    await self.refresh()
+                    named = e.group if e.group in self._view.groups else None
+                    group = named or self._group_of(topic)
+            raise WrongGroup(f"topic {topic!r} kept moving between groups")
+        finally:
+            order.leave(call)
+            if not order:
+                del self._orders[topic]
 
     # --- reading ranges and committing (Spark) -------------------------------------------
 

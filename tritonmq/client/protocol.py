@@ -34,8 +34,11 @@ Rules
    reconnect waits ``refusal_pause`` (50 ms, doubling to 1 s, back to 0 on the next
    ``puback``). ``NOT_PRIMARY`` with a ``primary`` hint tries that URL first.
    A batch fails for good on a non-retriable error, on ``WRONG_GROUP`` (the caller
-   re-routes by slot with the same uuids), after ``retries`` refusals, or when its
-   ``timeout`` passes (:class:`~tritonmq.errors.PublishTimeout`, naming the last error).
+   re-routes by slot with the same uuids; every later batch of its topic, sent or not,
+   fails with it: the broker holds them back on this connection until a refused one is
+   resent, and none may be resent on a new connection ahead of it), after ``retries``
+   refusals, or when its ``timeout`` passes (:class:`~tritonmq.errors.PublishTimeout`,
+   naming the last error).
 5. **Following the epoch.** Every ``meta`` names the group's epoch. An
    :class:`EpochSeen` (a ZooKeeper watch on the group's state, or the answer to a
    :class:`Probe`) with a newer epoch and another primary moves the connection
@@ -417,8 +420,23 @@ class ClientProtocol(Consuming):
         return True
 
     def _pub_error(self, b: _Batch, err: TritonError, hint: str | None, now: float) -> None:
-        if not self._retry_after_refusal(err, b.attempts, hint, now):
-            self._fail_batch(b, err, now)
+        if self._retry_after_refusal(err, b.attempts, hint, now):
+            return
+        self._fail_batch(b, err, now)
+        if isinstance(err, WrongGroup):
+            self._fail_topic_after(b, err, now)
+
+    def _fail_topic_after(self, b: _Batch, err: WrongGroup, now: float) -> None:
+        """Rule 4: the broker holds back every later batch of ``b``'s topic on this
+        connection until a refused one is resent; they fail with it, in order, so that the
+        caller re-routes them behind it, and none is resent on a new connection ahead of
+        it."""
+        for later in [x for x in self._batches.values() if x.topic == b.topic and x.id > b.id]:
+            self._fail_batch(later, err, now)
+        for ticket, _ in self._buffer.pop(b.topic, []):
+            if self._tickets.pop(ticket, None) is not None:
+                self._out.append(PublishFailed(ticket, err))
+        self._buffered.pop(b.topic, None)
 
     # --- requests answered once (fetch, commit, meta) ---------------------------------
 

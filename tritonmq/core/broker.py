@@ -192,6 +192,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                     self.primary.drop_conn(conn)
                 self.waiting_subs = [w for w in self.waiting_subs if w.conn is not conn]
                 self.commits.drop_conn(conn)
+                self.moves.fences.drop_conn(conn)
                 return list(self.presence.drop_conn(conn))
             case FollowerFrame():
                 return self._follower_frame(ev)
