@@ -537,3 +537,17 @@ def test_a_batch_behind_one_refused_wrong_group_waits_for_its_resend_across_a_ro
     assert [a.ts for a in acks] == [(3,), (4,)], "the refused batch first, then the one behind"
     other = c.handle(ClientFrameIn("prod2", Pub(8, T0, recs("w1")), 0.7))
     assert only(other, SendPubAck), "another connection was never held back"
+
+
+def test_a_batch_held_back_lifts_the_hold_when_it_is_resent() -> None:
+    """The refused batch may be re-routed elsewhere and stored there, never to come back
+    here (the slot moved on, then back): the resend of a batch that was held back shows
+    the producer has seen every refusal before it, as a resend of the refused one does."""
+    c = leading("a")
+    sealed = seal(moving()[0], "g1", 0)
+    view(c, (sealed, SlotHistory("g1")), 0.2)
+    assert only(pub(c, 1, T0, "u1", now=0.3), SendError)  # u1 goes to g2 and is stored there
+    view(c, (roll_back(sealed), SlotHistory("g1")), 0.4)
+    assert only(pub(c, 2, T0, "u2", now=0.5), SendError), "held back"
+    assert only(pub(c, 3, T0, "u2", now=0.6), SendPubAck), "its resend is written"
+    assert only(pub(c, 4, T0, "u3", now=0.6), SendPubAck)

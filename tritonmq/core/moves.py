@@ -63,10 +63,11 @@ class PubFences:
 
     A producer pipelines: batches sent behind a refused one reach us before it learns of
     the refusal. Once a batch of a moved slot's topic is refused here, every later batch
-    of that topic on that connection is refused too, until the producer resends one it
-    was refused (same uuids): only then does it know, and it resends in order. Without
-    this a roll back let a later batch in ahead of the refused one (simulator, seed 116
-    of ``--groups 2 --moves 8 --faults 8 --refusals``).
+    of that topic on that connection is refused too (and remembered), until the producer
+    resends one it was refused (same uuids): then it has seen the refusals before it, and
+    whatever it sent earlier was judged earlier. Without this a roll back let a later
+    batch in ahead of the refused one (simulator, seed 116 of ``--groups 2 --moves 8
+    --faults 8 --refusals``).
     """
 
     def __init__(self) -> None:
@@ -79,6 +80,7 @@ class PubFences:
         if fenced is None:
             return False
         if fenced.isdisjoint(uuids):
+            self.refused(conn, topic, uuids)  # its resend lifts the fence as well
             return True
         del self._refused[conn][topic]
         return False
