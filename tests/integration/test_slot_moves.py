@@ -579,15 +579,42 @@ async def test_durable_broadcast_and_shared_subscriptions_get_every_record_once_
     assert histories(c)[g1_slot].era == 2
 
 
-async def test_readers_get_every_record_once_when_the_old_primary_is_killed_mid_move(
-    two_groups: DevCluster,
+def wait_sealed(c: DevCluster, slots: Iterable[int], timeout: float = 60.0) -> None:
+    """Until the old group sealed every slot of ``slots``; a slot that completed first
+    fails the test (the new group's primary took its step before the kill)."""
+    chosen = list(slots)
+
+    def sealed() -> bool:
+        hs = histories(c)
+        done = [n for n in chosen if hs[n].state is SlotState.NORMAL]
+        assert not done, f"slots {done} completed before the new primary was killed: {hs}"
+        return all(hs[n].state is SlotState.SEALED for n in chosen)
+
+    wait_for(sealed, timeout, f"slots {chosen} to be sealed")
+
+
+def outcome(h: SlotHistory, old: str, new: str) -> str:
+    """What became of a move from ``old`` (era 0) to ``new``, in words for a message."""
+    if (h.owner, h.era, h.state) == (new, 1, SlotState.NORMAL):
+        return "completed"
+    if (h.owner, h.era, h.state) == (old, 0, SlotState.NORMAL):
+        return "rolled back"
+    return f"neither: owner {h.owner}, era {h.era}, {h.state.value}"
+
+
+@pytest.mark.parametrize("victim", ["old", "new"])
+async def test_readers_get_every_record_once_when_a_primary_is_killed_mid_move(
+    two_groups: DevCluster, victim: str
 ) -> None:
-    """Issue 11, test 2 (readers): the old group's primary is frozen, the slots begin to
-    move, and it is SIGKILLed; its successor seals (M7), the move completes, and the
-    unnamed, durable broadcast and shared subscriptions still get every record once."""
+    """Issue 11, test 2 (readers): a primary is frozen before the slots begin to move,
+    so it takes no step of the move, and SIGKILLed in it: the old group's before it
+    sealed, or the new group's once the old group sealed, before it completed. Its
+    successor takes the step (M7), the move completes, and the unnamed, durable
+    broadcast and shared subscriptions still get every record once."""
     c = two_groups
     moved = [n for n, h in enumerate(histories(c)) if h.owner == "g1"][:2]
     topics = topics_in(moved, 2)
+    group = "g1" if victim == "old" else "g2"
     async with (
         Readers(c, topics) as unnamed,
         Readers(c, topics, "audit") as durable,
@@ -595,14 +622,21 @@ async def test_readers_get_every_record_once_when_the_old_primary_is_killed_mid_
     ):
         async with Producers(c, topics, n=3) as producers:
             await wait_acked(producers, 150)
-            killed = c.primary("g1")
+            killed = c.primary(group)
             assert killed is not None
             c.kill(killed, signal.SIGSTOP)  # from here on it takes no step of the move
             await asyncio.to_thread(begin_moves, c, moved, "g2")
+            if victim == "new":  # killed between the old group's step and its own
+                await asyncio.to_thread(wait_sealed, c, moved)
             await asyncio.to_thread(c.kill, killed)
             hs = await asyncio.to_thread(wait_normal, c, moved)
             await wait_acked(producers, 150)
-        assert all(hs[n].owner == "g2" and hs[n].era == 1 for n in moved), hs
+        outcomes = {n: outcome(hs[n], "g1", "g2") for n in moved}
+        assert set(outcomes.values()) == {"completed"}, f"the moves: {outcomes}"
+        heir = c.primary(group)
+        assert heir is not None and heir != killed
+        step = "sealing slot" if victim == "old" else "completing the move of slot"
+        assert step in c.log_tail(heir, 500), c.log_tail(heir, 40)
         for readers in (unnamed, durable, shared):
             await readers.caught_up(producers)
         await check_stored_once_in_order(c, producers)
