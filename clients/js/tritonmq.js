@@ -383,14 +383,16 @@ class PendingSub {
  *
  * events: {type: "publish", ticket, topic, records} (records `[uuid, key, value, headers]`
  *   with their uuids), "request" {ticket, frame}, "setToken" {token}, "subscribe" {sid,
- *   topic, name, start, window, mode, member, gaps, presence, info}, "unsubscribe" {sid}, "ack" {sid, ts},
+ *   topic, name, start, window, mode, member, gaps, presence, info, era, resume}, "unsubscribe" {sid},
+ *   "ack" {sid, ts, era},
  *   "resolved" {urls}, "resolveFailed" {error}, "opened" {conn}, "failed" {conn, error},
  *   "closed" {conn, reason}, "frame" {conn, frame}, "epochSeen" {epoch, primaryUrl},
  *   "tick", "close".
  * actions: "send" {frame}, "connect" {conn, url}, "disconnect" {conn}, "resolve",
  *   "probe" {exclude}, "publishDone" {ticket, ts, group}, "publishFailed" {ticket, error},
- *   "answered" {ticket, frame}, "requestFailed" {ticket, error}, "deliver" {sid, records},
- *   "subscribed" {sid, next, resumed, recovered, skipped}, "subscriptionFailed" {sid, error},
+ *   "answered" {ticket, frame}, "requestFailed" {ticket, error}, "deliver" {sid, records, era},
+ *   "subscribed" {sid, next, resumed, recovered, skipped}, "subscriptionMoved" {sid, group, era,
+ *   after}, "subscriptionFailed" {sid, error},
  *   "presence" {sid, event: "join" | "leave", member}, "wakeAt" {at}.
  */
 export class ClientProtocol {
