@@ -34,7 +34,14 @@ export type Headers = Record<string, HeaderValue>;
 export interface Ack {
   topic: string;
   ts: number;
+  /** The group that answered. */
   group: string;
+  /**
+   * A moved slot only (docs/protocol.md §6 `puback` `eras`): the era the record was written
+   * in, when it is not `group`'s record of the current era (a retry answered from the slot's
+   * previous group: `ts` is the ts of that era's group, named by the slot's history).
+   */
+  era?: number;
 }
 
 export interface Message {
@@ -258,7 +265,8 @@ export type ProtocolAction =
   | { type: "disconnect"; conn: number }
   | { type: "resolve" }
   | { type: "probe"; exclude: string | null }
-  | { type: "publishDone"; ticket: number; ts: number[]; group: string }
+  /** `eras`: per record, when a `puback` said them (a moved slot; -1: not said), else absent. */
+  | { type: "publishDone"; ticket: number; ts: number[]; group: string; eras?: number[] }
   | { type: "publishFailed"; ticket: number; error: TritonError }
   | { type: "answered"; ticket: number; frame: Frame }
   | { type: "requestFailed"; ticket: number; error: TritonError }
