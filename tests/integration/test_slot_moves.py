@@ -21,7 +21,7 @@ import websockets
 
 from tests.integration.conftest import group_info, zk_url
 from tritonmq import Client
-from tritonmq.coord.slots import apply_slot_step, fetch_slot_histories
+from tritonmq.coord.slots import apply_slot_step, fetch_slot_histories, read_slot_histories
 from tritonmq.coord.zkclient import new_client
 from tritonmq.core.slothistory import SlotHistory, SlotState, begin_move
 from tritonmq.core.slots import slot_of
@@ -579,18 +579,32 @@ async def test_durable_broadcast_and_shared_subscriptions_get_every_record_once_
     assert histories(c)[g1_slot].era == 2
 
 
-def wait_sealed(c: DevCluster, slots: Iterable[int], timeout: float = 60.0) -> None:
-    """Until the old group sealed every slot of ``slots``; a slot that completed first
-    fails the test (the new group's primary took its step before the kill)."""
+def kill_once_sealed(
+    c: DevCluster, slots: Iterable[int], victim: str, timeout: float = 60.0
+) -> None:
+    """SIGKILL ``victim`` (the new group's frozen primary) as soon as the old group sealed
+    every slot of ``slots``, so that it dies between the old group's step and its own
+    (before its session ends and a successor could take its step). A slot that completed
+    first fails the test: the kill would not have landed in the move."""
     chosen = list(slots)
-
-    def sealed() -> bool:
-        hs = histories(c)
-        done = [n for n in chosen if hs[n].state is SlotState.NORMAL]
-        assert not done, f"slots {done} completed before the new primary was killed: {hs}"
-        return all(hs[n].state is SlotState.SEALED for n in chosen)
-
-    wait_for(sealed, timeout, f"slots {chosen} to be sealed")
+    zk = new_client(str(c.zk_hosts), timeout=2.0, auth=c.zk_auth)
+    zk.start(timeout=10)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            read = read_slot_histories(zk, c.chroot)
+            assert read is not None
+            states = {n: read.slots[n].state for n in chosen}
+            done = [n for n, s in states.items() if s is SlotState.NORMAL]
+            assert not done, f"slots {done} completed before the new primary was killed"
+            if all(s is SlotState.SEALED for s in states.values()):
+                c.kill(victim)
+                return
+            assert time.monotonic() < deadline, f"slots never all sealed: {states}"
+            time.sleep(0.01)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def outcome(h: SlotHistory, old: str, new: str) -> str:
@@ -627,8 +641,9 @@ async def test_readers_get_every_record_once_when_a_primary_is_killed_mid_move(
             c.kill(killed, signal.SIGSTOP)  # from here on it takes no step of the move
             await asyncio.to_thread(begin_moves, c, moved, "g2")
             if victim == "new":  # killed between the old group's step and its own
-                await asyncio.to_thread(wait_sealed, c, moved)
-            await asyncio.to_thread(c.kill, killed)
+                await asyncio.to_thread(kill_once_sealed, c, moved, killed)
+            else:  # killed before its own step, the first of the move
+                await asyncio.to_thread(c.kill, killed)
             hs = await asyncio.to_thread(wait_normal, c, moved)
             await wait_acked(producers, 150)
         outcomes = {n: outcome(hs[n], "g1", "g2") for n in moved}
