@@ -583,9 +583,10 @@ def kill_once_sealed(
     c: DevCluster, slots: Iterable[int], victim: str, timeout: float = 60.0
 ) -> None:
     """SIGKILL ``victim`` (the new group's frozen primary) as soon as the old group sealed
-    every slot of ``slots``, so that it dies between the old group's step and its own
-    (before its session ends and a successor could take its step). A slot that completed
-    first fails the test: the kill would not have landed in the move."""
+    a slot of ``slots``, so that it dies between the old group's step and its own, well
+    before its session ends and a successor could take its step (the old group seals one
+    slot at a time). A slot that completed first fails the test: the kill would not have
+    landed in the move."""
     chosen = list(slots)
     zk = new_client(str(c.zk_hosts), timeout=2.0, auth=c.zk_auth)
     zk.start(timeout=10)
@@ -597,10 +598,10 @@ def kill_once_sealed(
             states = {n: read.slots[n].state for n in chosen}
             done = [n for n, s in states.items() if s is SlotState.NORMAL]
             assert not done, f"slots {done} completed before the new primary was killed"
-            if all(s is SlotState.SEALED for s in states.values()):
+            if SlotState.SEALED in states.values():
                 c.kill(victim)
                 return
-            assert time.monotonic() < deadline, f"slots never all sealed: {states}"
+            assert time.monotonic() < deadline, f"no slot sealed: {states}"
             time.sleep(0.01)
     finally:
         zk.stop()
@@ -622,7 +623,7 @@ async def test_readers_get_every_record_once_when_a_primary_is_killed_mid_move(
 ) -> None:
     """Issue 11, test 2 (readers): a primary is frozen before the slots begin to move,
     so it takes no step of the move, and SIGKILLed in it: the old group's before it
-    sealed, or the new group's once the old group sealed, before it completed. Its
+    sealed, or the new group's once the old group sealed a slot, before any completed. Its
     successor takes the step (M7), the move completes, and the unnamed, durable
     broadcast and shared subscriptions still get every record once."""
     c = two_groups
