@@ -15,7 +15,11 @@ export class TritonError extends Error {
   readonly retriable: boolean;
   /** NOT_PRIMARY: the primary's URL as the broker knew it. */
   readonly primary?: string;
-  /** WRONG_GROUP: the group that owns the topic. */
+  /**
+   * WRONG_GROUP: the group that owns the topic (while its slot moves: the new group). The
+   * frame's `era`/`after` are not kept here: a subscription follows them itself (the
+   * protocol's "subscriptionMoved" action), a publish re-routes to `group`.
+   */
   readonly group?: string;
   /** PURGED: the purged ts range the reader missed. */
   readonly first?: number;
@@ -30,7 +34,14 @@ export type Headers = Record<string, HeaderValue>;
 export interface Ack {
   topic: string;
   ts: number;
+  /** The group that answered. */
   group: string;
+  /**
+   * A moved slot only (docs/protocol.md §6 `puback` `eras`): the era the record was written
+   * in, when it is not `group`'s record of the current era (a retry answered from the slot's
+   * previous group: `ts` is the ts of that era's group, named by the slot's history).
+   */
+  era?: number;
 }
 
 export interface Message {
@@ -201,8 +212,83 @@ export const State: Readonly<{
 
 export const DEFAULTS: Readonly<Required<Omit<ConnectOptions, "token" | "WebSocket" | "connectTimeout" | "clock" | "random">> & { refusalPauseMin: number; refusalPauseMax: number; group: string }>;
 
-export type ProtocolEvent = { type: string; [field: string]: unknown };
-export type ProtocolAction = { type: string; [field: string]: unknown };
+/** A record to publish, as `pub` carries it: [uuid, key, value, headers]. */
+export type OutgoingRecord = [uuid: Binary, key: Binary | null, value: Binary, headers: Headers | null];
+/** A delivered record, as `deliver` carries it (decoded): [ts, uuid, key, value, headers]. */
+export type DeliveredRecord = [ts: number, uuid: Binary, key: Binary | null, value: Binary, headers: Headers | null];
+/** A frame: a plain object with `op` (the fields of docs/protocol.md). */
+export type Frame = Record<string, any>;
+
+/**
+ * The events `ClientProtocol.handle` takes (any other `type` is a TypeError). A moved slot's
+ * positions are (era, ts) (docs/replication.md M3): an absent `era` is era 0.
+ */
+export type ProtocolEvent =
+  | { type: "publish"; ticket: number; topic: string; records: OutgoingRecord[] }
+  | { type: "request"; ticket: number; frame: Frame }
+  | { type: "setToken"; token: string | null }
+  | {
+      type: "subscribe";
+      sid: number;
+      topic: string;
+      name?: string | null;
+      start?: "latest" | "earliest" | number;
+      window?: number | null;
+      mode?: "broadcast" | "shared";
+      /** shared: the member id (drawn by the protocol when absent) */
+      member?: string;
+      gaps?: "fail" | "skip";
+      presence?: boolean;
+      info?: string | null;
+      /** The era `start` is a ts of (after a move: the era the subscription goes on in). */
+      era?: number;
+      /** true with a numeric `start`: resume there (a subscription moved to this group, C7). */
+      resume?: boolean;
+    }
+  | { type: "unsubscribe"; sid: number }
+  /** The application is done with a record; an ack of an era the subscription left is dropped. */
+  | { type: "ack"; sid: number; ts: number; era?: number }
+  | { type: "resolved"; urls: string[] }
+  | { type: "resolveFailed"; error: string }
+  | { type: "opened"; conn: number }
+  | { type: "failed"; conn: number; error: string }
+  | { type: "closed"; conn: number; reason?: string }
+  | { type: "frame"; conn: number; frame: Frame }
+  | { type: "epochSeen"; epoch: number | null; primaryUrl: string | null }
+  | { type: "tick" }
+  | { type: "close" };
+
+/** The actions `ClientProtocol.handle` returns, for the shell to perform in order. */
+export type ProtocolAction =
+  | { type: "send"; frame: Frame }
+  | { type: "connect"; conn: number; url: string }
+  | { type: "disconnect"; conn: number }
+  | { type: "resolve" }
+  | { type: "probe"; exclude: string | null }
+  /** `eras`: per record, when a `puback` said them (a moved slot; -1: not said), else absent. */
+  | { type: "publishDone"; ticket: number; ts: number[]; group: string; eras?: number[] }
+  | { type: "publishFailed"; ticket: number; error: TritonError }
+  | { type: "answered"; ticket: number; frame: Frame }
+  | { type: "requestFailed"; ticket: number; error: TritonError }
+  /** `era`: the era the records were written in (0 for a slot that never moved). */
+  | { type: "deliver"; sid: number; records: DeliveredRecord[]; era: number }
+  | {
+      type: "subscribed";
+      sid: number;
+      next: number;
+      resumed: boolean;
+      recovered: boolean;
+      skipped: { first: number; last: number } | null;
+    }
+  /**
+   * C7: a `WRONG_GROUP` moved the subscription to `group`: an unnamed one goes on from
+   * (`era`, `after` + 1); `era`/`after` are null for a named one (its offset is its position)
+   * or one with no position yet (it subscribes as it first did).
+   */
+  | { type: "subscriptionMoved"; sid: number; group: string; era: number | null; after: number | null }
+  | { type: "subscriptionFailed"; sid: number; error: TritonError }
+  | { type: "presence"; sid: number; event: "join" | "leave"; member: Member }
+  | { type: "wakeAt"; at: number };
 
 /** The pure client state machine (docs/protocol.md §11): events in with `now` (ms), actions out. */
 export class ClientProtocol {

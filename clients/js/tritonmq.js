@@ -155,7 +155,7 @@ const RECORDS = (v) => Array.isArray(v) && v.every((r) => Array.isArray(r) && r.
 /** The fields of the broker frames this client acts on, and what they must be. */
 const BROKER_FIELDS = {
   meta: { id: INT, group: STR, role: STR, epoch: INT, primary_url: OPT_STR },
-  puback: { id: INT, ts: INTS, group: STR },
+  puback: { id: INT, ts: INTS, group: STR, eras: (v) => v === undefined || INTS(v) },
   subok: { sid: INT, next: INT },
   deliver: { sid: INT, topic: STR, records: RECORDS },
   fetched: { id: INT, records: RECORDS, next: INT },
@@ -383,14 +383,16 @@ class PendingSub {
  *
  * events: {type: "publish", ticket, topic, records} (records `[uuid, key, value, headers]`
  *   with their uuids), "request" {ticket, frame}, "setToken" {token}, "subscribe" {sid,
- *   topic, name, start, window, mode, member, gaps, presence, info}, "unsubscribe" {sid}, "ack" {sid, ts},
+ *   topic, name, start, window, mode, member, gaps, presence, info, era, resume}, "unsubscribe" {sid},
+ *   "ack" {sid, ts, era},
  *   "resolved" {urls}, "resolveFailed" {error}, "opened" {conn}, "failed" {conn, error},
  *   "closed" {conn, reason}, "frame" {conn, frame}, "epochSeen" {epoch, primaryUrl},
  *   "tick", "close".
  * actions: "send" {frame}, "connect" {conn, url}, "disconnect" {conn}, "resolve",
- *   "probe" {exclude}, "publishDone" {ticket, ts, group}, "publishFailed" {ticket, error},
- *   "answered" {ticket, frame}, "requestFailed" {ticket, error}, "deliver" {sid, records},
- *   "subscribed" {sid, next, resumed, recovered, skipped}, "subscriptionFailed" {sid, error},
+ *   "probe" {exclude}, "publishDone" {ticket, ts, group, eras?}, "publishFailed" {ticket, error},
+ *   "answered" {ticket, frame}, "requestFailed" {ticket, error}, "deliver" {sid, records, era},
+ *   "subscribed" {sid, next, resumed, recovered, skipped}, "subscriptionMoved" {sid, group, era,
+ *   after}, "subscriptionFailed" {sid, error},
  *   "presence" {sid, event: "join" | "leave", member}, "wakeAt" {at}.
  */
 export class ClientProtocol {
@@ -610,10 +612,17 @@ export class ClientProtocol {
       const t = this._tickets.get(ticket);
       if (t !== undefined) {
         for (let i = 0; i < n; i++) t.ts[first + i] = f.ts[at + i];
+        if (f.eras?.length) {
+          // a moved slot: where each record's ts belongs, (era, ts); -1: the puback said none
+          t.eras ??= new Array(t.ts.length).fill(-1);
+          for (let i = 0; i < n; i++) t.eras[first + i] = f.eras[at + i];
+        }
         t.missing -= n;
         if (t.missing <= 0) {
           this._tickets.delete(ticket);
-          this._out.push({ type: "publishDone", ticket, ts: t.ts, group: f.group || this.group });
+          const done = { type: "publishDone", ticket, ts: t.ts, group: f.group || this.group };
+          if (t.eras) done.eras = t.eras;
+          this._out.push(done);
         }
       }
       at += n;
@@ -1676,7 +1685,9 @@ export class Client extends Emitter {
 
   /**
    * Publish one record (`value`: a string, published as UTF-8 text, or a `Uint8Array`).
-   * Resolves with `{topic, ts, group}` once every in-sync replica holds it.
+   * Resolves with `{topic, ts, group}` once every in-sync replica holds it; with `era` too
+   * when the record is not `group`'s of its slot's current era (a moved slot: a retry answered
+   * with the ts the slot's previous group stored it at; docs/protocol.md §6 `puback`).
    */
   async publish(topic, value, options = {}) {
     const [ack] = await this.publishBatch(topic, [value], options);
@@ -1704,7 +1715,10 @@ export class Client extends Emitter {
       const link = this._link(group);
       try {
         const done = await this._call(topic, (ticket) => link.handle({ type: "publish", ticket, topic, records }));
-        return done.ts.map((ts) => ({ topic, ts, group: done.group }));
+        return done.ts.map((ts, i) => {
+          const era = done.eras?.[i] ?? -1; // said only for a moved slot (docs/protocol.md §6)
+          return era >= 0 ? { topic, ts, group: done.group, era } : { topic, ts, group: done.group };
+        });
       } catch (e) {
         if (e.code !== "WRONG_GROUP") throw e;
         if (i > 0) await new Promise((r) => this._clock.setTimeout(r, Math.min(1000, 50 * 2 ** (i - 1))));

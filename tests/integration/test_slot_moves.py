@@ -21,7 +21,7 @@ import websockets
 
 from tests.integration.conftest import group_info, zk_url
 from tritonmq import Client
-from tritonmq.coord.slots import apply_slot_step, fetch_slot_histories
+from tritonmq.coord.slots import apply_slot_step, fetch_slot_histories, read_slot_histories
 from tritonmq.coord.zkclient import new_client
 from tritonmq.core.slothistory import SlotHistory, SlotState, begin_move
 from tritonmq.core.slots import slot_of
@@ -579,15 +579,57 @@ async def test_durable_broadcast_and_shared_subscriptions_get_every_record_once_
     assert histories(c)[g1_slot].era == 2
 
 
-async def test_readers_get_every_record_once_when_the_old_primary_is_killed_mid_move(
-    two_groups: DevCluster,
+def kill_once_sealed(
+    c: DevCluster, slots: Iterable[int], victim: str, timeout: float = 60.0
 ) -> None:
-    """Issue 11, test 2 (readers): the old group's primary is frozen, the slots begin to
-    move, and it is SIGKILLed; its successor seals (M7), the move completes, and the
-    unnamed, durable broadcast and shared subscriptions still get every record once."""
+    """SIGKILL ``victim`` (the new group's frozen primary) as soon as the old group sealed
+    a slot of ``slots``, so that it dies between the old group's step and its own, well
+    before its session ends and a successor could take its step (the old group seals one
+    slot at a time). A slot that completed first fails the test: the kill would not have
+    landed in the move."""
+    chosen = list(slots)
+    zk = new_client(str(c.zk_hosts), timeout=2.0, auth=c.zk_auth)
+    zk.start(timeout=10)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            read = read_slot_histories(zk, c.chroot)
+            assert read is not None
+            states = {n: read.slots[n].state for n in chosen}
+            done = [n for n, s in states.items() if s is SlotState.NORMAL]
+            assert not done, f"slots {done} completed before the new primary was killed"
+            if SlotState.SEALED in states.values():
+                c.kill(victim)
+                return
+            assert time.monotonic() < deadline, f"no slot sealed: {states}"
+            time.sleep(0.01)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def outcome(h: SlotHistory, old: str, new: str) -> str:
+    """What became of a move from ``old`` (era 0) to ``new``, in words for a message."""
+    if (h.owner, h.era, h.state) == (new, 1, SlotState.NORMAL):
+        return "completed"
+    if (h.owner, h.era, h.state) == (old, 0, SlotState.NORMAL):
+        return "rolled back"
+    return f"neither: owner {h.owner}, era {h.era}, {h.state.value}"
+
+
+@pytest.mark.parametrize("victim", ["old", "new"])
+async def test_readers_get_every_record_once_when_a_primary_is_killed_mid_move(
+    two_groups: DevCluster, victim: str
+) -> None:
+    """Issue 11, test 2 (readers): a primary is frozen before the slots begin to move,
+    so it takes no step of the move, and SIGKILLed in it: the old group's before it
+    sealed, or the new group's once the old group sealed a slot, before any completed. Its
+    successor takes the step (M7), the move completes, and the unnamed, durable
+    broadcast and shared subscriptions still get every record once."""
     c = two_groups
     moved = [n for n, h in enumerate(histories(c)) if h.owner == "g1"][:2]
     topics = topics_in(moved, 2)
+    group = "g1" if victim == "old" else "g2"
     async with (
         Readers(c, topics) as unnamed,
         Readers(c, topics, "audit") as durable,
@@ -595,14 +637,22 @@ async def test_readers_get_every_record_once_when_the_old_primary_is_killed_mid_
     ):
         async with Producers(c, topics, n=3) as producers:
             await wait_acked(producers, 150)
-            killed = c.primary("g1")
+            killed = c.primary(group)
             assert killed is not None
             c.kill(killed, signal.SIGSTOP)  # from here on it takes no step of the move
             await asyncio.to_thread(begin_moves, c, moved, "g2")
-            await asyncio.to_thread(c.kill, killed)
+            if victim == "new":  # killed between the old group's step and its own
+                await asyncio.to_thread(kill_once_sealed, c, moved, killed)
+            else:  # killed before its own step, the first of the move
+                await asyncio.to_thread(c.kill, killed)
             hs = await asyncio.to_thread(wait_normal, c, moved)
             await wait_acked(producers, 150)
-        assert all(hs[n].owner == "g2" and hs[n].era == 1 for n in moved), hs
+        outcomes = {n: outcome(hs[n], "g1", "g2") for n in moved}
+        assert set(outcomes.values()) == {"completed"}, f"the moves: {outcomes}"
+        heir = c.primary(group)
+        assert heir is not None and heir != killed
+        step = "sealing slot" if victim == "old" else "completing the move of slot"
+        assert step in c.log_tail(heir, 500), c.log_tail(heir, 40)
         for readers in (unnamed, durable, shared):
             await readers.caught_up(producers)
         await check_stored_once_in_order(c, producers)

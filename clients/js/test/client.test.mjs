@@ -147,6 +147,24 @@ test("during a slot move a publish follows the group the refusal names, not the 
   await client.close();
 });
 
+test("an ack says the era of a record the slot's previous group stored, as the puback's eras do", async () => {
+  const { net, clock, client } = await setup([["ws://b1", { id: "b1", group: "g2" }]]);
+  const b1 = net.brokers.get("ws://b1");
+  b1.autoAck = false;
+  const acked = client.publishBatch("orders", ["o-1", "o-2"]);
+  await clock.advance(0);
+  const [ws, f] = b1.pubs[0];
+  ws.deliver({ op: "puback", id: f.id, ts: [1043, 88], group: "g2", eras: [0, 1] });
+  const acks = await within(clock, 1000, acked);
+  assert.deepStrictEqual(acks, [
+    { topic: "orders", ts: 1043, group: "g2", era: 0 },
+    { topic: "orders", ts: 88, group: "g2", era: 1 },
+  ]);
+  b1.autoAck = true;
+  assert.deepStrictEqual(await within(clock, 1000, client.publish("orders", "o-3")), { topic: "orders", ts: 1, group: "g2" });
+  await client.close();
+});
+
 test("resume after a failover: from the last delivered ts, redeliveries dropped, recovered: true", async () => {
   const { net, clock, client, states } = await setup([
     ["ws://b1", { id: "b1" }],

@@ -184,6 +184,23 @@ test("a moved slot's positions are (era, ts): an older era's records and acks ne
   assert.deepStrictEqual(of(again, "send").map((a) => a.frame), [{ op: "ack", sid: 1, ts: 3 }], "acked again on subok");
 });
 
+test("a puback's eras (a moved slot) reach publishDone record by record; a puback without them adds none", () => {
+  const p = new ClientProtocol({ batchSize: 2 }, () => 0.5);
+  connect(p, "ws://b1", 0);
+  const r = (u) => [u, null, "v", null];
+  const sent = of(p.handle({ type: "publish", ticket: 1, topic: "t", records: [r("u1"), r("u2"), r("u3")] }, 0), "send");
+  assert.deepStrictEqual(sent.map((a) => a.frame.id), [1, 2], "one ticket, two batches");
+  const puback = (id, ts, eras) => p.handle({ type: "frame", conn: 1, frame: { op: "puback", id, ts, group: "g2", eras } }, 0);
+  assert.deepStrictEqual(of(puback(2, [9]), "publishDone"), []);
+  // the first batch was a retry straddling the seal: g1's ts 1043 of era 0, then g2's 8 of era 1
+  assert.deepStrictEqual(of(puback(1, [1043, 8], [0, 1]), "publishDone"), [
+    { type: "publishDone", ticket: 1, ts: [1043, 8, 9], group: "g2", eras: [0, 1, -1] },
+  ]);
+  p.handle({ type: "publish", ticket: 2, topic: "t", records: [r("u4")] }, 0);
+  of(p.handle({ type: "tick" }, 0), "send");
+  assert.deepStrictEqual(of(puback(3, [10]), "publishDone"), [{ type: "publishDone", ticket: 2, ts: [10], group: "g2" }]);
+});
+
 test("WRONG_GROUP moves a subscription: unnamed from (era, after + 1), named from its offset", () => {
   const p = new ClientProtocol({}, () => 0.5);
   connect(p, "ws://b1", 0);
