@@ -179,8 +179,12 @@ class SlotReaders:
         log = delivery.log
         if frame.subscription:
             return self._admit_named(delivery, conn, frame, h)
+        if frame.start == From.EARLIEST and h.era > 0:
+            # the oldest record still retained, whichever group holds it: from era 0 on, as
+            # an integer ``from`` reads (an era with nothing of the topic left passes on)
+            frame = replace(frame, start=h.history[0].after + 1, era=0, resume=False)
         if isinstance(frame.start, From):
-            # a new position (latest, earliest) and durable subscriptions: the current era
+            # a new position (latest; earliest before any move completed): the current era
             if h.owner != group:
                 msg = f"topic {frame.topic!r} (slot {n}) belongs to group {h.owner}"
                 return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=h.owner)
