@@ -247,6 +247,25 @@ def test_the_new_group_waits_for_the_offset_to_reach_its_era_before_serving_it()
     assert delivered(out) == [(1, 1)]
 
 
+def test_a_new_durable_earliest_at_a_group_holding_the_slot_again_starts_at_its_era() -> None:
+    """g1 still holds era 0's ts 1 and 2 and writes era 2 from ts 3: a durable subscription
+    it creates with earliest is at era 2, so it starts at ts 3, not at era 0's records
+    (they would be handed out as era 2's, and era 1 skipped)."""
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    view(c, moved_back(2), 0.2)
+    pub(c, 2, T0, "u3", now=0.25)
+    for mode, name in (("broadcast", "b"), ("shared", "s")):
+        frame = Sub(1, T0, name, From.EARLIEST, None, mode, member="m1")
+        [load] = only(sub(c, frame, now=0.3), LoadSubscriptions)
+        [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.4)), RegisterSubscription)
+        assert (reg.era, reg.offset) == (2, 2), mode
+        out = c.handle(SubscriptionRegistered(T0, name, reg.offset, 0.5))
+        assert delivered(out) == [(2, 3)], mode
+        again = sub(c, frame, now=0.6)  # attaching again with earliest: the same era
+        assert delivered(again) == [(2, 3)], mode
+
+
 def test_a_durable_subscription_created_during_a_move_is_created_at_the_current_era() -> None:
     x = leading("x", "g2")
     view(x, completed(9), 0.1)
