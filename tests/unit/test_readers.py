@@ -182,6 +182,19 @@ def test_earliest_at_the_group_holding_the_slot_again_reads_era_0_before_its_own
     assert back == [SendSubOk("reader", 2, 3, 2)]
 
 
+def test_earliest_while_the_first_move_runs_reads_era_0_at_its_owner_as_before() -> None:
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    view(c, sealed(2), 0.2)
+    out = sub(c, Sub(1, T0, None, From.EARLIEST), now=0.3)
+    assert only(out, SendSubOk) == [SendSubOk("reader", 1, 1, 0)]
+    assert delivered(out) == [(0, 1), (0, 2)]
+    x = leading("x", "g2")
+    view(x, sealed(2), 0.2)
+    [err] = only(sub(x, Sub(1, T0, None, From.EARLIEST), now=0.3), SendError)
+    assert (err.code, err.group, err.era) == (ErrorCode.WRONG_GROUP, "g1", None), "the owner's"
+
+
 def test_earliest_passes_an_era_whose_records_are_all_purged_on_at_once() -> None:
     c = leading("a", ephemeral_grace=0.0)
     pub(c, 1, T0, "u1", "u2")
