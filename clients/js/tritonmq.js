@@ -962,7 +962,9 @@ export class ClientProtocol {
   _subError(sub, err, now, f = {}) {
     if (err.code === "WRONG_GROUP" && typeof f.group === "string" && f.group) {
       // C7: the subscription goes on at that group: an unnamed one from (era, after + 1), a
-      // named one from its offset, one with no position yet as it started
+      // named one from its offset, one with no position yet as it started. One with no
+      // position yet goes on as a new start, not resumed: it was handed nothing, so records
+      // purged before it got there are no gap ("earliest" passing eras nothing is left of)
       const named = sub.name !== null;
       if (named || Number.isSafeInteger(f.era) || sub.position === null) {
         const moved = !named && Number.isSafeInteger(f.era) && Number.isSafeInteger(f.after);
@@ -971,7 +973,7 @@ export class ClientProtocol {
         this._sharedAcks.delete(sub.sid);
         this._out.push({
           type: "subscriptionMoved", sid: sub.sid, group: f.group,
-          era: moved ? f.era : null, after: moved ? f.after : null,
+          era: moved ? f.era : null, after: moved ? f.after : null, resume: sub.position !== null,
         });
         return;
       }
@@ -1424,7 +1426,8 @@ export class Subscription extends Emitter {
   }
 
   /** Its slot moved (docs/replication.md M4, M5): it goes on at `a.group`'s link, an
-   * unnamed one from (era, after + 1), a named one from its offset. */
+   * unnamed one from (era, after + 1) (resumed if it had a position, `a.resume`), a named
+   * one from its offset. */
   _moved(a) {
     if (this.closed) return;
     const o = this._options;
@@ -1435,7 +1438,7 @@ export class Subscription extends Emitter {
     link.handle({
       type: "subscribe", sid: this.sid, topic: this.topic, name: this.subscription, start,
       window: o.window ?? null, mode: this.mode, gaps: o.gaps ?? "fail", presence: this.hasPresence,
-      info: o.info ?? null, era: moved ? a.era : 0, resume: moved,
+      info: o.info ?? null, era: moved ? a.era : 0, resume: moved && a.resume !== false,
     });
   }
 

@@ -170,7 +170,8 @@ MOVE_SCRIPT = Path(__file__).parent / "js" / "move_stream.mjs"
 def test_js_subscriptions_follow_their_topic_across_slot_moves(make_cluster: Any) -> None:
     """Issue 11 (JavaScript): an unnamed and a durable subscription of a topic whose slot
     moves to the other group and back while it is published get every acknowledged record
-    exactly once, in publish order; no client is restarted."""
+    exactly once, in publish order; no client is restarted. A third, unnamed with
+    ``earliest``, subscribing once all is published, reads every era (M4): the same."""
     from tests.integration.test_slot_moves import cli, histories, topics_in
 
     c = make_cluster(groups=2, settings={"retention_s": 300.0})
@@ -201,9 +202,10 @@ def test_js_subscriptions_follow_their_topic_across_slot_moves(make_cluster: Any
     stderr = proc.stderr.read() if proc.stderr else ""
     assert proc.returncode == 0, stderr
     result = next(x["result"] for x in lines if "result" in x)
-    assert result["failed"] == [] and result["errors"] == [None, None], result
+    assert result["failed"] == [] and result["errors"] == [None, None, None], result
     assert histories(c)[n].era == 2
     want = [f"m-{i:06d}" for i in range(total)]
     assert result["acked"] == want
     assert result["unnamed"] == want, (len(result["unnamed"]), len(set(result["unnamed"])))
     assert result["durable"] == want, (len(result["durable"]), len(set(result["durable"])))
+    assert result["late"] == want, (len(result["late"]), len(set(result["late"])))

@@ -659,3 +659,74 @@ async def test_readers_get_every_record_once_when_a_primary_is_killed_mid_move(
         await check_read_once_in_order(c, unnamed)
         await check_read_once_in_order(c, durable)
         check_shared_once(shared, producers)
+
+
+# --- "earliest" on a moved slot: the oldest record still retained, in any group (M4) -------
+
+
+async def test_a_new_earliest_subscriber_reads_every_era_still_retained_once_in_order(
+    two_groups: DevCluster,
+) -> None:
+    """Records published, the slot moved to the other group and back (eras 0 and 2 in g1,
+    1 in g2), more published each time; a subscriber that arrives afterwards with
+    ``from_="earliest"`` gets every record of every era once, in the slot's order: not only
+    the current era's."""
+    c = two_groups
+    n = next(i for i, h in enumerate(histories(c)) if h.owner == "g1")
+    topics = topics_in([n], 2)
+    async with Producers(c, topics, n=2) as producers:
+        await wait_acked(producers, 60)
+        for to in ("g2", "g1"):
+            r = await asyncio.to_thread(cli, c, "move", str(n), "--to", to)
+            assert r.returncode == 0, (r.stdout, r.stderr)
+            await wait_acked(producers, 60)
+    hs = histories(c)
+    assert (hs[n].owner, hs[n].era) == ("g1", 2)
+    for t in topics:  # every era holds records of each topic
+        assert {e for e, *_ in await everything(c, t, hs)} == {0, 1, 2}, t
+    async with Readers(c, topics) as late:
+        await late.caught_up(producers)
+        await check_read_once_in_order(c, late)
+
+
+async def fetch_retained(c: DevCluster, group: str, topic: str) -> list[int]:
+    """The ts of ``topic`` that ``group``'s primary still retains (skipping what is purged)."""
+    url = group_info(c, group)["primary_url"]
+    frame = {"op": "fetch", "id": 1, "topic": topic, "from": 1, "to": 2**53 - 1}
+    got = await ask(url, {**frame, "max": 10_000, "skip_purged": True})
+    assert got["op"] == "fetched", got
+    return [r[0] for r in got["records"]]
+
+
+async def test_earliest_passes_an_era_whose_records_are_all_purged_without_a_purged_error(
+    make_cluster: Any,
+) -> None:
+    """Nothing holds era 0's records (no retention), so the old group purges them after the
+    move; a durable subscription created at the new group holds era 1's. A new ``earliest``
+    subscriber is sent to era 0's group, finds nothing left there and goes on to era 1: it
+    gets era 1's records, and no PURGED (nothing it was handed is missing)."""
+    c = make_cluster(groups=2, settings={"ephemeral_grace": 1.0})
+    n = next(i for i, h in enumerate(histories(c)) if h.owner == "g1")
+    [topic] = topics_in([n], 1)
+    async with Client(zk_url(c)) as client:
+        await client.publish_many(topic, [f"old-{i}".encode() for i in range(20)])
+        r = await asyncio.to_thread(cli, c, "move", str(n), "--to", "g2")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        async with client.subscribe(topic, "keep"):  # holds era 1's records at g2
+            new = [f"new-{i}".encode() for i in range(20)]
+            await client.publish_many(topic, new)
+            deadline = time.monotonic() + 30
+            while await fetch_retained(c, "g1", topic):  # era 0 is purged: nobody needs it
+                assert time.monotonic() < deadline, "g1 kept era 0's records"
+                await asyncio.sleep(0.1)
+            got: list[bytes] = []
+
+            async def read_earliest() -> None:
+                async with client.subscribe(topic, from_="earliest") as sub:
+                    async for msg in sub:
+                        got.append(msg.value)
+                        if len(got) == len(new):
+                            return
+
+            await asyncio.wait_for(read_earliest(), 30)
+            assert got == new

@@ -316,6 +316,26 @@ def test_a_subscription_moved_here_resumes_at_its_era_and_position() -> None:
     assert h.frame(Deliver(4, "t", (rec(8),), 1)) == [DeliverRecords(4, (rec(8),), 1)]
 
 
+def test_a_subscription_sent_on_before_its_first_subok_goes_on_as_a_new_start() -> None:
+    """``earliest`` on a moved slot is sent to era 0's group, and on past eras nothing is
+    left of: it was handed nothing, so a resume there would be told PURGED for records
+    that are simply not the oldest retained any more."""
+    h = Harness()
+    h.connect(A)
+    h(Subscribe(1, "t", None, From.EARLIEST))
+    err = Error.of(ErrorCode.WRONG_GROUP, "era 0", sid=1, group="g1", era=0, after=0)
+    assert h.frame(err) == [SubscriptionMoved(1, "g1", 0, 0, False)]
+    out = h(Subscribe(2, "t", None, 4, None, era=1, resume=False))
+    [f] = h.sent(out)
+    assert (f.start, f.era, f.resume) == (4, 1, False)
+    h.frame(SubOk(2, 4, 1))
+    h(TransportClosed(h.p.conn))
+    h.actions.clear()
+    h.connect(B, epoch=2)
+    [again] = [f for f in h.sent() if isinstance(f, Sub)]
+    assert (again.start, again.era, again.resume) == (4, 1, True), "placed: now it resumes"
+
+
 def test_an_ack_of_an_era_left_behind_is_dropped() -> None:
     h = Harness()
     h.connect(A)
@@ -336,7 +356,7 @@ def test_wrong_group_without_an_era_moves_only_a_subscription_without_a_position
     h(Subscribe(3, "t", None, From.LATEST))
     h.frame(SubOk(3, 3))
     err = Error.of(ErrorCode.WRONG_GROUP, "owner", sid=1, group="g2")
-    assert h.frame(err) == [SubscriptionMoved(1, "g2", None, None)]
+    assert h.frame(err) == [SubscriptionMoved(1, "g2", None, None, False)]
     err = Error.of(ErrorCode.WRONG_GROUP, "owner", sid=2, group="g2", era=1, after=0)
     assert h.frame(err) == [SubscriptionMoved(2, "g2", None, None)], "its offset is its place"
     [failed] = h.frame(Error.of(ErrorCode.WRONG_GROUP, "owner", sid=3, group="g2"))

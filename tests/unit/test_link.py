@@ -98,6 +98,11 @@ async def test_a_subscription_its_group_sends_on_moves_to_the_named_groups_link(
         link._perform(SubscriptionMoved(named.sid, "g2", None, None))
         again = other.protocol._subs[named.sid].frame(0.0)
         assert (again.start, again.resume) == (From.LATEST, False), "from its offset"
+        first = link.new_subscription("t", None, "earliest", None, "broadcast")
+        link.add_subscription(first)
+        link._perform(SubscriptionMoved(first.sid, "g2", 0, 0, resume=False))
+        placing = other.protocol._subs[first.sid].frame(0.0)
+        assert (placing.start, placing.era, placing.resume) == (1, 0, False), "no position yet"
         stuck = lone.new_subscription("t", None, "latest", None, "broadcast")
         lone.add_subscription(stuck)
         lone._perform(SubscriptionMoved(stuck.sid, "g2", 1, 7))

@@ -121,16 +121,90 @@ def test_the_new_group_serves_the_next_era_and_sends_a_reader_of_the_old_one_the
     assert bad.code is ErrorCode.BAD_REQUEST
 
 
+def moved_back(until: int) -> tuple[SlotHistory, SlotHistory]:
+    """g1 held era 0 up to ``until``, g2 era 1 (writing nothing), g1 holds era 2."""
+    back = seal(begin_move(completed(until)[0], "g1"), "g2", 0)
+    return (complete(back, "g1"), SlotHistory("g1"))
+
+
 def test_a_group_holding_the_slot_again_serves_only_its_new_era() -> None:
     """g1 held era 0 up to ts 2, g2 era 1, g1 era 2 from its ts 2 on: g1's records of
     era 0 are not era 2's."""
     c = leading("a")
     pub(c, 1, T0, "u1", "u2")
-    back = seal(begin_move(completed(2)[0], "g1"), "g2", 0)
-    view(c, (complete(back, "g1"), SlotHistory("g1")), 0.2)
-    out = sub(c, Sub(1, T0, None, From.EARLIEST))
+    view(c, moved_back(2), 0.2)
+    out = sub(c, Sub(1, T0, None, 1, era=2))
     assert only(out, SendSubOk) == [SendSubOk("reader", 1, 3, 2)]
     assert delivered(out + pub(c, 2, T0, "u3", now=0.3)) == [(2, 3)]
+
+
+# --- "earliest" on a moved slot: the oldest era still retained (M4) ----------------------
+
+
+def test_earliest_at_the_owner_after_a_completed_move_is_sent_to_era_0s_group() -> None:
+    x = leading("x", "g2")
+    view(x, completed(7), 0.1)
+    pub(x, 1, T0, "n1", now=0.2)
+    [err] = only(sub(x, Sub(1, T0, None, From.EARLIEST), now=0.3), SendError)
+    assert (err.code, err.sid, err.group, err.era, err.after) == (
+        ErrorCode.WRONG_GROUP,
+        1,
+        "g1",
+        0,
+        0,
+    )
+    assert x.delivery.consumers == {}
+
+
+def test_earliest_at_the_group_of_era_0_is_served_from_era_0_then_sent_on() -> None:
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    view(c, completed(2), 0.2)
+    out = sub(c, Sub(1, T0, None, From.EARLIEST), now=0.3)
+    assert only(out, SendSubOk) == [SendSubOk("reader", 1, 1, 0)]
+    assert delivered(out) == [(0, 1), (0, 2)]
+    [err] = only(c.handle(Tick(0.4)), SendError)
+    assert (err.code, err.group, err.era, err.after) == (ErrorCode.WRONG_GROUP, "g2", 1, 0)
+
+
+def test_earliest_at_the_group_holding_the_slot_again_reads_era_0_before_its_own() -> None:
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    view(c, moved_back(2), 0.2)
+    pub(c, 2, T0, "u3", now=0.25)
+    out = sub(c, Sub(1, T0, None, From.EARLIEST), now=0.3)
+    assert only(out, SendSubOk) == [SendSubOk("reader", 1, 1, 0)]
+    assert delivered(out) == [(0, 1), (0, 2)], "era 0 only: era 2's ts 3 comes after era 1"
+    [err] = only(c.handle(Tick(0.4)), SendError)
+    assert (err.group, err.era, err.after) == ("g2", 1, 0)
+    # g2 wrote nothing in era 1 (its seal point is its after): it sends the reader back
+    back = only(sub(c, Sub(2, T0, None, 3, era=2, resume=True), now=0.5), SendSubOk)
+    assert back == [SendSubOk("reader", 2, 3, 2)]
+
+
+def test_earliest_while_the_first_move_runs_reads_era_0_at_its_owner_as_before() -> None:
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    view(c, sealed(2), 0.2)
+    out = sub(c, Sub(1, T0, None, From.EARLIEST), now=0.3)
+    assert only(out, SendSubOk) == [SendSubOk("reader", 1, 1, 0)]
+    assert delivered(out) == [(0, 1), (0, 2)]
+    x = leading("x", "g2")
+    view(x, sealed(2), 0.2)
+    [err] = only(sub(x, Sub(1, T0, None, From.EARLIEST), now=0.3), SendError)
+    assert (err.code, err.group, err.era) == (ErrorCode.WRONG_GROUP, "g1", None), "the owner's"
+
+
+def test_earliest_passes_an_era_whose_records_are_all_purged_on_at_once() -> None:
+    c = leading("a", ephemeral_grace=0.0)
+    pub(c, 1, T0, "u1", "u2")
+    for i in range(2, 6):  # nobody holds them: purged on ticks
+        c.handle(Tick(i / 10))
+    assert c.log.last_purged(T0) == 2
+    view(c, completed(2), 0.6)
+    [err] = only(sub(c, Sub(1, T0, None, From.EARLIEST), now=0.7), SendError)
+    assert (err.code, err.group, err.era, err.after) == (ErrorCode.WRONG_GROUP, "g2", 1, 0)
+    assert c.delivery.consumers == {}
 
 
 # --- durable subscriptions (M5, M6) -------------------------------------------------------
@@ -184,6 +258,25 @@ def test_the_new_group_waits_for_the_offset_to_reach_its_era_before_serving_it()
     out = x.handle(SubscriptionsLoaded(load.request, moved_on, 2.1, eras={(T0, "d"): 1}))
     assert only(out, SendSubOk) == [SendSubOk("reader", 2, 1, 1)]
     assert delivered(out) == [(1, 1)]
+
+
+def test_a_new_durable_earliest_at_a_group_holding_the_slot_again_starts_at_its_era() -> None:
+    """g1 still holds era 0's ts 1 and 2 and writes era 2 from ts 3: a durable subscription
+    it creates with earliest is at era 2, so it starts at ts 3, not at era 0's records
+    (they would be handed out as era 2's, and era 1 skipped)."""
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    view(c, moved_back(2), 0.2)
+    pub(c, 2, T0, "u3", now=0.25)
+    for mode, name in (("broadcast", "b"), ("shared", "s")):
+        frame = Sub(1, T0, name, From.EARLIEST, None, mode, member="m1")
+        [load] = only(sub(c, frame, now=0.3), LoadSubscriptions)
+        [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.4)), RegisterSubscription)
+        assert (reg.era, reg.offset) == (2, 2), mode
+        out = c.handle(SubscriptionRegistered(T0, name, reg.offset, 0.5))
+        assert delivered(out) == [(2, 3)], mode
+        again = sub(c, frame, now=0.6)  # attaching again with earliest: the same era
+        assert delivered(again) == [(2, 3)], mode
 
 
 def test_a_durable_subscription_created_during_a_move_is_created_at_the_current_era() -> None:

@@ -55,8 +55,10 @@ class Consuming:
         sub.presence, sub.info = e.presence, e.info
         if sub.shared:
             sub.member = e.member or "".join(f"{int(self.rand() * 2**32):08x}" for _ in "ab")
+        if isinstance(e.start, int):  # a ts of era ``era`` (a moved slot's, M3)
+            sub.era = e.era
         if e.resume and isinstance(e.start, int):  # moved here from another group (M4)
-            sub.position, sub.era = e.start, e.era
+            sub.position = e.start
         self._subs[e.sid] = sub
         if self.state is ConnState.CONNECTED:
             self._out.append(Send(sub.frame(now)))
@@ -149,12 +151,15 @@ class Consuming:
     def _sub_moved(self, sub: _Sub, f: Error) -> bool:
         """``WRONG_GROUP`` naming a group: the subscription goes on there (M4), an unnamed
         one from ``(era, after + 1)`` when the broker says them, one with no position yet
-        or a named one (its offset is its position) as it started. False: it cannot."""
+        or a named one (its offset is its position) as it started. False: it cannot.
+        One with no position yet goes on as a new start, not a resume: it was handed
+        nothing, so records purged before it got there are not a gap (``earliest``
+        passing eras whose records are gone)."""
         if f.group is None or (f.era is None and sub.position is not None and not sub.name):
             return False
         era, after = (None, None) if sub.name else (f.era, f.after)
         del self._subs[sub.sid]
-        self._out.append(SubscriptionMoved(sub.sid, f.group, era, after))
+        self._out.append(SubscriptionMoved(sub.sid, f.group, era, after, sub.position is not None))
         return True
 
     def _sub_error(self, sub: _Sub, err: TritonError, now: float) -> None:

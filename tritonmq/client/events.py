@@ -75,8 +75,8 @@ class Subscribe:
     member: str = ""
     presence: bool = False  # a member of the topic's presence, told of the others (C12)
     info: str = ""  # what it says about itself there
-    # a subscription moved here from another group (M4): ``start`` is a position of
-    # ``era``, resumed (resume: true), not a new start
+    # a subscription moved here from another group (M4): ``start`` is a ts of ``era``,
+    # resumed (resume: true) when it is its position, a new start when it had none yet
     era: int = 0
     resume: bool = False
 
@@ -253,12 +253,15 @@ class SubscriptionFailed:
 @dataclass(frozen=True, slots=True)
 class SubscriptionMoved:
     """Subscription ``sid`` goes on at ``group`` (a slot move, M4): from ``after`` + 1 of
-    ``era`` when they are given, else from where it started (it had no position yet)."""
+    ``era`` when they are given, else from where it started (it had no position yet).
+    ``resume``: it had a position there (the group tells it of records purged since);
+    False: it was still finding its start (``earliest`` passing eras nothing is left of)."""
 
     sid: int
     group: str
     era: int | None
     after: int | None
+    resume: bool = True
 
 
 @dataclass(frozen=True, slots=True)

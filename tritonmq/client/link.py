@@ -266,10 +266,11 @@ class Link:
                 sub = self._subs.pop(sid, None)
                 if sub is not None:
                     sub.fail(error)
-            case SubscriptionMoved(sid=sid, group=group, era=era, after=after):
+            case SubscriptionMoved(sid=sid, group=group, era=era, after=after, resume=resume):
                 sub = self._subs.pop(sid, None)
                 if sub is not None and self._follow is not None:
-                    self._follow(group).add_subscription(sub, era, after, moved=True)
+                    follow = self._follow(group)
+                    follow.add_subscription(sub, era, after, moved=True, resume=resume)
                 elif sub is not None:
                     sub.fail(WrongGroup(f"topic {sub.topic!r} moved to group {group}", group=group))
             case WakeAt(at=at):
@@ -430,10 +431,12 @@ class Link:
         after: int | None = None,
         *,
         moved: bool = False,
+        resume: bool = True,
     ) -> None:
         """Subscribe ``sub`` here. ``moved``: it comes from another group's link (a slot
-        move, M4, M5), with a sid of this link, an unnamed one from ``(era, after + 1)``, a
-        named one from its offset."""
+        move, M4, M5), with a sid of this link, an unnamed one from ``(era, after + 1)``
+        (resumed unless ``resume`` is False: it had no position yet), a named one from
+        its offset."""
         if self._closed:
             sub.fail(ClientClosed("client closed"))
             return
@@ -460,7 +463,7 @@ class Link:
                 p is not None,
                 p.info if p is not None else "",
                 era or 0,
-                era is not None and after is not None,
+                era is not None and after is not None and resume,
             )  # fmt: skip
         )
 

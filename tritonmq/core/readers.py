@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tritonmq.core.actions import Action, LoadSubscriptions, SendError
-from tritonmq.core.consumers import Consumer, Durable
+from tritonmq.core.consumers import Consumer, Durable, Mode
 from tritonmq.core.delivery import Delivery
 from tritonmq.core.events import SubscriptionsLoaded
 from tritonmq.core.log import GroupLog
@@ -33,6 +33,7 @@ from tritonmq.core.slotguard import SlotDecision, Verdict, read_verdict
 from tritonmq.core.slothistory import SlotHistory, SlotState
 from tritonmq.wire.frames import ErrorCode, From, Sub
 
+MAX_TS = 2**53 - 1  # above every ts (the wire's integer bound)
 RELOAD_S = 1.0  # a pending durable subscription's offset is read again this often
 
 # admit's answer for a named ``sub`` this group must read ZooKeeper for first (the
@@ -121,6 +122,8 @@ class SlotReaders:
             self.capped = self.capped or until is not None
             if isinstance(frame.start, int) and frame.era != d.era:
                 frame = replace(frame, start=From.LATEST)  # its ts is another era's
+            if d.mode is Mode.BROADCAST:  # a shared one joins at its cursor
+                frame = _earliest_of_era(delivery.log, frame, _after_of(h, d.era))
             return Admitted(frame, d.era, until)
         if not fresh:
             self.asked.add(key)
@@ -134,7 +137,7 @@ class SlotReaders:
             return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=h.owner)
         until = _until_now(h)  # a new subscription: created at the current era (M5)
         self.capped = self.capped or until is not None
-        return Admitted(frame, h.era, until)
+        return Admitted(_earliest_of_era(delivery.log, frame, h.after), h.era, until)
 
     def _check_durable(self, delivery: Delivery, d: Durable, h: SlotHistory) -> list[Action]:
         """Hand a durable subscription of an ended era on once everything up to the seal
@@ -179,8 +182,12 @@ class SlotReaders:
         log = delivery.log
         if frame.subscription:
             return self._admit_named(delivery, conn, frame, h)
+        if frame.start == From.EARLIEST and h.era > 0:
+            # the oldest record still retained, whichever group holds it: from era 0 on, as
+            # an integer ``from`` reads (an era with nothing of the topic left passes on)
+            frame = replace(frame, start=h.history[0].after + 1, era=0, resume=False)
         if isinstance(frame.start, From):
-            # a new position (latest, earliest) and durable subscriptions: the current era
+            # a new position (latest; earliest before any move completed): the current era
             if h.owner != group:
                 msg = f"topic {frame.topic!r} (slot {n}) belongs to group {h.owner}"
                 return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=h.owner)
@@ -276,6 +283,23 @@ def _until_now(h: SlotHistory) -> int | None:
 def _until_of(h: SlotHistory, era: int) -> int | None:
     """Era ``era``'s seal point (None: the current era, not sealed)."""
     return h.history[era].until if era < h.era else _until_now(h)
+
+
+def _after_of(h: SlotHistory, era: int) -> int:
+    """Era ``era``'s records are its group's ``ts > after``."""
+    return h.history[era].after if era < h.era else h.after
+
+
+def _earliest_of_era(log: GroupLog, frame: Sub, after: int) -> Sub:
+    """``earliest`` of a durable subscription read at an era whose records are this group's
+    ``ts > after``: the oldest of them retained, else as ``latest``. The group's log may
+    still hold an older era's records of the topic (it held the slot before): not this
+    era's, and handed out as its they would skip the eras between."""
+    if frame.start != From.EARLIEST:
+        return frame
+    t = log.topics.get(frame.topic)
+    first = t.between(after + 1, MAX_TS, 1) if t is not None else []
+    return replace(frame, start=first[0][0] if first else From.LATEST)
 
 
 def _handed_all(log: GroupLog, topic: str, start: int, until: int) -> bool:

@@ -209,12 +209,27 @@ test("WRONG_GROUP moves a subscription: unnamed from (era, after + 1), named fro
   p.handle({ type: "frame", conn: 1, frame: { op: "subok", sid: 1, next: 10 } }, 0);
   const wrong = (sid, extra) => ({ op: "error", code: "WRONG_GROUP", message: "on", retriable: true, sid, group: "g2", ...extra });
   let out = p.handle({ type: "frame", conn: 1, frame: wrong(1, { era: 1, after: 7 }) }, 0);
-  assert.deepStrictEqual(of(out, "subscriptionMoved"), [{ type: "subscriptionMoved", sid: 1, group: "g2", era: 1, after: 7 }]);
+  assert.deepStrictEqual(of(out, "subscriptionMoved"), [{ type: "subscriptionMoved", sid: 1, group: "g2", era: 1, after: 7, resume: true }]);
   out = p.handle({ type: "frame", conn: 1, frame: wrong(2, {}) }, 0);
-  assert.deepStrictEqual(of(out, "subscriptionMoved"), [{ type: "subscriptionMoved", sid: 2, group: "g2", era: null, after: null }]);
+  assert.deepStrictEqual(of(out, "subscriptionMoved"), [{ type: "subscriptionMoved", sid: 2, group: "g2", era: null, after: null, resume: false }]);
   // at the other group's connection it goes on from there, resumed
   const q = new ClientProtocol({}, () => 0.5);
   connect(q, "ws://c1", 0);
   out = q.handle({ type: "subscribe", sid: 1, topic: "t", name: null, start: 8, era: 1, resume: true }, 0);
   assert.deepStrictEqual(of(out, "send").map((a) => a.frame), [{ op: "sub", sid: 1, topic: "t", from: 8, resume: true, era: 1 }]);
+});
+
+test("a subscription sent on before its first subok goes on as a new start, not resumed", () => {
+  // "earliest" on a moved slot is sent to era 0's group and on past eras nothing is left
+  // of: handed nothing yet, a resume there would be told PURGED for records simply gone
+  const p = new ClientProtocol({}, () => 0.5);
+  connect(p, "ws://b1", 0);
+  p.handle({ type: "subscribe", sid: 1, topic: "t", name: null, start: "earliest" }, 0);
+  const wrong = { op: "error", code: "WRONG_GROUP", message: "era 0", retriable: true, sid: 1, group: "g1", era: 0, after: 0 };
+  const out = p.handle({ type: "frame", conn: 1, frame: wrong }, 0);
+  assert.deepStrictEqual(of(out, "subscriptionMoved"), [{ type: "subscriptionMoved", sid: 1, group: "g1", era: 0, after: 0, resume: false }]);
+  const q = new ClientProtocol({}, () => 0.5);
+  connect(q, "ws://c1", 0);
+  const sent = q.handle({ type: "subscribe", sid: 1, topic: "t", name: null, start: 4, era: 1, resume: false }, 0);
+  assert.deepStrictEqual(of(sent, "send").map((a) => a.frame), [{ op: "sub", sid: 1, topic: "t", from: 4, era: 1 }]);
 });

@@ -1,6 +1,8 @@
 // Driven by tests/integration/test_js_client.py: one producer and two subscriptions (unnamed
 // and durable) of clients/js/tritonmq.js on one topic whose slot the test moves between
-// groups meanwhile. Prints {"acked": n} as acknowledgements come, then {"result": ...}.
+// groups meanwhile, and a third (unnamed, "earliest") subscribing once every record is
+// published: it reads every era still retained. Prints {"acked": n} as acknowledgements
+// come, then {"result": ...}.
 // Usage: node move_stream.mjs <broker url> <topic> <records> <batch> <pause ms>
 import { connect } from "../../../clients/js/tritonmq.js";
 
@@ -27,11 +29,15 @@ for (let i = 0; i < total; i += batch) {
   await new Promise((r) => setTimeout(r, pause));
 }
 
+const late = [];
+subs.push(await consumer.subscribe(topic, (msg) => late.push(msg.value), { from: "earliest" }));
+
 const deadline = Date.now() + 60_000;
-while ((unnamed.length < acked.length || durable.length < acked.length) && Date.now() < deadline) {
+const behind = () => Math.min(unnamed.length, durable.length, late.length) < acked.length;
+while (behind() && Date.now() < deadline) {
   await new Promise((r) => setTimeout(r, 50));
 }
 await new Promise((r) => setTimeout(r, 500)); // a duplicate would arrive now, if any
-say({ result: { acked, failed, unnamed, durable, errors: subs.map((s) => s.error?.message ?? null) } });
+say({ result: { acked, failed, unnamed, durable, late, errors: subs.map((s) => s.error?.message ?? null) } });
 await producer.close();
 await consumer.close();
