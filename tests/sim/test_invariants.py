@@ -32,6 +32,21 @@ def test_a_record_of_a_moved_slot_is_placed_by_the_era_its_puback_names() -> Non
     assert h.acked == {"g0": {9: b"u1"}, "g1": {3: b"u2"}}
 
 
+def test_an_era_named_after_the_slots_only_move_was_rolled_back_is_its_owners() -> None:
+    """Seed 584 of `--groups 2 --moves 8 --faults 8 --refusals`: g1.m's first move (to g0)
+    was rolled back just after g0 answered a retry from g1's handover with (era 0, ts 22);
+    the checker, finding a slot that never moved, put ts 22 in g0 and reported it missing
+    from g0's replicas. Era 0 of a slot that never moved is its owner's."""
+    from tritonmq.core.slothistory import SlotHistory
+
+    h = History(min_insync=2)
+    h.slot_history = lambda topic: SlotHistory("g1") if topic == "g1.m" else None
+    h.pub_acked("g0", "g1.m", "p", b"u1", 1, 22, era=0)
+    h.pub_acked("g1", "g1.m", "p", b"u2", 2, 23)
+    assert h.violations == []
+    assert h.acked == {"g1": {22: b"u1", 23: b"u2"}}
+
+
 def test_a_record_of_a_moved_slot_stored_twice_or_out_of_its_eras_is_a_violation() -> None:
     h = _moved()
     h.pub_acked("g0", "g0.m", "p", b"u1", 1, 9)

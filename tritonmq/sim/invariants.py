@@ -140,7 +140,9 @@ class History:
         after a violation. A slot that never moved: (the acknowledging group, (0, ts))."""
         h = self.slot_history(topic) if self.slot_history is not None else None
         if h is None or not h.moved:
-            return group, (0, ts)
+            # a puback naming an era of a slot whose only move was rolled back since: a
+            # retry answered from the handover, at the ts of the era's (only) group
+            return (h.owner if h is not None and era is not None else group), (0, ts)
         try:
             holder = h.group_of_era(era) if era is not None else group
         except SlotHistoryError as e:
