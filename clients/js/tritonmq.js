@@ -630,11 +630,28 @@ export class ClientProtocol {
     this._pump(now);
   }
 
-  _failBatch(b, err, now) {
+  _failBatch(b, err, now, pump = true) {
     this._settle(b);
     for (const [ticket] of b.parts) {
       if (this._tickets.delete(ticket)) this._out.push({ type: "publishFailed", ticket, error: err });
     }
+    if (pump) this._pump(now);
+  }
+
+  /** C4: a batch refused with WRONG_GROUP fails, and so does every later batch of its topic
+   * (sent or not) and every record of it still buffered, in call order: the broker holds
+   * them back on this connection until a refused one is resent, so the caller re-routes
+   * them behind it, and none may be resent on a new connection ahead of it. Nothing of
+   * the topic goes out between (one pump at the end). */
+  _failTopicFrom(b, err, now) {
+    for (const x of [...this._batches.values()]) {
+      if (x.topic === b.topic && x.id >= b.id) this._failBatch(x, err, now, false);
+    }
+    for (const [ticket] of this._buffer.get(b.topic) ?? []) {
+      if (this._tickets.delete(ticket)) this._out.push({ type: "publishFailed", ticket, error: err });
+    }
+    this._buffer.delete(b.topic);
+    this._buffered.delete(b.topic);
     this._pump(now);
   }
 
@@ -734,7 +751,10 @@ export class ClientProtocol {
       const b = this._batches.get(f.id);
       const r = this._requests.get(f.id);
       if (b !== undefined) {
-        if (!this._retryAfterRefusal(err, b.attempts, f.primary, now)) this._failBatch(b, err, now);
+        if (!this._retryAfterRefusal(err, b.attempts, f.primary, now)) {
+          if (err.code === "WRONG_GROUP") this._failTopicFrom(b, err, now);
+          else this._failBatch(b, err, now);
+        }
       } else if (r !== undefined) {
         if (!this._retryAfterRefusal(err, r.attempts, f.primary, now)) {
           this._requests.delete(f.id);
