@@ -1157,6 +1157,112 @@ export class ClientProtocol {
 
 // --- the shell ------------------------------------------------------------------------
 
+/**
+ * The unfinished publish calls of one topic, in call order, and which group's link each is
+ * on (null: none), so that each topic's publishes reach the broker in call order across
+ * slot moves (tritonmq/client/ordering.py, docs/protocol.md §9 "Re-routing"). One group's
+ * link keeps its calls in order, so the only rule needed is: a call is handed to group G's
+ * link only once every earlier unfinished call of its topic is on G's link too. A call
+ * being re-routed is on no link, so everything after it waits for it.
+ */
+class TopicOrder {
+  constructor() {
+    this._next = 0;
+    this._at = new Map(); // call -> group (null: on no link), in call order
+    this._count = new Map(); // group -> how many calls are on its link
+    this._waiting = []; // [call, group, go], in call order
+    this._waking = false;
+  }
+
+  get size() {
+    return this._at.size;
+  }
+
+  /** A new call, after every call so far; on no link yet. */
+  enter() {
+    const call = this._next++;
+    this._move(call, null);
+    return call;
+  }
+
+  /** Run `go` (which hands `call` to `group`'s link) once every earlier unfinished call is
+   * on that link: at once in the common case, else when the last of them gets there. */
+  turn(call, group, go) {
+    if (this._mayGo(call, group)) {
+      this._place(call, group);
+      go(); // before any call after it
+      this._wake();
+    } else {
+      this._waiting.push([call, group, go]);
+      this._waiting.sort((x, y) => x[0] - y[0]);
+    }
+  }
+
+  /** `call` left its link (refused there, to be re-routed). */
+  off(call) {
+    this._move(call, null);
+  }
+
+  /** `call` is finished: acknowledged or failed for good. */
+  leave(call) {
+    if (!this._at.has(call)) return;
+    this._counted(this._at.get(call), -1);
+    this._at.delete(call);
+    this._waiting = this._waiting.filter((w) => w[0] !== call);
+    this._wake();
+  }
+
+  _mayGo(call, group) {
+    const others = this._at.size - 1;
+    const mine = this._at.get(call) === group ? 1 : 0;
+    if ((this._count.get(group) ?? 0) - mine >= others) return true; // every other call is on this link
+    for (const [n, g] of this._at) {
+      if (n >= call) break;
+      if (g !== group) return false;
+    }
+    return true;
+  }
+
+  _move(call, group) {
+    this._place(call, group);
+    this._wake();
+  }
+
+  _place(call, group) {
+    if (this._at.has(call)) this._counted(this._at.get(call), -1);
+    this._at.set(call, group);
+    this._counted(group, 1);
+  }
+
+  _counted(group, by) {
+    const n = (this._count.get(group) ?? 0) + by;
+    if (n) this._count.set(group, n);
+    else this._count.delete(group);
+  }
+
+  /** Hand over, in call order, every waiting call whose turn has come. */
+  _wake() {
+    if (this._waking) return; // a `go` that changes the order is picked up by the loop
+    this._waking = true;
+    try {
+      for (let i = 0; i < this._waiting.length; ) {
+        const [call, group, go] = this._waiting[i];
+        if (!this._mayGo(call, group)) {
+          i++;
+          continue;
+        }
+        this._waiting.splice(i, 1);
+        this._place(call, group);
+        go();
+        i = 0; // an earlier waiter may go now too
+      }
+    } finally {
+      this._waking = false;
+    }
+  }
+}
+
+
 class Emitter {
   constructor() {
     this._handlers = new Map();
@@ -1564,6 +1670,7 @@ export class Client extends Emitter {
     this._nextSid = 1;
     this._nextTicket = 1;
     this._pending = new Map(); // ticket -> {resolve, reject, topic}
+    this._orders = new Map(); // topic -> TopicOrder of its unfinished publishes
     this._closed = false;
     this._reading = null;
     this.state = "disconnected";
@@ -1732,24 +1839,34 @@ export class Client extends Emitter {
     // A slot move (docs/replication.md, "Slot moves"): the old group names the new one in
     // `group` while the map still names the old owner until the move completes, and the new
     // group's view may lag a moment: follow `group`, pausing 50 ms, doubling to 1 s, between
-    // re-routes after the first.
-    let group = this._view.groupOf(topic);
-    for (let i = 0; i < 12; i++) {
-      const link = this._link(group);
-      try {
-        const done = await this._call(topic, (ticket) => link.handle({ type: "publish", ticket, topic, records }));
-        return done.ts.map((ts, i) => {
-          const era = done.eras?.[i] ?? -1; // said only for a moved slot (docs/protocol.md §6)
-          return era >= 0 ? { topic, ts, group: done.group, era } : { topic, ts, group: done.group };
-        });
-      } catch (e) {
-        if (e.code !== "WRONG_GROUP") throw e;
-        if (i > 0) await new Promise((r) => this._clock.setTimeout(r, Math.min(1000, 50 * 2 ** (i - 1))));
-        await this.refresh(); // the slot map moved: the same uuids go to the owner
-        group = e.group && this._view.groups[e.group] ? e.group : this._view.groupOf(topic);
+    // re-routes after the first. The topic's earlier publishes go first (TopicOrder).
+    let order = this._orders.get(topic);
+    if (order === undefined) this._orders.set(topic, (order = new TopicOrder()));
+    const call = order.enter();
+    try {
+      let group = this._view.groupOf(topic);
+      for (let i = 0; i < 12; i++) {
+        const link = this._link(group);
+        const handed = group;
+        try {
+          const done = await this._call(topic, (ticket) => order.turn(call, handed, () => link.handle({ type: "publish", ticket, topic, records })));
+          return done.ts.map((ts, i) => {
+            const era = done.eras?.[i] ?? -1; // said only for a moved slot (docs/protocol.md §6)
+            return era >= 0 ? { topic, ts, group: done.group, era } : { topic, ts, group: done.group };
+          });
+        } catch (e) {
+          if (e.code !== "WRONG_GROUP") throw e;
+          order.off(call);
+          if (i > 0) await new Promise((r) => this._clock.setTimeout(r, Math.min(1000, 50 * 2 ** (i - 1))));
+          await this.refresh(); // the slot map moved: the same uuids go to the owner
+          group = e.group && this._view.groups[e.group] ? e.group : this._view.groupOf(topic);
+        }
       }
+      throw new TritonError("WRONG_GROUP", `topic ${JSON.stringify(topic)} kept moving between groups`);
+    } finally {
+      order.leave(call);
+      if (!order.size) this._orders.delete(topic);
     }
-    throw new TritonError("WRONG_GROUP", `topic ${JSON.stringify(topic)} kept moving between groups`);
   }
 
   _call(topic, start) {
