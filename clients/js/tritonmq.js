@@ -1194,7 +1194,7 @@ class TopicOrder {
       this._wake();
     } else {
       this._waiting.push([call, group, go]);
-      this._waiting.sort((x, y) => x[0] - y[0]);
+      this._waiting.sort((x, y) => x[0] - y[0]); // re-routed calls may ask in any order
     }
   }
 
@@ -1203,12 +1203,10 @@ class TopicOrder {
     this._move(call, null);
   }
 
-  /** `call` is finished: acknowledged or failed for good. */
+  /** `call` is finished: acknowledged or failed for good (never while it waits). */
   leave(call) {
-    if (!this._at.has(call)) return;
     this._counted(this._at.get(call), -1);
     this._at.delete(call);
-    this._waiting = this._waiting.filter((w) => w[0] !== call);
     this._wake();
   }
 
@@ -1240,21 +1238,25 @@ class TopicOrder {
     else this._count.delete(group);
   }
 
-  /** Hand over, in call order, every waiting call whose turn has come. */
+  /** Hand over, in call order, every waiting call whose turn has come. A waiting call is on
+   * no link, so only the first waiting one can be due; handing it over may make the next
+   * due, which needs only the calls between them checked: one pass over the calls ahead,
+   * stopping at the first on another link (nothing to do, or O(1), when none waits). */
   _wake() {
-    if (this._waking) return; // a `go` that changes the order is picked up by the loop
-    this._waking = true;
+    if (this._waking || !this._waiting.length) return;
+    this._waking = true; // `go` hands a publish to a link, which settles nothing at once
     try {
-      for (let i = 0; i < this._waiting.length; ) {
-        const [call, group, go] = this._waiting[i];
-        if (!this._mayGo(call, group)) {
-          i++;
+      let [due, group] = this._waiting[0];
+      for (const [call, at] of this._at) {
+        if (call < due) {
+          if (at !== group) return;
           continue;
         }
-        this._waiting.splice(i, 1);
+        const [, , go] = this._waiting.shift();
         this._place(call, group);
         go();
-        i = 0; // an earlier waiter may go now too
+        if (!this._waiting.length || this._waiting[0][1] !== group) return;
+        due = this._waiting[0][0];
       }
     } finally {
       this._waking = false;
@@ -1847,9 +1849,15 @@ export class Client extends Emitter {
       let group = this._view.groupOf(topic);
       for (let i = 0; i < 12; i++) {
         const link = this._link(group);
-        const handed = group;
         try {
-          const done = await this._call(topic, (ticket) => order.turn(call, handed, () => link.handle({ type: "publish", ticket, topic, records })));
+          const hand = (ticket) => () => {
+            try {
+              link.handle({ type: "publish", ticket, topic, records });
+            } catch (e) {
+              this._settle(ticket, e, null); // maybe later, from another call's turn: fail this one only
+            }
+          };
+          const done = await this._call(topic, (ticket) => order.turn(call, group, hand(ticket)));
           return done.ts.map((ts, i) => {
             const era = done.eras?.[i] ?? -1; // said only for a moved slot (docs/protocol.md §6)
             return era >= 0 ? { topic, ts, group: done.group, era } : { topic, ts, group: done.group };

@@ -203,6 +203,20 @@ test("a publish routed to another group waits until the earlier ones of its topi
   await client.close();
 });
 
+test("close() fails a publish waiting for an earlier one of its topic with CLOSED", async () => {
+  const { net, clock, client, a1, c1 } = await twoGroups();
+  a1.autoAck = false;
+  const first = client.publish("orders", "o-1");
+  await until(clock, 40, () => a1.pubs.length === 1);
+  net.owners = ["g2"];
+  await within(clock, 1000, client.refresh());
+  const second = client.publish("orders", "o-2");
+  await clock.advance(10);
+  await client.close();
+  for (const p of [first, second]) await assert.rejects(p, (e) => e instanceof TritonError && e.code === "CLOSED");
+  assert.equal(c1.pubs.length, 0);
+});
+
 test("an ack says the era of a record the slot's previous group stored, as the puback's eras do", async () => {
   const { net, clock, client } = await setup([["ws://b1", { id: "b1", group: "g2" }]]);
   const b1 = net.brokers.get("ws://b1");
