@@ -630,11 +630,28 @@ export class ClientProtocol {
     this._pump(now);
   }
 
-  _failBatch(b, err, now) {
+  _failBatch(b, err, now, pump = true) {
     this._settle(b);
     for (const [ticket] of b.parts) {
       if (this._tickets.delete(ticket)) this._out.push({ type: "publishFailed", ticket, error: err });
     }
+    if (pump) this._pump(now);
+  }
+
+  /** C4: a batch refused with WRONG_GROUP fails, and so does every later batch of its topic
+   * (sent or not) and every record of it still buffered, in call order: the broker holds
+   * them back on this connection until a refused one is resent, so the caller re-routes
+   * them behind it, and none may be resent on a new connection ahead of it. Nothing of
+   * the topic goes out between (one pump at the end). */
+  _failTopicFrom(b, err, now) {
+    for (const x of [...this._batches.values()]) {
+      if (x.topic === b.topic && x.id >= b.id) this._failBatch(x, err, now, false);
+    }
+    for (const [ticket] of this._buffer.get(b.topic) ?? []) {
+      if (this._tickets.delete(ticket)) this._out.push({ type: "publishFailed", ticket, error: err });
+    }
+    this._buffer.delete(b.topic);
+    this._buffered.delete(b.topic);
     this._pump(now);
   }
 
@@ -734,7 +751,10 @@ export class ClientProtocol {
       const b = this._batches.get(f.id);
       const r = this._requests.get(f.id);
       if (b !== undefined) {
-        if (!this._retryAfterRefusal(err, b.attempts, f.primary, now)) this._failBatch(b, err, now);
+        if (!this._retryAfterRefusal(err, b.attempts, f.primary, now)) {
+          if (err.code === "WRONG_GROUP") this._failTopicFrom(b, err, now);
+          else this._failBatch(b, err, now);
+        }
       } else if (r !== undefined) {
         if (!this._retryAfterRefusal(err, r.attempts, f.primary, now)) {
           this._requests.delete(f.id);
@@ -1136,6 +1156,114 @@ export class ClientProtocol {
 }
 
 // --- the shell ------------------------------------------------------------------------
+
+/**
+ * The unfinished publish calls of one topic, in call order, and which group's link each is
+ * on (null: none), so that each topic's publishes reach the broker in call order across
+ * slot moves (tritonmq/client/ordering.py, docs/protocol.md §9 "Re-routing"). One group's
+ * link keeps its calls in order, so the only rule needed is: a call is handed to group G's
+ * link only once every earlier unfinished call of its topic is on G's link too. A call
+ * being re-routed is on no link, so everything after it waits for it.
+ */
+class TopicOrder {
+  constructor() {
+    this._next = 0;
+    this._at = new Map(); // call -> group (null: on no link), in call order
+    this._count = new Map(); // group -> how many calls are on its link
+    this._waiting = []; // [call, group, go], in call order
+    this._waking = false;
+  }
+
+  get size() {
+    return this._at.size;
+  }
+
+  /** A new call, after every call so far; on no link yet. */
+  enter() {
+    const call = this._next++;
+    this._move(call, null);
+    return call;
+  }
+
+  /** Run `go` (which hands `call` to `group`'s link) once every earlier unfinished call is
+   * on that link: at once in the common case, else when the last of them gets there. */
+  turn(call, group, go) {
+    if (this._mayGo(call, group)) {
+      this._place(call, group);
+      go(); // before any call after it
+      this._wake();
+    } else {
+      this._waiting.push([call, group, go]);
+      this._waiting.sort((x, y) => x[0] - y[0]); // re-routed calls may ask in any order
+    }
+  }
+
+  /** `call` left its link (refused there, to be re-routed). */
+  off(call) {
+    this._move(call, null);
+  }
+
+  /** `call` is finished: acknowledged or failed for good (never while it waits). */
+  leave(call) {
+    this._counted(this._at.get(call), -1);
+    this._at.delete(call);
+    this._wake();
+  }
+
+  _mayGo(call, group) {
+    const others = this._at.size - 1;
+    const mine = this._at.get(call) === group ? 1 : 0;
+    if ((this._count.get(group) ?? 0) - mine >= others) return true; // every other call is on this link
+    for (const [n, g] of this._at) {
+      if (n >= call) break;
+      if (g !== group) return false;
+    }
+    return true;
+  }
+
+  _move(call, group) {
+    this._place(call, group);
+    this._wake();
+  }
+
+  _place(call, group) {
+    if (this._at.has(call)) this._counted(this._at.get(call), -1);
+    this._at.set(call, group);
+    this._counted(group, 1);
+  }
+
+  _counted(group, by) {
+    const n = (this._count.get(group) ?? 0) + by;
+    if (n) this._count.set(group, n);
+    else this._count.delete(group);
+  }
+
+  /** Hand over, in call order, every waiting call whose turn has come. A waiting call is on
+   * no link, so only the first waiting one can be due; handing it over may make the next
+   * due, which needs only the calls between them checked: one pass over the calls ahead,
+   * stopping at the first on another link (nothing to do, or O(1), when none waits). */
+  _wake() {
+    if (this._waking || !this._waiting.length) return;
+    this._waking = true; // `go` hands a publish to a link, which settles nothing at once
+    try {
+      let [due, group] = this._waiting[0];
+      for (const [call, at] of this._at) {
+        if (call < due) {
+          if (at !== group) return;
+          continue;
+        }
+        const [, , go] = this._waiting.shift();
+        this._place(call, group);
+        go();
+        if (!this._waiting.length || this._waiting[0][1] !== group) return;
+        due = this._waiting[0][0];
+      }
+    } finally {
+      this._waking = false;
+    }
+  }
+}
+
 
 class Emitter {
   constructor() {
@@ -1544,6 +1672,7 @@ export class Client extends Emitter {
     this._nextSid = 1;
     this._nextTicket = 1;
     this._pending = new Map(); // ticket -> {resolve, reject, topic}
+    this._orders = new Map(); // topic -> TopicOrder of its unfinished publishes
     this._closed = false;
     this._reading = null;
     this.state = "disconnected";
@@ -1712,24 +1841,40 @@ export class Client extends Emitter {
     // A slot move (docs/replication.md, "Slot moves"): the old group names the new one in
     // `group` while the map still names the old owner until the move completes, and the new
     // group's view may lag a moment: follow `group`, pausing 50 ms, doubling to 1 s, between
-    // re-routes after the first.
-    let group = this._view.groupOf(topic);
-    for (let i = 0; i < 12; i++) {
-      const link = this._link(group);
-      try {
-        const done = await this._call(topic, (ticket) => link.handle({ type: "publish", ticket, topic, records }));
-        return done.ts.map((ts, i) => {
-          const era = done.eras?.[i] ?? -1; // said only for a moved slot (docs/protocol.md §6)
-          return era >= 0 ? { topic, ts, group: done.group, era } : { topic, ts, group: done.group };
-        });
-      } catch (e) {
-        if (e.code !== "WRONG_GROUP") throw e;
-        if (i > 0) await new Promise((r) => this._clock.setTimeout(r, Math.min(1000, 50 * 2 ** (i - 1))));
-        await this.refresh(); // the slot map moved: the same uuids go to the owner
-        group = e.group && this._view.groups[e.group] ? e.group : this._view.groupOf(topic);
+    // re-routes after the first. The topic's earlier publishes go first (TopicOrder).
+    let order = this._orders.get(topic);
+    if (order === undefined) this._orders.set(topic, (order = new TopicOrder()));
+    const call = order.enter();
+    try {
+      let group = this._view.groupOf(topic);
+      for (let i = 0; i < 12; i++) {
+        const link = this._link(group);
+        try {
+          const hand = (ticket) => () => {
+            try {
+              link.handle({ type: "publish", ticket, topic, records });
+            } catch (e) {
+              this._settle(ticket, e, null); // maybe later, from another call's turn: fail this one only
+            }
+          };
+          const done = await this._call(topic, (ticket) => order.turn(call, group, hand(ticket)));
+          return done.ts.map((ts, i) => {
+            const era = done.eras?.[i] ?? -1; // said only for a moved slot (docs/protocol.md §6)
+            return era >= 0 ? { topic, ts, group: done.group, era } : { topic, ts, group: done.group };
+          });
+        } catch (e) {
+          if (e.code !== "WRONG_GROUP") throw e;
+          order.off(call);
+          if (i > 0) await new Promise((r) => this._clock.setTimeout(r, Math.min(1000, 50 * 2 ** (i - 1))));
+          await this.refresh(); // the slot map moved: the same uuids go to the owner
+          group = e.group && this._view.groups[e.group] ? e.group : this._view.groupOf(topic);
+        }
       }
+      throw new TritonError("WRONG_GROUP", `topic ${JSON.stringify(topic)} kept moving between groups`);
+    } finally {
+      order.leave(call);
+      if (!order.size) this._orders.delete(topic);
     }
-    throw new TritonError("WRONG_GROUP", `topic ${JSON.stringify(topic)} kept moving between groups`);
   }
 
   _call(topic, start) {

@@ -147,6 +147,76 @@ test("during a slot move a publish follows the group the refusal names, not the 
   await client.close();
 });
 
+/** Two groups: g1 (broker a1) and g2 (broker c1); the first cluster read puts every topic in g1. */
+async function twoGroups() {
+  const net = new FakeNet();
+  const a1 = net.add("ws://a1", { id: "a1", group: "g1" });
+  const c1 = net.add("ws://c1", { id: "c1", group: "g2" });
+  net.owners = ["g1"];
+  const clock = new FakeClock();
+  const client = new Client("ws://a1", { WebSocket: net.WebSocket, clock, random: () => 0.5 });
+  const opened = client._open();
+  await clock.advance(0);
+  await opened;
+  return { net, clock, client, a1, c1 };
+}
+
+/** Move the fake clock 1 ms at a time until `cond()` holds (at most `ms`). */
+async function until(clock, ms, cond) {
+  for (let t = 0; t < ms && !cond(); t++) await clock.advance(1);
+  assert.ok(cond(), `not within ${ms} ms of fake time`);
+}
+
+test("a publish made while an earlier one of its topic re-routes is stored after it", async () => {
+  // the earlier one is refused at g1 and then at g2 (groups disagree for a moment while a
+  // slot moves) and pauses 50 ms before its next re-route; a later publish, routed by the
+  // re-read map straight to g2, must not be stored ahead of it (docs/protocol.md §9)
+  const { net, clock, client, a1, c1 } = await twoGroups();
+  a1.refuse = (f) => (f.op === "pub" ? { code: "WRONG_GROUP", group: "g2" } : null);
+  let disagree = 1;
+  c1.refuse = (f) => (f.op === "pub" && disagree-- > 0 ? { code: "WRONG_GROUP", group: "g2" } : null);
+  net.owners = ["g2"];
+  const first = client.publish("orders", "o-1");
+  await until(clock, 40, () => c1.pubs.length === 1); // refused at g2 once: pausing
+  assert.equal(client.groupOf("orders"), "g2");
+  const second = client.publish("orders", "o-2");
+  const acks = await within(clock, 2000, Promise.all([first, second]));
+  assert.deepStrictEqual(net.log.map(([, , r]) => r[2]), ["o-1", "o-2"], "stored in publish order");
+  assert.deepStrictEqual(acks.map((a) => [a.group, a.ts]), [["g2", 1], ["g2", 2]]);
+  await client.close();
+});
+
+test("a publish routed to another group waits until the earlier ones of its topic are acknowledged", async () => {
+  const { net, clock, client, a1, c1 } = await twoGroups();
+  a1.autoAck = false;
+  const first = client.publish("orders", "o-1");
+  await until(clock, 40, () => a1.pubs.length === 1);
+  net.owners = ["g2"]; // the slot moved; the client reads it before the first is acknowledged
+  await within(clock, 1000, client.refresh());
+  const second = client.publish("orders", "o-2");
+  const other = client.publish("other", "x"); // another topic does not wait
+  await within(clock, 1000, other);
+  assert.deepStrictEqual(c1.pubs.map(([, f]) => f.topic), ["other"], "o-2 waits for o-1");
+  a1.ack(...a1.pubs[0]);
+  await within(clock, 1000, Promise.all([first, second]));
+  assert.deepStrictEqual(net.log.map(([, , r]) => r[2]), ["x", "o-1", "o-2"], "o-1 stamped at its ack, o-2 after it");
+  await client.close();
+});
+
+test("close() fails a publish waiting for an earlier one of its topic with CLOSED", async () => {
+  const { net, clock, client, a1, c1 } = await twoGroups();
+  a1.autoAck = false;
+  const first = client.publish("orders", "o-1");
+  await until(clock, 40, () => a1.pubs.length === 1);
+  net.owners = ["g2"];
+  await within(clock, 1000, client.refresh());
+  const second = client.publish("orders", "o-2");
+  await clock.advance(10);
+  await client.close();
+  for (const p of [first, second]) await assert.rejects(p, (e) => e instanceof TritonError && e.code === "CLOSED");
+  assert.equal(c1.pubs.length, 0);
+});
+
 test("an ack says the era of a record the slot's previous group stored, as the puback's eras do", async () => {
   const { net, clock, client } = await setup([["ws://b1", { id: "b1", group: "g2" }]]);
   const b1 = net.brokers.get("ws://b1");

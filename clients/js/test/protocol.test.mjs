@@ -233,3 +233,27 @@ test("a subscription sent on before its first subok goes on as a new start, not 
   const sent = q.handle({ type: "subscribe", sid: 1, topic: "t", name: null, start: 4, era: 1, resume: false }, 0);
   assert.deepStrictEqual(of(sent, "send").map((a) => a.frame), [{ op: "sub", sid: 1, topic: "t", from: 4, era: 1 }]);
 });
+
+test("WRONG_GROUP fails every later batch of its topic, sent or not, and none is resent", () => {
+  // simulator seed 116: the broker holds back the batches behind a WRONG_GROUP refusal on
+  // that connection; they fail with it, in call order, for the caller to re-route behind
+  // it, and a new connection must not resend one ahead of the refused batch
+  const p = new ClientProtocol({ batchSize: 2, maxInFlight: 2, linger: 10 }, () => 0.5);
+  connect(p, "ws://b1", 0);
+  const r = (u) => [u, null, "v", null];
+  for (const [ticket, topic] of [[1, "t"], [2, "t"], [3, "other"], [4, "t"]]) {
+    p.handle({ type: "publish", ticket, topic, records: [r(`u${ticket}a`), r(`u${ticket}b`)] }, 0);
+  }
+  p.handle({ type: "publish", ticket: 5, topic: "t", records: [r("u5")] }, 0); // buffered, not yet a batch
+  const wrong = { op: "error", id: 1, code: "WRONG_GROUP", message: "there", retriable: true, group: "g2" };
+  const out = p.handle({ type: "frame", conn: 1, frame: wrong }, 0);
+  assert.deepStrictEqual(of(out, "publishFailed").map((a) => [a.ticket, a.error.code]), [[1, "WRONG_GROUP"], [2, "WRONG_GROUP"], [4, "WRONG_GROUP"], [5, "WRONG_GROUP"]], "every later one of topic t, in call order; not 'other'");
+  assert.deepStrictEqual(of(out, "send").map((a) => a.frame.topic), ["other"], "no later batch of t goes out on this connection");
+  assert.deepStrictEqual(of(p.handle({ type: "tick" }, 20), "send"), [], "nothing of t was left buffered");
+  p.handle({ type: "closed", conn: 1, reason: "gone" }, 20);
+  p.handle({ type: "tick" }, 21);
+  p.handle({ type: "resolved", urls: ["ws://b2"] }, 21);
+  p.handle({ type: "opened", conn: 2 }, 21);
+  const resent = p.handle({ type: "frame", conn: 2, frame: meta() }, 21);
+  assert.deepStrictEqual(of(resent, "send").map((a) => a.frame.topic), ["other"]);
+});
