@@ -320,6 +320,7 @@ def test_wrong_group_fails_every_later_batch_of_its_topic_and_none_is_resent() -
     out = h.frame(Error.of(ErrorCode.WRONG_GROUP, "there", id=1, group="g2"))
     failed = [a.ticket for a in out if isinstance(a, PublishFailed)]
     assert failed == [1, 2, 4, 5], "every later one of topic t, in call order; not 'other'"
+    assert [p.topic for p in h.pubs(out)] == ["other"], "none of t goes out meanwhile"
     h.actions.clear()
     h(TransportClosed(h.p.conn, "gone"))
     h.now += 1

@@ -398,12 +398,13 @@ class ClientProtocol(Consuming):
             at += n
         self._pump(now)
 
-    def _fail_batch(self, b: _Batch, err: TritonError, now: float) -> None:
+    def _fail_batch(self, b: _Batch, err: TritonError, now: float, *, pump: bool = True) -> None:
         self._settle(b)
         for ticket, _, _ in b.parts:
             if self._tickets.pop(ticket, None) is not None:
                 self._out.append(PublishFailed(ticket, err))
-        self._pump(now)
+        if pump:
+            self._pump(now)
 
     def _retry_after_refusal(
         self, err: TritonError, attempts: int, hint: str | None, now: float
@@ -422,9 +423,10 @@ class ClientProtocol(Consuming):
     def _pub_error(self, b: _Batch, err: TritonError, hint: str | None, now: float) -> None:
         if self._retry_after_refusal(err, b.attempts, hint, now):
             return
-        self._fail_batch(b, err, now)
+        self._fail_batch(b, err, now, pump=not isinstance(err, WrongGroup))
         if isinstance(err, WrongGroup):
             self._fail_topic_after(b, err, now)
+            self._pump(now)  # only now: no later batch of the topic goes out meanwhile
 
     def _fail_topic_after(self, b: _Batch, err: WrongGroup, now: float) -> None:
         """Rule 4: the broker holds back every later batch of ``b``'s topic on this
@@ -432,7 +434,7 @@ class ClientProtocol(Consuming):
         caller re-routes them behind it, and none is resent on a new connection ahead of
         it."""
         for later in [x for x in self._batches.values() if x.topic == b.topic and x.id > b.id]:
-            self._fail_batch(later, err, now)
+            self._fail_batch(later, err, now, pump=False)
         for ticket, _ in self._buffer.pop(b.topic, []):
             if self._tickets.pop(ticket, None) is not None:
                 self._out.append(PublishFailed(ticket, err))
