@@ -134,6 +134,18 @@ class Client:
             info = await self._ask_a_broker()
         self._view = ClusterView.from_info(info)
 
+    async def _refresh_to_reroute(self) -> None:
+        """A re-route re-reads the map; a read that fails (ZooKeeper's session lost for a
+        moment) keeps the view: the refusal named the group to try, and the next re-route
+        reads again. It was raised to the publisher (kazoo's ConnectionLoss, seen under load
+        in test_slot_moves' rebalance)."""
+        try:
+            await self.refresh()
+        except Exception as e:
+            if self._closed:
+                raise
+            log.debug("cluster read for a re-route failed, keeping the view: %r", e)
+
     async def _read_zk(self) -> dict[str, Any]:
         """The cluster view from ZooKeeper, over one session kept for the client's life
         (it also carries the watches on each group's state, bug 8)."""
@@ -418,7 +430,7 @@ class Client:
                     order.off(call)
                     if attempt:  # groups disagree for a moment while a slot moves
                         await asyncio.sleep(min(1.0, 0.05 * 2 ** (attempt - 1)))
-                    await self.refresh()
+                    await self._refresh_to_reroute()
                     named = e.group if e.group in self._view.groups else None
                     group = named or self._group_of(topic)
             raise WrongGroup(f"topic {topic!r} kept moving between groups")
@@ -437,7 +449,7 @@ class Client:
             try:
                 return await link.request(frame)
             except WrongGroup:
-                await self.refresh()
+                await self._refresh_to_reroute()
         raise WrongGroup(f"topic {frame.topic!r} kept moving between groups")
 
     async def fetch_raw(
