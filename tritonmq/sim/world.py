@@ -244,11 +244,20 @@ class World:
                     name, group, topic, self.history, rng, publish_until=p.publish_until, slot=slot
                 )
                 self.factories[name] = lambda prod=prod: prod  # type: ignore[misc]
-            for i, (t, sub, mode) in enumerate(p.subscribers):
+            readers = (*p.subscribers, *slotops.MOVED_READERS) if self.moving else p.subscribers
+            for i, (t, sub, mode) in enumerate(readers):
                 name = f"{group}s{i}"
                 self.group_of[name] = group
                 topic = f"{group}.{t}"
-                s = SimSubscriber(name, group, topic, self.history, subscription=sub, mode=mode)
+                s = SimSubscriber(
+                    name,
+                    group,
+                    topic,
+                    self.history,
+                    subscription=sub,
+                    mode=mode,
+                    ack_on_subok=self.moving,
+                )
                 self.factories[name] = lambda s=s: s  # type: ignore[misc]
         for name in self.factories:
             self._start(name, delay=self.rng.uniform(0, 0.3))
@@ -426,7 +435,7 @@ class World:
             case Note(text=text):
                 self.trace.step(self.now, f"{name}: {text}")
             case PurgedUpto(topic=topic, upto=upto):
-                self.history.purged(topic, upto)
+                self.history.purged(topic, upto, self.group_of[name])
             case AcceptedWrites(epoch=epoch):
                 node = self.nodes[name]
                 boot = node.me.boot if isinstance(node, BROKERS) else ""
@@ -490,7 +499,8 @@ class World:
         op = req.op
         if isinstance(op, ZkSet | ZkCreate) and op.path.startswith("/offsets/"):
             _, _, topic, name = op.path.split("/")
-            self.history.offset_stored(topic, name, op.data[1], isinstance(op, ZkCreate))
+            era = op.data[2] if len(op.data) > 2 else 0
+            self.history.offset_stored(topic, name, op.data[1], isinstance(op, ZkCreate), era)
 
     def _fire_watch(self, sid: int, prefix: str) -> None:
         owner = self.zk.sessions[sid].owner
