@@ -232,17 +232,11 @@ class SimSubscriber(_Client):
         *,
         subscription: str | None,
         mode: str = "broadcast",
-        ack_on_subok: bool = False,
     ) -> None:
         super().__init__(name, group, history)
         self.topic = topic
         self.subscription = subscription
         self.mode = mode
-        # C6: a resumed broadcast subscription acknowledges again what it acknowledged (an
-        # ack lost with a primary is otherwise never repeated once a sealed era brings no
-        # later record; seed 11 of --groups 2). Off where nothing moves, so that those
-        # runs draw what they always drew.
-        self.ack_on_subok = ack_on_subok
         self.sid = 0
         self.era = 0  # the era of ``last`` (a moved slot's, M3)
         self.last = 0  # the last ts handed to the application (broadcast)
@@ -307,8 +301,6 @@ class SimSubscriber(_Client):
             if not self.subscribed_once:
                 self.subscribed_once = True
                 self.era = msg.era
-            elif self.ack_on_subok and self.mode != "shared" and self.last and msg.era == self.era:
-                out.append(Send(self.conn, Ack(self.sid, self.last)))
                 self.history.sub_started(self.app, msg.next_ts, msg.era)
         elif isinstance(msg, Delivered) and msg.sid == self.sid:
             self._on_delivered(msg, now, out)

@@ -21,13 +21,7 @@ from tritonmq.sim import slotmodel
 from tritonmq.sim.invariants import History
 from tritonmq.sim.zkmodel import ZkModel
 
-MOVED_TOPIC = "m"  # each group's topic whose slot moves
-# Its readers (topic, subscription, mode), as SimParams.subscribers: a durable broadcast
-# subscription handed on by era (M5, M6) and an unnamed reader sent on (M4)
-MOVED_READERS: tuple[tuple[str, str | None, str], ...] = (
-    (MOVED_TOPIC, "md", "broadcast"),
-    (MOVED_TOPIC, None, "broadcast"),
-)
+MOVED_TOPIC = "m"  # each group's producer-only topic, the one whose slot moves
 
 
 def operator_step(

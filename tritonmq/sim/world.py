@@ -244,20 +244,11 @@ class World:
                     name, group, topic, self.history, rng, publish_until=p.publish_until, slot=slot
                 )
                 self.factories[name] = lambda prod=prod: prod  # type: ignore[misc]
-            readers = (*p.subscribers, *slotops.MOVED_READERS) if self.moving else p.subscribers
-            for i, (t, sub, mode) in enumerate(readers):
+            for i, (t, sub, mode) in enumerate(p.subscribers):
                 name = f"{group}s{i}"
                 self.group_of[name] = group
                 topic = f"{group}.{t}"
-                s = SimSubscriber(
-                    name,
-                    group,
-                    topic,
-                    self.history,
-                    subscription=sub,
-                    mode=mode,
-                    ack_on_subok=self.moving,
-                )
+                s = SimSubscriber(name, group, topic, self.history, subscription=sub, mode=mode)
                 self.factories[name] = lambda s=s: s  # type: ignore[misc]
         for name in self.factories:
             self._start(name, delay=self.rng.uniform(0, 0.3))
@@ -435,7 +426,7 @@ class World:
             case Note(text=text):
                 self.trace.step(self.now, f"{name}: {text}")
             case PurgedUpto(topic=topic, upto=upto):
-                self.history.purged(topic, upto, self.group_of[name])
+                self.history.purged(topic, upto)
             case AcceptedWrites(epoch=epoch):
                 node = self.nodes[name]
                 boot = node.me.boot if isinstance(node, BROKERS) else ""
@@ -499,8 +490,7 @@ class World:
         op = req.op
         if isinstance(op, ZkSet | ZkCreate) and op.path.startswith("/offsets/"):
             _, _, topic, name = op.path.split("/")
-            era = op.data[2] if len(op.data) > 2 else 0
-            self.history.offset_stored(topic, name, op.data[1], isinstance(op, ZkCreate), era)
+            self.history.offset_stored(topic, name, op.data[1], isinstance(op, ZkCreate))
 
     def _fire_watch(self, sid: int, prefix: str) -> None:
         owner = self.zk.sessions[sid].owner
