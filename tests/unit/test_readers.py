@@ -13,6 +13,7 @@ from tritonmq.core.actions import (
     LoadSubscriptions,
     RegisterSubscription,
     SendError,
+    SendPurge,
     SendSubOk,
     StoreOffsets,
 )
@@ -354,3 +355,20 @@ def test_a_subscription_a_commit_creates_at_the_owner_of_a_moved_slot_is_at_its_
     ticks(x, 0.5)
     d = x.delivery.durables[(T0, "q")]
     assert (d.era, d.offset) == (1, 1) and x.delivery.holds()[T0] == 1
+
+
+def test_a_new_owner_reads_the_subscriptions_again_before_it_purges_the_moved_topic() -> None:
+    """Simulator, `--groups 2` seed 7 (docs/testing.md): g2 read ZooKeeper while the move
+    ran (subscription d, stored at era 0, was then g1's alone), became the owner on
+    `complete` and purged its era's records before d got there. The owner holds one stored
+    at an older era pending (M5): it must read the subscriptions again first."""
+    x = leading("x", "g2")
+    view(x, sealed(9), 0.1)
+    out = view(x, completed(9), 0.2)
+    pub(x, 1, T0, "n1", "n2", now=0.3)
+    out += ticks(x, 40.0, 3)  # past the purge freeze of a new primary and the retention
+    assert not [p for p in only(out, SendPurge) if T0 in dict(p.purge.topics)], "d needs them"
+    [load] = only(out, LoadSubscriptions)
+    found = [(T0, "d", "broadcast", 9)]
+    x.handle(SubscriptionsLoaded(load.request, found, 41.0))
+    assert x.delivery.durables[(T0, "d")].pending and x.delivery.holds()[T0] == 0

@@ -219,7 +219,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 out = self.commits.registered(topic, name, offset, self.primary.commit_ts)
                 return out + self._registered_subs(topic, name, offset, ev.now)
             case SlotStepDone():
-                return self.moves.step_done(ev)
+                return self.moves.step_done(ev) + self._owner_reload()
             case HandoverAsked():
                 return self.moves.answer_ask(ev, self.log, self.commit_ts)
             case HandoverAnswered():  # the handover entry replicates like a record
@@ -424,7 +424,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.slots = ev.slots
         self.moves.viewed(ev.histories)
         self.viewed = True
-        out: list[Action] = []
+        out: list[Action] = self._owner_reload()
         cas = self.cas
         if cas is not None and cas.unknown:
             out.extend(self._judge_unknown(cas, ev.now))
@@ -586,6 +586,15 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 assert isinstance(w.frame, Sub)
                 out.extend(self._subscribe(w.conn, w.frame, p, ev.now))
         return out
+
+    def _owner_reload(self) -> list[Action]:
+        """A moved slot's new owner reads the subscriptions again, and purges nothing until
+        it has (M5: one stored at an older era is pending here and holds purge; read before
+        the move completed, it was another group's)."""
+        if not self.readers.gained_ownership() or self.primary is None:
+            return []
+        self.delivery.loaded = False  # any answer from now on sees the new era (readers.load)
+        return [LoadSubscriptions(self._load_request)]
 
     def _stored(self, ev: OffsetsStored) -> list[Action]:
         self._storing = False

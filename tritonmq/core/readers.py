@@ -59,8 +59,19 @@ class SlotReaders:
         self.capped = False  # some reader here is held at a seal point (a roll back lifts it)
         self.asked: set[tuple[str, str]] = set()  # named subs waiting for a fresh load
         self.reload_at = 0.0  # pending durables: when to read ZooKeeper again
+        self.owned: frozenset[tuple[int, int]] = frozenset()  # (slot, era) of moved slots we own
 
     # --- durable subscriptions (M5, M6) ---------------------------------------------------
+
+    def gained_ownership(self) -> bool:
+        """Did this group become the owner of a moved slot's era since the last view? Its
+        owner must read the subscriptions again (a moved slot's new era is ours from
+        ``complete`` on, and one stored at an older era holds purge here, M5)."""
+        hs = self.moves.histories or ()
+        group = self.moves.group
+        now = frozenset((n, h.era) for n, h in enumerate(hs) if h.moved and h.owner == group)
+        gained, self.owned = bool(now - self.owned), now
+        return gained
 
     def load(self, delivery: Delivery, ev: SubscriptionsLoaded, start_ts: int) -> None:
         """What ZooKeeper holds, by era: a subscription whose offset is of an era we held

@@ -220,6 +220,9 @@ class SimProducer(_Client):
 
 
 class SimSubscriber(_Client):
+    """Positions are (era, ts) (docs/replication.md M3): a moved slot's reader follows
+    ``WRONG_GROUP`` with its ``sid`` to the group named (C7)."""
+
     def __init__(
         self,
         name: str,
@@ -235,9 +238,12 @@ class SimSubscriber(_Client):
         self.subscription = subscription
         self.mode = mode
         self.sid = 0
+        self.era = 0  # the era of ``last`` (a moved slot's, M3)
         self.last = 0  # the last ts handed to the application (broadcast)
-        self.seen: set[int] = set()  # shared: each ts once
+        self.seen: set[tuple[int, int]] = set()  # shared: each (era, ts) once
         self.subscribed_once = False
+        self.moved_to: tuple[int, int] | None = None  # unnamed sent on: (era, after)
+        self.named_moved = False  # named sent on: "latest" at the group named
         history.subscriber(self.app, topic, subscription, mode)
 
     @property
@@ -261,17 +267,29 @@ class SimSubscriber(_Client):
         assert self.conn is not None
         self.sid += 1
         start: From | int
-        if not self.subscribed_once:
+        era = 0
+        if self.moved_to is not None:
+            # sent on from an ended era: from its ``after`` + 1, resumed once it has a
+            # position (C7: one moved before its first subok was handed nothing)
+            era, after = self.moved_to
+            start, resume = after + 1, self.subscribed_once
+        elif self.named_moved and self.subscribed_once:
+            # a named one's offset is its position: the group it was sent to knows it
+            start, resume = From.LATEST, True
+        elif not self.subscribed_once:
             start, resume = From.EARLIEST, False
         elif self.mode == "shared":
             start, resume = From.LATEST, True
         else:
-            start, resume = self.last + 1, True
+            start, resume, era = self.last + 1, True, self.era
         sub = Sub(self.sid, self.topic, self.subscription, start, None, self.mode, resume)
+        if era:
+            sub = dataclasses.replace(sub, era=era)
         if self.mode == "shared":
             # the client rule: its member id, and (on a resume) what it acknowledged; it
             # acknowledges each record as it receives it, so it holds none
-            acked = tuple(sorted(self.seen)[-RECENT_ACKS_MAX:]) if resume else ()
+            mine = [ts for e, ts in self.seen if e == self.era]
+            acked = tuple(sorted(mine)[-RECENT_ACKS_MAX:]) if resume else ()
             sub = dataclasses.replace(sub, acked=acked, member=self.name)
         out.append(Send(self.conn, sub))
 
@@ -279,31 +297,45 @@ class SimSubscriber(_Client):
         assert self.conn is not None
         if isinstance(msg, SubOk) and msg.sid == self.sid:
             self.history.app_back(self.app, now, self.primary or "")
+            self.moved_to, self.named_moved = None, False
             if not self.subscribed_once:
                 self.subscribed_once = True
-                self.history.sub_started(self.app, msg.next_ts)
+                self.era = msg.era
+                self.history.sub_started(self.app, msg.next_ts, msg.era)
         elif isinstance(msg, Delivered) and msg.sid == self.sid:
-            got: list[int] = []
-            for rec in msg.records:
-                ts = rec[0]
-                if self.mode == "shared":
-                    if ts in self.seen:
-                        continue
-                    self.seen.add(ts)
-                elif ts <= self.last:
-                    continue
-                else:
-                    self.last = ts
-                got.append(ts)
-                self.history.app_received(self.app, self.group, rec, now)
-            if self.mode == "shared":
-                ts_all = [r[0] for r in msg.records]
-                out.append(Send(self.conn, Ack(self.sid, ts_all[0], tuple(ts_all[1:]))))
-                self.history.shared_acked(self.app, ts_all)
-            elif got or msg.records:
-                out.append(Send(self.conn, Ack(self.sid, self.last)))
-                self.history.sub_acked(self.app, self.last)
+            self._on_delivered(msg, now, out)
         elif isinstance(msg, ErrorFrame) and msg.sid == self.sid:
-            if not msg.code.retriable:
+            if msg.code is ErrorCode.WRONG_GROUP and msg.group:
+                # the era ended (or is another group's): go on at the group named (C7)
+                self.group = msg.group
+                if self.subscription:
+                    self.named_moved = True
+                elif msg.era is not None and msg.after is not None:
+                    self.moved_to = (msg.era, msg.after)
+            elif not msg.code.retriable:
                 self.history.client_error(self.app, f"{msg.code}: {msg.message}")
             self._reconnect(now, out)
+
+    def _on_delivered(self, msg: Delivered, now: float, out: list[Effect]) -> None:
+        assert self.conn is not None
+        got: list[int] = []
+        for rec in msg.records:
+            pos = (msg.era, rec[0])
+            if self.mode == "shared":
+                if pos in self.seen:
+                    continue
+                self.seen.add(pos)
+                self.era = max(self.era, msg.era)
+            elif pos <= (self.era, self.last):
+                continue  # handed over already (a redelivery, or an older era's)
+            else:
+                self.era, self.last = pos
+            got.append(rec[0])
+            self.history.app_received(self.app, self.group, rec, now, msg.era)
+        if self.mode == "shared":
+            ts_all = [r[0] for r in msg.records]
+            out.append(Send(self.conn, Ack(self.sid, ts_all[0], tuple(ts_all[1:]))))
+            self.history.shared_acked(self.app, ts_all, msg.era)
+        elif msg.records and msg.era == self.era:
+            out.append(Send(self.conn, Ack(self.sid, self.last)))
+            self.history.sub_acked(self.app, self.last, self.era)

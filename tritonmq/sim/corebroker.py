@@ -267,13 +267,16 @@ class SimCoreBroker:
             self._core(ce.CasDone(int(num), outcome, state, now), now, out)
         elif kind == "load":
             found = None
+            eras: dict[tuple[str, str], int] = {}
             if ok:
-                found = [
-                    (path.split("/")[2], path.split("/")[3], n.data[0], n.data[1])
-                    for path, n in result.value.items()
-                    if path.split("/")[2].startswith(f"{self.group}.")
-                ]
-            self._core(ce.SubscriptionsLoaded(int(num), found, now), now, out)
+                found = []
+                for path, n in result.value.items():
+                    topic, name = path.split("/")[2:4]
+                    if self._loads(topic):
+                        found.append((topic, name, n.data[0], n.data[1]))
+                        if n.data[2:] and n.data[2]:
+                            eras[(topic, name)] = n.data[2]
+            self._core(ce.SubscriptionsLoaded(int(num), found, now, eras=eras), now, out)
         elif kind == "register-sub":
             topic, name = op.path.split("/")[2:4]
             held = op.data[1] if ok else None
@@ -373,11 +376,12 @@ class SimCoreBroker:
             case SendPubAck(conn=conn, id=pub_id, ts=ts, eras=eras):
                 out.append(Send(conn, PubAcked(pub_id, ts, eras)))
             case SendError(conn=conn, code=code, message=message, id=rid, sid=sid, group=group):
-                out.append(Send(conn, ErrorFrame(code, message, id=rid, sid=sid, group=group)))
-            case Deliver(conn=conn, sid=sid, topic=topic, records=records):
-                out.append(Send(conn, Delivered(sid, topic, tuple(records))))
-            case SendSubOk(conn=conn, sid=sid, next_ts=next_ts):
-                out.append(Send(conn, SubOk(sid, next_ts)))
+                err = ErrorFrame(code, message, rid, sid, group, a.era, a.after)
+                out.append(Send(conn, err))
+            case Deliver(conn=conn, sid=sid, topic=topic, records=records, era=era):
+                out.append(Send(conn, Delivered(sid, topic, tuple(records), era)))
+            case SendSubOk(conn=conn, sid=sid, next_ts=next_ts, era=era):
+                out.append(Send(conn, SubOk(sid, next_ts, era)))
             case SendFetched() | SendMeta() | SendCommitted():
                 out.append(Send(a.conn, a))  # the simulated clients do not ask for these
             case CoreCloseConn(conn=conn):
@@ -429,14 +433,16 @@ class SimCoreBroker:
             case LoadSubscriptions(request=req):
                 out.append(ZkRequest(f"load:{req}", ZkList("/offsets/")))
             case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
-                op2 = ZkCreate(offset_path(topic, name), (mode, offset))
+                # (mode, offset, the era the offset is a ts of: a moved slot's, M5)
+                op2 = ZkCreate(offset_path(topic, name), (mode, offset, a.era))
                 out.append(ZkRequest("register-sub", op2))
             case StoreOffsets(offsets=offsets):
                 self._batches += 1
                 self.stores[self._batches] = [len(offsets), True, offsets]
-                for topic, name, offset in offsets:
+                eras = a.eras or (0,) * len(offsets)
+                for (topic, name, offset), era in zip(offsets, eras, strict=True):
                     mode = self._mode_of(topic, name)
-                    op3 = ZkSet(offset_path(topic, name), (mode, offset))
+                    op3 = ZkSet(offset_path(topic, name), (mode, offset, era))
                     out.append(ZkRequest(f"store:{self._batches}", op3))
             case LogLine(message=message):
                 out.append(Note(message))
@@ -463,6 +469,14 @@ class SimCoreBroker:
         if lk is not None and lk.conn is not None:
             out.append(CloseConn(lk.conn))
         self.link = None
+
+    def _loads(self, topic: str) -> bool:
+        """A subscription this group loads: of its own topics (no slot map), or as the
+        shell does: owned, or of a moved slot we held an era of (M5)."""
+        slots = self.core.slots
+        if slots is None:
+            return topic.startswith(f"{self.group}.")
+        return slots.group_of(topic) == self.group or bool(self.core.moves.serves_fetch(topic))
 
     def _mode_of(self, topic: str, name: str) -> str:
         d = self.core.delivery.durables.get((topic, name))

@@ -267,14 +267,14 @@ class History:
     def subscriber(self, app: str, topic: str, subscription: str | None, mode: str) -> None:
         self.apps[app] = App(topic, subscription, mode)
 
-    def sub_started(self, app: str, next_ts: int) -> None:
+    def sub_started(self, app: str, next_ts: int, era: int = 0) -> None:
         self.apps[app].base = next_ts
 
-    def sub_acked(self, app: str, ts: int) -> None:
+    def sub_acked(self, app: str, ts: int, era: int = 0) -> None:
         a = self.apps[app]
         a.acked_upto = max(a.acked_upto, ts)
 
-    def shared_acked(self, app: str, ts: list[int]) -> None:
+    def shared_acked(self, app: str, ts: list[int], era: int = 0) -> None:
         self.apps[app].acked.update(ts)
 
     def client_error(self, app: str, text: str) -> None:
@@ -299,7 +299,9 @@ class History:
         away = a.away_since is not None and now - a.away_since > self.shared_grace
         return a.vanished or away
 
-    def app_received(self, app: str, group: str, rec: Record, now: float = 0.0) -> None:
+    def app_received(
+        self, app: str, group: str, rec: Record, now: float = 0.0, era: int = 0
+    ) -> None:
         a = self.apps[app]
         ts, uuid = rec[0], rec[1]
         if uuid in a.uuids:

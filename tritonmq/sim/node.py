@@ -32,12 +32,15 @@ class ErrorFrame:
     id: int | None = None
     sid: int | None = None
     group: str | None = None  # WRONG_GROUP: the group to go to
+    era: int | None = None  # WRONG_GROUP ending a reader's era: go on in ``era`` ...
+    after: int | None = None  # ... after ts ``after`` (docs/replication.md M4)
 
 
 @dataclass(frozen=True, slots=True)
 class SubOk:
     sid: int
     next_ts: int
+    era: int = 0  # the era ``next_ts`` is a ts of (a moved slot, M3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,7 @@ class Delivered:
     sid: int
     topic: str
     records: tuple[Record, ...]
+    era: int = 0  # the era the records were written in (a moved slot, M3)
 
 
 # --- events a node is fed ----------------------------------------------------------
