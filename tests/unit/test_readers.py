@@ -254,7 +254,8 @@ def test_a_subscription_a_commit_creates_at_the_owner_of_a_moved_slot_is_at_its_
     x = leading("x", "g2")
     view(x, completed(9), 0.1)
     pub(x, 1, T0, "n1", "n2", now=0.2)
-    out = x.handle(ClientFrameIn("spark", Commit(5, T0, "q", 1), 0.3))
+    [load] = only(x.handle(ClientFrameIn("spark", Commit(5, T0, "q", 1), 0.3)), LoadSubscriptions)
+    out = x.handle(SubscriptionsLoaded(load.request, [], 0.3))  # not held at an older era
     [reg] = only(out, RegisterSubscription)
     assert reg.era == 1
     x.handle(SubscriptionRegistered(T0, "q", reg.offset, 0.4))
