@@ -62,6 +62,7 @@ from tritonmq.core.actions import Level as L
 from tritonmq.core.auth import ClientAuth
 from tritonmq.core.clientframes import ClientFrames
 from tritonmq.core.delivery import Delivery
+from tritonmq.core.erasowned import OwnedEras
 from tritonmq.core.events import (
     CasDone,
     CasOutcome,
@@ -146,6 +147,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.slots: SlotMap | None = None
         self.moves = SlotMoves(cfg.group, cluster_secret)  # slots' histories, move steps
         self.readers = SlotReaders(self.moves)  # readers of moved slots: which era, when on
+        self.owned_eras = OwnedEras()  # a new one: read the subscriptions before purging
         self.viewed = False
         self.primary: PrimaryCore | None = None
         self.backup: BackupCore | None = None
@@ -221,7 +223,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 out = self.commits.registered(topic, name, offset, self.primary.commit_ts)
                 return out + self._registered_subs(topic, name, offset, ev.now)
             case SlotStepDone():
-                return self.moves.step_done(ev)
+                return self.moves.step_done(ev) + self._new_eras()
             case HandoverAsked():
                 return self.moves.answer_ask(ev, self.log, self.commit_ts)
             case HandoverAnswered():  # the handover entry replicates like a record
@@ -426,7 +428,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.slots = ev.slots
         self.moves.viewed(ev.histories)
         self.viewed = True
-        out: list[Action] = []
+        out: list[Action] = self._new_eras()
         cas = self.cas
         if cas is not None and cas.unknown:
             out.extend(self._judge_unknown(cas, ev.now))
@@ -588,6 +590,13 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 assert isinstance(w.frame, Sub)
                 out.extend(self._subscribe(w.conn, w.frame, p, ev.now))
         return out
+
+    def _new_eras(self) -> list[Action]:
+        """A moved slot's era became ours: read the subscriptions before purging (M5)."""
+        if not self.owned_eras.update(self.moves) or self.primary is None:
+            return []
+        self.delivery.loaded = False  # purge waits for the load
+        return [LoadSubscriptions(self._load_request)]
 
     def _stored(self, ev: OffsetsStored) -> list[Action]:
         self._storing = False
