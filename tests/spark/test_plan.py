@@ -79,7 +79,7 @@ def test_an_earliest_range_skips_to_the_first_retained_record_and_is_not_needed(
 
 
 def test_commit_points_acknowledge_up_to_the_last_ts_of_the_batch() -> None:
-    assert commit_points(off({"g1": 21, "g2": 1}), TOPICS) == [("a", 20), ("b", 20)]
+    assert commit_points(off({"g1": 21, "g2": 1}), TOPICS) == [("a", 20, None), ("b", 20, None)]
 
 
 def test_resolve_start() -> None:
@@ -162,3 +162,25 @@ def test_a_moved_topic_new_to_the_query_reads_every_era_and_needs_none() -> None
         Range("g2", "a", 1, 30, False),
         Range("g1", "a", 41, 45, False),
     ]
+
+
+def test_a_moved_topic_is_committed_at_every_group_that_held_an_era_in_its_own_ts() -> None:
+    """Planned in era 2: g1's era 0 was read to its seal point (40) and its era 2 to the
+    batch's end (60), g2's era 1 whole (30): g1 gets 60 (it acknowledges the era it serves,
+    up to that era's seal point), g2 gets 30; older eras' groups first."""
+    end = Offset("spark-x", {"g1": 61, "g2": 70}, ("a", "c"), {"a": 2})
+    assert commit_points(end, TOPICS, {"a": MOVED}) == [
+        ("a", 60, "g1"),
+        ("a", 30, "g2"),
+        ("c", 69, None),
+    ]
+
+
+def test_a_moved_topic_planned_in_an_earlier_era_is_committed_within_it() -> None:
+    """Planned in era 1 (g2, its end at 36): the era has ended since (sealed at 30), so g2
+    gets 30; g1's era 0 gets its seal point; nothing of era 2 was read."""
+    end = Offset("spark-x", {"g2": 37}, ("a",), {"a": 1})
+    assert commit_points(end, TOPICS, {"a": MOVED}) == [("a", 40, "g1"), ("a", 30, "g2")]
+    # planned in era 0, before the moves: g1, in era 0, not the owner now with its ts
+    now = {"a": "g2"}
+    assert commit_points(off({"g1": 21, "g2": 9}, ("a",)), now, {"a": MOVED}) == [("a", 20, "g1")]

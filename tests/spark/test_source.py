@@ -325,3 +325,54 @@ def test_a_query_reads_a_topic_whose_slot_moves_there_and_back_without_gap_or_du
     got = output(spark, tmp_path)
     for t, p in zip((moved, steady), producers, strict=True):
         exactly_once([v for topic, v in got if topic == t], p.acked)
+
+
+def test_once_a_query_read_past_a_seal_the_old_group_purges_the_slot_s_sealed_remainder(
+    spark: Any, make_cluster: Callable[..., DevCluster], tmp_path: Path
+) -> None:
+    """Issue 11: "the old group keeps the sealed records until every durable subscription
+    has read past the seal, then purges them". The query's subscription is stored at era 0
+    (g1's); after the move its commits reach g1 in g1's ts, so g1 hands it on and purges the
+    slot's remainder, and g2 then purges what the query acknowledged of era 1
+    (docs/replication.md M5, M6; retention 0: a record goes once nobody needs it)."""
+    from tests.integration.test_slot_moves import begin_moves, wait_normal
+    from tritonmq.core.slots import slot_of
+    from tritonmq.wire.codec import MAX_SAFE_INT
+
+    c = make_cluster(groups=2)
+    admin = Remote(zk_option_url(c))
+    moved = topics_in(admin, "g1", 1, "pg")[0]
+    slot = slot_of(moved, 64)
+    q = to_parquet(
+        reader(spark, c, moved, startingPosition="earliest"),
+        tmp_path,
+        processingTime="500 milliseconds",
+    )
+    p = Producer(zk_option_url(c), moved)
+    try:
+        ingested(spark, tmp_path, q, 300, 120, "the query to ingest")
+        begin_moves(c, [slot], "g2")
+        h = wait_normal(c, [slot])[slot]
+        assert (h.owner, h.era) == ("g2", 1)
+        until, after = h.history[0].until, h.after
+        p.wait_for(len(p.acked) + 300)
+        ingested(spark, tmp_path, q, len(p.acked), 180, "records of the new era")
+
+        def retained(group: str, lo: int, hi: int) -> list[int]:
+            return [r[0] for r in admin.fetch(moved, lo, hi, 1, group).records]
+
+        wait_until(
+            lambda: not retained("g1", 0, until), 120, "g1 to purge the slot's sealed remainder"
+        )
+        wait_until(
+            lambda: retained("g2", 0, MAX_SAFE_INT)[:1] > [after + 1],
+            120,
+            "g2 to purge what the query acknowledged of era 1",
+        )
+    finally:
+        want = p.close()
+        admin.close()
+    ingested(spark, tmp_path, q, len(want), 180, "every record")
+    assert q.exception() is None
+    q.stop()
+    exactly_once([v for _, v in output(spark, tmp_path)], want)

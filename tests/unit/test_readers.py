@@ -348,7 +348,8 @@ def test_a_subscription_a_commit_creates_at_the_owner_of_a_moved_slot_is_at_its_
     x = leading("x", "g2")
     view(x, completed(9), 0.1)
     pub(x, 1, T0, "n1", "n2", now=0.2)
-    out = x.handle(ClientFrameIn("spark", Commit(5, T0, "q", 1), 0.3))
+    [load] = only(x.handle(ClientFrameIn("spark", Commit(5, T0, "q", 1), 0.3)), LoadSubscriptions)
+    out = x.handle(SubscriptionsLoaded(load.request, [], 0.3))  # not held at an older era
     [reg] = only(out, RegisterSubscription)
     assert reg.era == 1
     x.handle(SubscriptionRegistered(T0, "q", reg.offset, 0.4))
@@ -372,3 +373,29 @@ def test_a_new_owner_reads_the_subscriptions_again_before_it_purges_the_moved_to
     found = [(T0, "d", "broadcast", 9)]
     x.handle(SubscriptionsLoaded(load.request, found, 41.0))
     assert x.delivery.durables[(T0, "d")].pending and x.delivery.holds()[T0] == 0
+
+
+# --- a new era's owner reads the subscriptions before it purges (Spark, retention 0) ---
+
+
+def purged(out: Sequence[Action]) -> dict[str, int]:
+    return {t: upto for p in only(out, SendPurge) for t, upto in p.purge.topics}
+
+
+def test_the_new_owner_purges_none_of_its_era_before_it_read_the_subscriptions() -> None:
+    x = leading("x", "g2", ephemeral_grace=0.0)
+    [load] = only(view(x, completed(9), 0.1), LoadSubscriptions)
+    pub(x, 1, T0, "n1", "n2", now=0.2)
+    assert T0 not in purged(ticks(x, 0.3)), "nothing purged before the subscriptions are read"
+    held = [(T0, "q", "broadcast", 5)]  # stored at era 0: g1's until it hands it on
+    x.handle(SubscriptionsLoaded(load.request, held, 1.0))
+    assert x.delivery.durables[(T0, "q")].pending
+    assert T0 not in purged(ticks(x, 1.1)), "its era is kept for the pending subscription"
+
+
+def test_a_view_that_brings_no_new_era_asks_for_no_load() -> None:
+    x = leading("x", "g2", ephemeral_grace=0.0)
+    view(x, completed(9), 0.1)
+    assert not only(view(x, completed(9), 0.2), LoadSubscriptions)
+    c = leading("a", ephemeral_grace=0.0)
+    assert not only(view(c, completed(9), 0.1), LoadSubscriptions), "g1 owns no new era"

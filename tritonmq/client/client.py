@@ -493,14 +493,20 @@ class Client:
             out.append(FetchedRecord(topic, ts, uuid, key, value, headers, ms))
         return out, got.next
 
-    async def commit(self, topic: str, subscription: str, ts: int) -> tuple[int, int]:
+    async def commit(
+        self, topic: str, subscription: str, ts: int, *, group: str | None = None
+    ) -> tuple[int, int]:
         """Acknowledge durable ``subscription`` of ``topic`` up to ``ts`` without consuming.
 
         Registers the subscription if it does not exist (so the broker keeps every later
         record for it); never lowers its offset. Returns ``(offset, head)``: the offset
-        now and the group's commit point (its newest committed ts).
+        now and the group's commit point (its newest committed ts). ``group``: ``ts`` is
+        that group's, which held an era of the topic's moved slot (:meth:`slot_history`):
+        it acknowledges the subscription if it serves it at such an era, up to the era's
+        seal point (docs/replication.md M5), else changes nothing.
         """
-        got = await self._ask(Commit(0, topic, subscription, ts))
+        frame = Commit(0, topic, subscription, ts)
+        got = await (self._ask(frame) if group is None else self._link(group).request(frame))
         if not isinstance(got, frames.Committed):
             raise ProtocolError(f"commit answered with {type(got).__name__}")
         return got.ts, got.head

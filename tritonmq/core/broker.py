@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
-from tritonmq.core import limits
+from tritonmq.core import limits, slotcommits
 from tritonmq.core.actions import (
     Action,
     CloseLink,
@@ -157,7 +158,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.durables_ready = False
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
         self.auth = ClientAuth(cfg.auth_required)
-        self.commits = Commits(self.delivery, self.auth, self.readers.current_era)
+        acked = partial(slotcommits.acknowledged, self.moves)
+        self.commits = Commits(self.delivery, self.auth, self.readers.current_era, acked)
         self.registrations = Registrations(self.delivery)
         self.presence = PresenceTable(
             f"{me.id}.{me.boot[:6]}", cfg.max_presence_members, cfg.max_presence_info_bytes

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
-from tritonmq.core import limits, requests
+from tritonmq.core import limits, requests, slotcommits
 from tritonmq.core.actions import Action, LoadSubscriptions, SendError, SendMeta, SendSubOk
 from tritonmq.core.admin import administer
 from tritonmq.core.auth import ClientAuth
@@ -88,8 +88,8 @@ class ClientFrames:
             return None
         if isinstance(frame, Pub | Sub) and self.moves.history_of(frame.topic) is not None:
             return None  # the slot moved: its history decides (M2, M4, M8)
-        if isinstance(frame, Fetch) and self.moves.serves_fetch(frame.topic):
-            return None  # our own ts of an era we held
+        if isinstance(frame, Fetch | Commit) and self.moves.serves_fetch(frame.topic):
+            return None  # our own ts of an era we held (a commit: core/slotcommits.py)
         g = self.slots.group_of(frame.topic)
         return g if g != self.cfg.group else None
 
@@ -164,6 +164,13 @@ class ClientFrames:
                 if not self.durables_ready:
                     self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
                     return []
+                d = self.delivery.durables.get((frame.topic, frame.subscription))
+                if slotcommits.load_first(
+                    self.moves, self.readers.asked, frame.topic, d, frame.subscription
+                ):
+                    self.durables_ready = False  # answered once what ZooKeeper holds is read
+                    self.waiting_subs.append(ev)
+                    return [LoadSubscriptions(self._load_request)]
                 return self.commits.commit(conn, frame, p.commit_ts)
             case SubDelete() | SubReset():
                 if p is None:

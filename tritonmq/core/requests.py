@@ -16,6 +16,7 @@ from tritonmq.core.actions import (
     SendFetched,
 )
 from tritonmq.core.auth import ClientAuth
+from tritonmq.core.consumers import Durable
 from tritonmq.core.delivery import Delivery, check_retained
 from tritonmq.core.log import GroupLog
 from tritonmq.errors import Purged, RequestRejected
@@ -74,10 +75,14 @@ class Commits:
         delivery: Delivery,
         auth: ClientAuth | None = None,
         era_of: Callable[[str], int] | None = None,
+        acknowledged: Callable[[str, Durable | None, int], int | None] | None = None,
     ) -> None:
         self.delivery = delivery
         self.auth = auth  # who may commit which subscription (None: anyone)
         self.era_of = era_of  # a moved slot's current era here (docs/replication.md M5)
+        # what a commit of our ts acknowledges of a moved slot's subscription (None: nothing
+        # here; core/slotcommits.py)
+        self.acknowledged = acknowledged
         self.waiting: dict[tuple[str, str], list[tuple[Any, int]]] = {}  # (topic, name) -> asks
 
     def commit(self, conn: Any, frame: Commit, commit_ts: int) -> list[Action]:
@@ -86,7 +91,13 @@ class Commits:
         ):
             return [refused]
         key = (frame.topic, frame.subscription)
-        offset, register = self.delivery.commit(*key, frame.ts, commit_ts)
+        ts = frame.ts
+        if self.acknowledged is not None:
+            here = self.acknowledged(frame.topic, self.delivery.durables.get(key), frame.ts)
+            if here is None:  # served by another group's era, or let go: nothing to do here
+                return [SendCommitted(conn, frame.id, min(frame.ts, commit_ts), commit_ts)]
+            ts = here
+        offset, register = self.delivery.commit(*key, ts, commit_ts)
         durable = self.delivery.durables[key]
         if register and self.era_of is not None and (era := self.era_of(frame.topic)):
             durable.era = durable.stored_era = era  # created at the current era (M5)

@@ -181,14 +181,48 @@ def _era_spans(start: Offset, end: Offset, topic: str, h: SlotHistory) -> list[R
     return out
 
 
-def commit_points(end: Offset, topics: Mapping[str, str]) -> list[tuple[str, int]]:
-    """(topic, ts) to acknowledge the query's subscription at once ``end`` is processed."""
-    out = []
+def commit_points(
+    end: Offset,
+    topics: Mapping[str, str],
+    histories: Mapping[str, SlotHistory] | None = None,
+) -> list[tuple[str, int, str | None]]:
+    """(topic, ts, group) to acknowledge the query's subscription at once ``end`` is
+    processed; group None: the topic's owner. A topic in ``histories`` (its slot moved) is
+    acknowledged at every group that held an era of it up to the one ``end`` was planned
+    in, each in its own ts: an earlier era to its seal point, that era to the batch's end.
+    The subscription is stored at one era, and only that era's group writes its offset and
+    hands it on (docs/replication.md M5), so each group gets the query's position in its
+    ts; one holding several eras, the furthest (it acknowledges the one it serves, up to
+    that era's seal point). Older eras first: the group of the stored era hands it on."""
+    out: list[tuple[str, int, str | None]] = []
     for t in end.topics:
+        h = (histories or {}).get(t)
+        if h is not None:  # by era even if planned in era 0: the owner may have changed
+            last = min(end.eras.get(t, 0), h.era)
+            out.extend((t, ts, g) for g, ts in _era_points(end, h, last).items())
+            continue
         g = topics.get(t)
         if g is not None and g in end.groups and end.groups[g] > 1:
-            out.append((t, end.groups[g] - 1))
+            out.append((t, end.groups[g] - 1, None))
     return out
+
+
+def _era_points(end: Offset, h: SlotHistory, last: int) -> dict[str, int]:
+    """Per group (in the order of their first era), the ts the query has read to of a
+    moved topic whose batch ``end`` was planned in era ``last``."""
+    points: dict[str, int] = {}
+    for e in range(last + 1):
+        g = h.group_of_era(e)
+        after, until = (h.history[e].after, h.history[e].until) if e < h.era else (h.after, None)
+        if e < last:
+            ts = until
+        elif g in end.groups:
+            ts = end.groups[g] - 1 if until is None else min(end.groups[g] - 1, until)
+        else:
+            continue
+        if ts is not None and ts > after:
+            points[g] = max(points.get(g, ts), ts)
+    return points
 
 
 def data_loss_message(r: Range, purged_to: int) -> str:

@@ -82,8 +82,9 @@ class Remote:
             out[g] = (await self.client.group_meta(g)).commit
         return out
 
-    def commit(self, topic: str, subscription: str, ts: int) -> int:
-        return self.call(self.client.commit(topic, subscription, ts))[0]
+    def commit(self, topic: str, subscription: str, ts: int, group: str | None = None) -> int:
+        """``group``: that group's ts (an era of a moved slot it held), else the owner's."""
+        return self.call(self.client.commit(topic, subscription, ts, group=group))[0]
 
     def fetch(
         self, topic: str, start: int, end: int, max: int, group: str | None = None

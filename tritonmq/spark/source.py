@@ -203,7 +203,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:
                 start = plan.resolve_start(opts.starting, heads, groups)
             offset = plan.Offset(sub, start, tuple(sorted(topics)))
-            for t, ts in plan.commit_points(offset, topics):
+            for t, ts, _ in plan.commit_points(offset, topics):
                 r.commit(t, sub, ts)  # what the query skips needs no keeping
             self._initial = offset.as_json()
         return self._initial
@@ -252,8 +252,11 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         e = plan.Offset.from_json(end)
         r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file)
-        for t, ts in plan.commit_points(e, r.groups_of(e.topics)):
-            r.commit(t, e.subscription, ts)
+        # a moved topic: each group that held an era gets its part (the one serving the
+        # subscription's stored era hands it on and purges its sealed remainder, M5, M6)
+        histories = r.histories(e.topics, fresh=False)
+        for t, ts, g in plan.commit_points(e, r.groups_of(e.topics), histories):
+            r.commit(t, e.subscription, ts, g)
 
     def stop(self) -> None:
         forget(self.opts.url, self.opts.ca_file, self.opts.token_file)
