@@ -36,6 +36,31 @@ def _node_command() -> list[str]:
     return [NODE] if has_ws.returncode == 0 else [NODE, "--experimental-websocket"]
 
 
+def _run_stream(args: list[str], during: Callable[[list[dict[str, Any]]], None]) -> Any:
+    """Run a node script that prints JSON lines (progress, then one ``result``); ``during``
+    acts on the cluster while it runs, given the lines so far. Returns the result."""
+    proc = subprocess.Popen(
+        [*_node_command(), "--no-warnings", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: lines.extend(json.loads(x) for x in proc.stdout or ()))
+    reader.start()
+    try:
+        during(lines)
+        proc.wait(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=10)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 0, stderr
+    return next(x["result"] for x in lines if "result" in x)
+
+
 @pytest.mark.skipif(
     NODE is None, reason="node is not installed: the JavaScript client is not tested"
 )
@@ -46,29 +71,16 @@ def test_js_stream_survives_primary_sigkill(cluster: DevCluster) -> None:
     old = info["primary"]
     url = info["members"][old]  # connect through the primary about to die: the client must move
     total, batch = 600, 10
-    proc = subprocess.Popen(
-        [*_node_command(), "--no-warnings", str(SCRIPT), url, "js.stream", str(total), str(batch)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[dict[str, Any]] = []
-    reader = threading.Thread(target=lambda: lines.extend(json.loads(x) for x in proc.stdout or ()))
-    reader.start()
-    try:
+    killed_at = 0
+
+    def kill_mid_stream(lines: list[dict[str, Any]]) -> None:
+        nonlocal killed_at
         wait_for(lambda: any(x.get("acked", 0) >= total // 4 for x in lines), 60, "a quarter acked")
         killed_at = max(x.get("acked", 0) for x in list(lines))
         cluster.kill(old)  # SIGKILL, mid-stream
         wait_new_primary(cluster, old)
-        proc.wait(timeout=150)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reader.join(timeout=10)
-    stderr = proc.stderr.read() if proc.stderr else ""
-    assert proc.returncode == 0, stderr
-    result = next(x["result"] for x in lines if "result" in x)
+
+    result = _run_stream([str(SCRIPT), url, "js.stream", str(total), str(batch)], kill_mid_stream)
     acked, delivered = result["acked"], result["delivered"]
     assert killed_at < total, "the primary was killed before the stream ended"
     assert result["failed"] == [], result["failed"]
@@ -179,29 +191,15 @@ def test_js_subscriptions_follow_their_topic_across_slot_moves(make_cluster: Any
     [topic] = topics_in([n], 1)
     url = group_info(c, "g1")["primary_url"]
     total = 600
-    proc = subprocess.Popen(
-        [*_node_command(), "--no-warnings", str(MOVE_SCRIPT), url, topic, str(total), "10", "40"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[dict[str, Any]] = []
-    reader = threading.Thread(target=lambda: lines.extend(json.loads(x) for x in proc.stdout or ()))
-    reader.start()
-    try:
+
+    def move_there_and_back(lines: list[dict[str, Any]]) -> None:
         for at, to in ((150, "g2"), (350, "g1")):
             wait_for(lambda at=at: any(x.get("acked", 0) >= at for x in lines), 60, f"{at} acked")
             r = cli(c, "move", str(n), "--to", to)
             assert r.returncode == 0, (r.stdout, r.stderr)
-        proc.wait(timeout=150)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reader.join(timeout=10)
-    stderr = proc.stderr.read() if proc.stderr else ""
-    assert proc.returncode == 0, stderr
-    result = next(x["result"] for x in lines if "result" in x)
+
+    args = [str(MOVE_SCRIPT), url, topic, str(total), "10", "40"]
+    result = _run_stream(args, move_there_and_back)
     assert result["failed"] == [] and result["errors"] == [None, None, None], result
     assert histories(c)[n].era == 2
     want = [f"m-{i:06d}" for i in range(total)]

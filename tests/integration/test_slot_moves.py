@@ -7,13 +7,14 @@ across the eras."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import pytest
@@ -546,6 +547,34 @@ def check_shared_once(readers: Readers, producers: Producers) -> None:
         assert producers.acked[t] <= set(got)
 
 
+@contextlib.asynccontextmanager
+async def three_readers(
+    c: DevCluster, topics: list[str]
+) -> AsyncIterator[tuple[Readers, Readers, Readers]]:
+    """An unnamed, a durable broadcast ("audit") and a durable shared ("work", two
+    members) subscription of ``topics``."""
+    async with (
+        Readers(c, topics) as unnamed,
+        Readers(c, topics, "audit") as durable,
+        Readers(c, topics, "work", "shared", members=2) as shared,
+    ):
+        yield unnamed, durable, shared
+
+
+async def check_readers(
+    c: DevCluster, producers: Producers, readers: tuple[Readers, Readers, Readers]
+) -> None:
+    """Each acknowledged record stored once in its producer's order, read once in order by
+    the unnamed and the broadcast subscription, and once by one shared member."""
+    unnamed, durable, shared = readers
+    for r in readers:
+        await r.caught_up(producers)
+    await check_stored_once_in_order(c, producers)
+    await check_read_once_in_order(c, unnamed)
+    await check_read_once_in_order(c, durable)
+    check_shared_once(shared, producers)
+
+
 async def test_durable_broadcast_and_shared_subscriptions_get_every_record_once_across_moves(
     two_groups: DevCluster,
 ) -> None:
@@ -558,11 +587,7 @@ async def test_durable_broadcast_and_shared_subscriptions_get_every_record_once_
     g1_slot = next(n for n, h in enumerate(hs) if h.owner == "g1")
     g2_slot = next(n for n, h in enumerate(hs) if h.owner == "g2")
     topics = topics_in([g1_slot, g2_slot], 2)
-    async with (
-        Readers(c, topics) as unnamed,
-        Readers(c, topics, "audit") as durable,
-        Readers(c, topics, "work", "shared", members=2) as shared,
-    ):
+    async with three_readers(c, topics) as readers:
         async with Producers(c, topics, n=3) as producers:
             await wait_acked(producers, 100)
             for to1, to2 in (("g2", "g1"), ("g1", "g2")):
@@ -570,12 +595,7 @@ async def test_durable_broadcast_and_shared_subscriptions_get_every_record_once_
                     r = await asyncio.to_thread(cli, c, "move", str(n), "--to", to)
                     assert r.returncode == 0, (r.stdout, r.stderr)
                     await wait_acked(producers, 60)
-        for readers in (unnamed, durable, shared):
-            await readers.caught_up(producers)
-        await check_stored_once_in_order(c, producers)
-        await check_read_once_in_order(c, unnamed)
-        await check_read_once_in_order(c, durable)
-        check_shared_once(shared, producers)
+        await check_readers(c, producers, readers)
     assert histories(c)[g1_slot].era == 2
 
 
@@ -630,11 +650,7 @@ async def test_readers_get_every_record_once_when_a_primary_is_killed_mid_move(
     moved = [n for n, h in enumerate(histories(c)) if h.owner == "g1"][:2]
     topics = topics_in(moved, 2)
     group = "g1" if victim == "old" else "g2"
-    async with (
-        Readers(c, topics) as unnamed,
-        Readers(c, topics, "audit") as durable,
-        Readers(c, topics, "work", "shared", members=2) as shared,
-    ):
+    async with three_readers(c, topics) as readers:
         async with Producers(c, topics, n=3) as producers:
             await wait_acked(producers, 150)
             killed = c.primary(group)
@@ -653,12 +669,7 @@ async def test_readers_get_every_record_once_when_a_primary_is_killed_mid_move(
         assert heir is not None and heir != killed
         step = "sealing slot" if victim == "old" else "completing the move of slot"
         assert step in c.log_tail(heir, 500), c.log_tail(heir, 40)
-        for readers in (unnamed, durable, shared):
-            await readers.caught_up(producers)
-        await check_stored_once_in_order(c, producers)
-        await check_read_once_in_order(c, unnamed)
-        await check_read_once_in_order(c, durable)
-        check_shared_once(shared, producers)
+        await check_readers(c, producers, readers)
 
 
 # --- "earliest" on a moved slot: the oldest record still retained, in any group (M4) -------

@@ -213,14 +213,9 @@ class ClientFrames:
                 # 139 of --groups 3): answered when the registration lands (or UNAVAILABLE).
                 self.waiting_subs.append(ClientFrameIn(conn, asked, now))
                 if d is not None:
-                    return []
-                mode = Mode(frame.mode)
-                start = frame.start
-                return [
-                    self.delivery.declare(
-                        frame.topic, frame.subscription, mode, start, p.commit_ts, era
-                    )
-                ]
+                    return []  # declared by an earlier `sub`: its registration answers both
+                args = (frame.topic, frame.subscription, Mode(frame.mode), frame.start)
+                return [self.delivery.declare(*args, p.commit_ts, era)]
         left = self.presence.leave(conn, frame.sid)  # a `sub` replaces its sid's attachment
         try:
             next_ts, first = self.delivery.subscribe(

@@ -246,16 +246,22 @@ class Delivery:
         """A new durable subscription from ``start``, to be held in ZooKeeper; purge keeps
         its records from there on (its in-memory offset) while the registration is on its
         way. ``era``: a moved slot's era it reads (M5)."""
-        t = self.log.topics.get(topic)
-        first = t.first_ts() if t is not None else None
-        if start == From.LATEST or (start == From.EARLIEST and first is None):
-            next_ts = commit_ts + 1
-        else:
-            next_ts = first if start == From.EARLIEST and first is not None else int(start)
+        next_ts = self._start_of(topic, start, None, commit_ts)
         d = Durable(topic, name, mode, max(0, next_ts - 1), None)
         self.durables[(topic, name)] = d
         d.era = d.stored_era = era  # created at the era it reads (M5)
         return RegisterSubscription(topic, name, str(mode), d.offset, era=era)
+
+    def _start_of(self, topic: str, start: From | int, d: Durable | None, commit_ts: int) -> int:
+        """The first ts a reader of ``topic`` from ``start`` is handed (of durable ``d``)."""
+        if isinstance(start, int):
+            return start
+        t = self.log.topics.get(topic)
+        first = t.first_ts() if t is not None else None
+        if start == From.EARLIEST and first is not None:
+            return first
+        # latest, or earliest with nothing retained: attaching moves no durable offset
+        return d.offset + 1 if d is not None else commit_ts + 1
 
     def registered(self, topic: str, name: str, offset: int) -> None:
         d = self.durables.get((topic, name))
@@ -313,18 +319,9 @@ class Delivery:
         self.unsubscribe(conn, sid, now)
         out: list[Deliver | RegisterSubscription] = []
         d = self.durables.get((topic, name)) if name else None
-        t = self.log.topics.get(topic)
         if resume and not name and isinstance(start, int):
             check_retained(self.log, topic, start)
-        first = t.first_ts() if t is not None else None
-        if start == From.LATEST:
-            next_ts = d.offset + 1 if d is not None else commit_ts + 1
-        elif start == From.EARLIEST and first is None and d is not None:
-            next_ts = d.offset + 1  # nothing retained: attaching moves no offset
-        elif start == From.EARLIEST:
-            next_ts = first if first is not None else commit_ts + 1
-        else:
-            next_ts = int(start)
+        next_ts = self._start_of(topic, start, d, commit_ts)
         if d is not None and d.mode is not mode:
             raise RequestRejected(f"subscription {name!r} of {topic!r} is {d.mode}, not {mode}")
         if name and d is None:

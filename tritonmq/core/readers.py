@@ -30,7 +30,7 @@ from tritonmq.core.log import GroupLog
 from tritonmq.core.moves import SlotMoves
 from tritonmq.core.presence import PresenceTable
 from tritonmq.core.slotguard import SlotDecision, Verdict, read_verdict
-from tritonmq.core.slothistory import SlotHistory, SlotState
+from tritonmq.core.slothistory import SlotHistory
 from tritonmq.wire.frames import ErrorCode, From, Sub
 
 MAX_TS = 2**53 - 1  # above every ts (the wire's integer bound)
@@ -128,13 +128,13 @@ class SlotReaders:
         fresh = key in self.asked
         self.asked.discard(key)
         if d is not None and not d.pending and d.era <= h.era and h.group_of_era(d.era) == group:
-            until = _until_of(h, d.era)
+            until = h.until_of(d.era)
             d.until = until
             self.capped = self.capped or until is not None
             if isinstance(frame.start, int) and frame.era != d.era:
                 frame = replace(frame, start=From.LATEST)  # its ts is another era's
             if d.mode is Mode.BROADCAST:  # a shared one joins at its cursor
-                frame = _earliest_of_era(delivery.log, frame, _after_of(h, d.era))
+                frame = _earliest_of_era(delivery.log, frame, h.after_of(d.era))
             return Admitted(frame, d.era, until)
         if not fresh:
             self.asked.add(key)
@@ -146,7 +146,7 @@ class SlotReaders:
         if h.owner != group:
             msg = f"topic {frame.topic!r} belongs to group {h.owner}"
             return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=h.owner)
-        until = _until_now(h)  # a new subscription: created at the current era (M5)
+        until = h.until_of(h.era)  # a new subscription: created at the current era (M5)
         self.capped = self.capped or until is not None
         return Admitted(_earliest_of_era(delivery.log, frame, h.after), h.era, until)
 
@@ -157,7 +157,7 @@ class SlotReaders:
         if d.pending or d.era > h.era:
             return []
         if h.group_of_era(d.era) == group:
-            d.until = until = _until_of(h, d.era)
+            d.until = until = h.until_of(d.era)
             for c in d.consumers:
                 c.until = until
             self.capped = self.capped or until is not None
@@ -175,7 +175,7 @@ class SlotReaders:
                 out.append(SendError(c.conn, ErrorCode.WRONG_GROUP, msg, sid=c.sid, group=to))
                 out.extend(delivery.unsubscribe(c.conn, c.sid))
             d.era += 1
-            d.offset = h.history[d.era].after if d.era < h.era else h.after
+            d.offset = h.after_of(d.era)
             return out
         if d.stored_era == d.era and d.stored == d.offset:  # the hand-on is stored: let go
             delivery.durables.pop((d.topic, d.name), None)
@@ -202,7 +202,7 @@ class SlotReaders:
             if h.owner != group:
                 msg = f"topic {frame.topic!r} (slot {n}) belongs to group {h.owner}"
                 return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=h.owner)
-            until = _until_now(h)
+            until = h.until_of(h.era)
             if frame.start == From.EARLIEST:
                 frame = replace(frame, start=h.after + 1)
             self.capped = self.capped or until is not None
@@ -284,21 +284,6 @@ class SlotReaders:
         ):
             return read_verdict(h, group, c.era, d.until)
         return d
-
-
-def _until_now(h: SlotHistory) -> int | None:
-    """The current era's seal point, once sealed."""
-    return h.move.until if h.state is SlotState.SEALED and h.move is not None else None
-
-
-def _until_of(h: SlotHistory, era: int) -> int | None:
-    """Era ``era``'s seal point (None: the current era, not sealed)."""
-    return h.history[era].until if era < h.era else _until_now(h)
-
-
-def _after_of(h: SlotHistory, era: int) -> int:
-    """Era ``era``'s records are its group's ``ts > after``."""
-    return h.history[era].after if era < h.era else h.after
 
 
 def _earliest_of_era(log: GroupLog, frame: Sub, after: int) -> Sub:

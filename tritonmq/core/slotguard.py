@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from tritonmq.core.slothistory import SlotHistory, SlotState
+from tritonmq.core.slothistory import SlotHistory
 
 
 class Verdict(enum.Enum):
@@ -58,20 +58,10 @@ def read_verdict(h: SlotHistory, group: str, era: int, delivered: int) -> SlotDe
     holder = h.group_of_era(era)
     if holder != group:
         return SlotDecision(Verdict.WRONG_GROUP, holder, era)
-    if era < h.era:
-        past = h.history[era]
-        until: int | None = past.until
-        after = past.after
-    else:
-        after = h.after
-        until = h.move.until if h.state is SlotState.SEALED and h.move is not None else None
+    after, until = h.after_of(era), h.until_of(era)
     if until is not None and delivered >= until:
         if era < h.era:
             nxt = era + 1
-            return SlotDecision(Verdict.ENDED, h.group_of_era(nxt), nxt, _after_of(h, nxt))
+            return SlotDecision(Verdict.ENDED, h.group_of_era(nxt), nxt, h.after_of(nxt))
         # sealed, not completed: the next era has no writer yet; the reader waits here
     return SlotDecision(Verdict.SERVE, group, era, after, until)
-
-
-def _after_of(h: SlotHistory, era: int) -> int:
-    return h.history[era].after if era < h.era else h.after

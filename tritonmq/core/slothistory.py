@@ -83,6 +83,17 @@ class SlotHistory:
             return self.history[era].group
         raise SlotHistoryError(f"era {era} does not exist (the slot is at era {self.era})")
 
+    def after_of(self, era: int) -> int:
+        """Era ``era``'s records are its group's ``ts > after``."""
+        return self.history[era].after if era < self.era else self.after
+
+    def until_of(self, era: int) -> int | None:
+        """Era ``era``'s seal point (None: the current era, not sealed)."""
+        if era < self.era:
+            return self.history[era].until
+        move = self.move if self.state is SlotState.SEALED else None
+        return move.until if move is not None else None
+
     def era_of(self, group: str, ts: int) -> int | None:
         """The era a record of this slot stored in ``group`` at ``ts`` was written in."""
         for e in self.history:

@@ -169,8 +169,7 @@ def _era_spans(start: Offset, end: Offset, topic: str, h: SlotHistory) -> list[R
     out: list[Range] = []
     for e in range(first, last + 1):
         g = h.group_of_era(e)
-        after = h.history[e].after if e < h.era else h.after
-        lo = after + 1
+        lo = h.after_of(e) + 1
         if e == first and not new:
             lo = max(lo, start.groups.get(g, 0))  # read up to there already
         hi = end.groups.get(g, 0) - 1 if e == last else h.history[e].until
@@ -213,7 +212,7 @@ def _era_points(end: Offset, h: SlotHistory, last: int) -> dict[str, int]:
     points: dict[str, int] = {}
     for e in range(last + 1):
         g = h.group_of_era(e)
-        after, until = (h.history[e].after, h.history[e].until) if e < h.era else (h.after, None)
+        after, until = h.after_of(e), (h.history[e].until if e < h.era else None)
         if e < last:
             ts = until
         elif g in end.groups:

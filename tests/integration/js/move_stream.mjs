@@ -5,10 +5,10 @@
 // come, then {"result": ...}.
 // Usage: node move_stream.mjs <broker url> <topic> <records> <batch> <pause ms>
 import { connect } from "../../../clients/js/tritonmq.js";
+import { produce, say, settle } from "./stream.mjs";
 
 const [url, topic] = [process.argv[2], process.argv[3]];
 const [total, batch, pause] = [Number(process.argv[4]), Number(process.argv[5]), Number(process.argv[6])];
-const say = (obj) => process.stdout.write(`${JSON.stringify(obj)}\n`);
 
 const consumer = await connect(url);
 const unnamed = [];
@@ -19,25 +19,12 @@ const subs = [
 ];
 
 const producer = await connect(url);
-const acked = [];
-const failed = [];
-for (let i = 0; i < total; i += batch) {
-  const values = Array.from({ length: Math.min(batch, total - i) }, (_, j) => `m-${String(i + j).padStart(6, "0")}`);
-  const results = await Promise.allSettled(values.map((v) => producer.publish(topic, v)));
-  results.forEach((r, j) => (r.status === "fulfilled" ? acked.push(values[j]) : failed.push([values[j], r.reason.code, r.reason.message])));
-  say({ acked: acked.length });
-  await new Promise((r) => setTimeout(r, pause));
-}
+const { acked, failed } = await produce(producer, topic, total, batch, pause, (ack, value) => value);
 
 const late = [];
 subs.push(await consumer.subscribe(topic, (msg) => late.push(msg.value), { from: "earliest" }));
 
-const deadline = Date.now() + 60_000;
-const behind = () => Math.min(unnamed.length, durable.length, late.length) < acked.length;
-while (behind() && Date.now() < deadline) {
-  await new Promise((r) => setTimeout(r, 50));
-}
-await new Promise((r) => setTimeout(r, 500)); // a duplicate would arrive now, if any
+await settle(() => Math.min(unnamed.length, durable.length, late.length) < acked.length);
 say({ result: { acked, failed, unnamed, durable, late, errors: subs.map((s) => s.error?.message ?? null) } });
 await producer.close();
 await consumer.close();
