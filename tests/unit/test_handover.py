@@ -6,6 +6,10 @@ from tritonmq.core.handover import HandedOver, handover_pairs
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slotguard import Verdict, write_verdict
 from tritonmq.core.slothistory import Position, SlotHistory, begin_move, complete, seal
+from tritonmq.core.slots import slot_of
+
+SLOTS = 64
+A, B = slot_of("a", SLOTS), slot_of("b", SLOTS)  # 3 and 57
 
 
 def uid(n: int) -> bytes:
@@ -15,6 +19,7 @@ def uid(n: int) -> bytes:
 def old_group_log() -> GroupLog:
     """Topic ``a`` is in the moving slot, ``b`` in another; ts 1..8 alternate a, b."""
     log = GroupLog()
+    log.slots = SLOTS
     for n in range(1, 9):
         log.append_new("a" if n % 2 else "b", uid(n), None, b"v", None)
     log.purge("a", 3)  # a's ts 1 and 3 are purged, their uuids still deduplicate
@@ -22,19 +27,45 @@ def old_group_log() -> GroupLog:
     return log
 
 
-def test_the_old_group_hands_over_the_slots_records_up_to_the_seal_and_every_purged_uuid() -> None:
+def test_the_old_group_hands_over_only_the_slots_records_up_to_the_seal_retained_or_purged() -> (
+    None
+):
     log = old_group_log()
-    pairs = handover_pairs(log, lambda t: t == "a", until=6)
-    # a's retained 5 (7 is past the seal), a's purged 1 and 3, b's purged 2; not b's retained 4, 6
-    assert pairs == ((1, uid(1)), (2, uid(2)), (3, uid(3)), (5, uid(5)))
+    pairs = handover_pairs(log, A, SLOTS, until=6)
+    # a's retained 5 (7 is past the seal), a's purged 1 and 3; none of b's, purged or not
+    assert pairs == ((1, uid(1)), (3, uid(3)), (5, uid(5)))
+    assert handover_pairs(log, B, SLOTS, until=6) == ((2, uid(2)), (4, uid(4)), (6, uid(6)))
     log.forget_uuids_upto(1)  # past the dedup window: no retry can name it any more
-    assert (1, uid(1)) not in handover_pairs(log, lambda t: t == "a", until=6)
+    assert (1, uid(1)) not in handover_pairs(log, A, SLOTS, until=6)
+
+
+def test_a_backup_that_learned_purged_uuids_from_its_primary_hands_over_only_the_slots() -> None:
+    """A backup synced after the purge holds the uuids only (no records): once primary, a
+    move of slot A must still hand over A's, and only A's."""
+    primary = old_group_log()
+    backup = GroupLog(primary.base_ts)
+    backup.adopt_dedup(primary.dedup_after(0))
+    assert handover_pairs(backup, A, SLOTS, until=6) == ((1, uid(1)), (3, uid(3)))
+    assert handover_pairs(backup, B, SLOTS, until=6) == ((2, uid(2)),)
+
+
+def test_uuids_purged_before_the_slot_count_was_known_go_with_every_slots_handover() -> None:
+    log = GroupLog()  # a primary that purged before it had read the slot map
+    log.append_new("b", uid(1), None, b"v", None)
+    log.purge("b", 1)
+    log.slots = SLOTS
+    log.append_new("b", uid(2), None, b"v", None)
+    log.purge("b", 2)
+    assert handover_pairs(log, A, SLOTS, until=2) == ((1, uid(1)),)
+    assert handover_pairs(log, B, SLOTS, until=2) == ((1, uid(1)), (2, uid(2)))
+    log.forget_uuids_upto(2)
+    assert handover_pairs(log, B, SLOTS, until=2) == () and log.purged_count == 0
 
 
 def test_a_retry_straddling_the_seal_reaching_the_new_group_is_answered_not_stored() -> None:
     h = complete(seal(begin_move(SlotHistory("g1"), "g2"), "g1", 6), "g2")
     handed = HandedOver()
-    assert handed.adopt(0, handover_pairs(old_group_log(), lambda t: t == "a", 6), 60.0)
+    assert handed.adopt(0, handover_pairs(old_group_log(), A, SLOTS, 6), 60.0)
     retry = [uid(3), uid(5)]  # accepted by g1 before the seal, answer lost
     assert handed.all_known(retry)
     assert write_verdict(h, "g2", already_stored=handed.all_known(retry)).verdict is Verdict.DEDUP

@@ -385,6 +385,19 @@ def test_a_backup_of_the_old_group_answers_a_handover_ask_with_the_slots_pairs()
     assert ans.pairs == HandoverPairs(0, 1, ((1, b"u1"),))
 
 
+def test_the_handover_carries_the_slots_purged_uuids_and_no_other_slots() -> None:
+    """It carried every purged uuid of the group: up to ``dedup_max`` (2,000,000) in one
+    frame and one entry held both groups' event loops for seconds (replication.md M2.3)."""
+    c = leading("a")
+    for n, (topic, u) in enumerate(((T0, "u1"), (T1, "o2"), (T0, "u3"), (T1, "o4")), 1):
+        pub(c, n, topic, u)
+    c.log.purge(T0, 1)
+    c.log.purge(T1, 4)  # another slot's records, purged: their uuids still deduplicate
+    view(c, sealed_to_g2(4), 0.2)
+    [ans] = only(c.handle(HandoverAsked("l", ask_frame(None, b"n", 4), 0.3, b"n")), SendHandover)
+    assert ans.pairs == HandoverPairs(0, 4, ((1, b"u1"), (3, b"u3")))
+
+
 def test_a_handover_ask_for_a_slot_not_sealed_here_or_not_committed_is_refused_retriably() -> None:
     c = leading("a")
     pub(c, 1, T0, "u1")
@@ -470,10 +483,11 @@ def test_the_old_primary_seals_only_while_its_isr_is_min_insync_strong() -> None
 def test_a_retry_is_answered_with_its_own_slots_position_not_that_of_the_handover_carrying_it() -> (
     None
 ):
-    """Found by the simulator with moves (seed 64 of `tritonmq sim --groups 2`): a handover
-    carries every purged uuid of the old group, other slots' too; a uuid of slot 1 that
-    came with slot 0's handover (era 1) answered a retry of slot 1 with era 1, an era
-    slot 1 never had (its record is era 0's, in g1)."""
+    """Found by the simulator with moves (seed 64 of `tritonmq sim --groups 2`), when a
+    handover carried every purged uuid of the old group, other slots' too (a handover entry
+    written then may still be in a log): a uuid of slot 1 that came with slot 0's handover
+    (era 1) answered a retry of slot 1 with era 1, an era slot 1 never had (its record is
+    era 0's, in g1)."""
     from tritonmq.core.handover import encode_entry
 
     x = leading("x", "g2")

@@ -92,7 +92,7 @@ def test_malformed_handover_frames_are_refused(bad: dict[str, Any]) -> None:
         ids,
         epoch_lists,
         st.booleans(),
-        st.lists(st.tuples(ids, uuids), max_size=5).map(tuple),
+        st.lists(st.tuples(ids, uuids, st.integers(-1, 4096)), max_size=5).map(tuple),
     )
 )
 def test_leader_round_trips(frame: Leader) -> None:
@@ -147,8 +147,9 @@ def test_a_malformed_shared_state_is_refused() -> None:
             repl.decode_repl(msgpack.packb({"op": "shared", "epoch": 1, "subs": subs}))
 
 
-def test_leader_with_a_malformed_dedup_state_is_refused() -> None:
-    frame = {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [], "dedup": [[1, "x"]]}
+@pytest.mark.parametrize("dedup", [[[1, "x", 3]], [[1, b"u"]], [[1, b"u", "t"]], "x"])
+def test_leader_with_a_malformed_dedup_state_is_refused(dedup: Any) -> None:
+    frame = {"op": "leader", "epoch": 1, "truncate_to": 0, "epochs": [], "dedup": dedup}
     with pytest.raises(MalformedFrame):
         repl.decode_repl(msgpack.packb(frame))
 

@@ -18,6 +18,7 @@ from tritonmq.core.slothistory import (
     seal,
     segments_from,
 )
+from tritonmq.core.slots import slot_of
 
 NEVER_MOVED = SlotHistory("g1")
 MOVING = begin_move(NEVER_MOVED, "g2")
@@ -154,7 +155,7 @@ def test_a_producer_across_moves_has_each_acknowledged_record_stored_once_in_ord
         elif kind == "complete" and h.state is SlotState.SEALED and h.move is not None:
             until, to = h.move.until, h.move.to
             assert until is not None
-            handed[to].adopt(h.era, handover_pairs(logs[g], lambda t: t == "t", until), 1e9)
+            handed[to].adopt(h.era, handover_pairs(logs[g], slot_of("t", 64), 64, until), 1e9)
             h = complete(h, to)
         elif kind == "roll_back" and h.state is not SlotState.NORMAL:
             h = roll_back(h)

@@ -424,6 +424,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.state = ev.state
         self.members = dict(ev.members)
         self.slots = ev.slots
+        if ev.slots is not None:
+            self.log.slots = ev.slots.slots  # its purged uuids are kept per slot from now on
         self.moves.viewed(ev.histories)
         self.viewed = True
         out: list[Action] = self._owner_reload()

@@ -16,13 +16,14 @@ entry leaves the log when the dedup window has passed it (purged at the forget p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import msgpack
 
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slothistory import Position
+from tritonmq.core.slots import slot_of
 from tritonmq.errors import SlotHistoryError
 
 # The topic of handover entries: a control character, so no client can name it (a
@@ -79,30 +80,30 @@ def table_of(log: GroupLog) -> HandedOver:
 
 
 def handover_pairs(
-    log: GroupLog, in_slot: Callable[[str], bool], until: int
+    log: GroupLog, slot: int, slots: int, until: int
 ) -> tuple[tuple[int, bytes], ...]:
-    """``(ts, uuid)``, ascending, of every record at or below ``until`` that a retry may
-    still name: the slot's retained records (``in_slot(topic)``), and every purged record
-    the log still remembers. The log keeps no topic for purged records, so those of other
-    slots come too; uuids are unique, so the extra ones match no retry of this slot."""
+    """``(ts, uuid)``, ascending, of every record of ``slot`` (of ``slots``) at or below
+    ``until`` that a retry may still name: the slot's retained records, and its purged
+    records the log still remembers (kept per slot: a whole group's window, up to
+    ``dedup_max``, in one frame held both groups' event loops for seconds)."""
     retained = [
         (rec[0], rec[1])
         for name, t in log.topics.items()
-        if in_slot(name) and name != HANDOVER_TOPIC
+        if name != HANDOVER_TOPIC and slot_of(name, slots) == slot
         for rec in t.records
         if rec[0] <= until
     ]
-    purged = [p for p in log.purged if p[0] <= until]
+    purged = [p for p in log.purged_of(slot) if p[0] <= until]
     return tuple(sorted(retained + purged))  # disjoint: a purged record left its topic
 
 
 @dataclass(slots=True)
 class HandedOver:
     """uuids another group stored before a slot moved here: uuid -> its position there,
-    per slot. A handover carries every purged uuid of the old group, other slots' too
-    (harmless for dedup), but a position is (era, ts) of *its* slot: a uuid handed over
-    with slot 1's pairs must not answer a retry of slot 16 with slot 1's era (found by
-    the simulator with moves, seed 64 of ``--groups 2``). ``slot`` None: any slot."""
+    per slot. A position is (era, ts) of *its* slot: a uuid handed over with slot 1's
+    pairs must not answer a retry of slot 16 with slot 1's era (found by the simulator
+    with moves, seed 64 of ``--groups 2``, when a handover carried every slot's purged
+    uuids). ``slot`` None: any slot."""
 
     positions: dict[bytes, dict[int | None, Position]] = field(default_factory=dict)
     # (deadline, slot, uuids) per handover, in the order adopted

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from tritonmq.core.slots import slot_of
 from tritonmq.errors import LogGap
 from tritonmq.wire.frames import Entry, PubRecord, Record
 
@@ -151,6 +152,7 @@ class TopicLog:
 
 
 COMPACT_AT = 4096  # purged placeholders at the head of the group log before it is shifted
+UNKNOWN_SLOT = -1  # purged uuids of records purged while the log's slot count was unknown
 
 
 class GroupLog:
@@ -172,7 +174,9 @@ class GroupLog:
         "freed",
         "freed_order",
         "uuids",
-        "purged",
+        "purged_by_slot",
+        "purged_count",
+        "slots",
         "epochs",
         "bytes",
         "published",
@@ -190,7 +194,13 @@ class GroupLog:
         self.freed: dict[str, int] = {}  # dropped topic -> the last ts it purged
         self.freed_order: list[tuple[int, str]] = []  # heap of (last purged ts, topic)
         self.uuids: dict[bytes, int] = {}
-        self.purged: deque[tuple[int, bytes]] = deque()  # (ts, uuid) still in the dedup table
+        # (ts, uuid) of purged records still in the dedup table, per slot: a move hands over
+        # its slot's without walking the whole table (replication.md M2.3). Kept per slot
+        # once ``slots`` is known (the cluster's slot count, set when the map is read;
+        # before it: UNKNOWN_SLOT, which every handover carries).
+        self.purged_by_slot: dict[int, deque[tuple[int, bytes]]] = {}
+        self.purged_count = 0
+        self.slots = 0
         self.epochs: list[tuple[int, int]] = []
         self.bytes = 0  # what the retained records cost in memory
         self.records = 0  # retained records (meta answers it without walking every topic)
@@ -388,7 +398,8 @@ class GroupLog:
         self.freed = {}
         self.freed_order = []
         self.uuids = {}
-        self.purged = deque()
+        self.purged_by_slot = {}
+        self.purged_count = 0
         self.bytes = 0
         self.records = 0
         self.epochs = [e for e in self.epochs if e[1] < base_ts]
@@ -403,12 +414,17 @@ class GroupLog:
         gone = t.purge_upto(upto)
         if not gone:
             return 0
-        base, entries, purged = self.base_ts, self.entries, self.purged
+        slot = slot_of(topic, self.slots) if self.slots else UNKNOWN_SLOT
+        purged = self.purged_by_slot.get(slot)
+        if purged is None:
+            purged = self.purged_by_slot[slot] = deque()
+        base, entries = self.base_ts, self.entries
         freed = 0
         for rec in gone:
             entries[rec[0] - base] = None
             purged.append((rec[0], rec[1]))
             freed += memory_size(rec, record_size(rec))
+        self.purged_count += len(gone)
         self.bytes -= freed
         self.records -= len(gone)
         if not t.records:
@@ -435,12 +451,17 @@ class GroupLog:
 
     def forget_uuids_upto(self, ts: int) -> None:
         """End deduplication for purged records with ``ts <= ts``."""
-        purged, uuids = self.purged, self.uuids
-        while purged and purged[0][0] <= ts:
-            old_ts, uuid = purged.popleft()
-            if uuids.get(uuid) == old_ts:
-                del uuids[uuid]
-                self._deleted += 1
+        uuids, by_slot = self.uuids, self.purged_by_slot
+        for slot in [s for s, d in by_slot.items() if d[0][0] <= ts]:  # O(slots) per purge
+            purged = by_slot[slot]
+            while purged and purged[0][0] <= ts:
+                old_ts, uuid = purged.popleft()
+                self.purged_count -= 1
+                if uuids.get(uuid) == old_ts:
+                    del uuids[uuid]
+                    self._deleted += 1
+            if not purged:
+                del by_slot[slot]
         order, freed = self.freed_order, self.freed
         while order and order[0][0] <= ts:
             old_ts, topic = heapq.heappop(order)
@@ -453,19 +474,30 @@ class GroupLog:
             self.uuids, self.topics, self.freed = dict(uuids), dict(self.topics), dict(freed)
             self._deleted = 0
 
-    def dedup_after(self, ts: int) -> tuple[tuple[int, bytes], ...]:
-        """(ts, uuid) of purged records after ``ts`` that still deduplicate."""
-        return tuple(p for p in self.purged if p[0] > ts)
+    def purged_of(self, slot: int) -> tuple[tuple[int, bytes], ...]:
+        """(ts, uuid), ascending, of ``slot``'s purged records that still deduplicate, and
+        of those purged while the slot count was unknown (they may be the slot's)."""
+        got = self.purged_by_slot
+        return tuple(sorted([*got.get(slot, ()), *got.get(UNKNOWN_SLOT, ())]))
 
-    def adopt_dedup(self, pairs: Sequence[tuple[int, bytes]]) -> None:
-        """Remember uuids of records purged before we saw them (the primary's dedup state)."""
-        if not pairs:
-            return
+    def dedup_after(self, ts: int) -> tuple[tuple[int, bytes, int], ...]:
+        """(ts, uuid, slot) of purged records after ``ts`` that still deduplicate."""
+        return tuple(
+            (p[0], p[1], slot) for slot, d in self.purged_by_slot.items() for p in d if p[0] > ts
+        )
+
+    def adopt_dedup(self, purged: Sequence[tuple[int, bytes, int]]) -> None:
+        """Remember uuids of records purged before we saw them (the primary's dedup state),
+        each under the slot the primary kept it in."""
         uuids = self.uuids
-        fresh = [(ts, u) for ts, u in pairs if u not in uuids]
-        for ts, u in fresh:
-            uuids[u] = ts
-        self.purged = deque(sorted([*self.purged, *fresh]))
+        fresh: dict[int, list[tuple[int, bytes]]] = {}
+        for ts, u, slot in purged:
+            if u not in uuids:
+                uuids[u] = ts
+                fresh.setdefault(slot, []).append((ts, u))
+        for slot, pairs in fresh.items():
+            self.purged_by_slot[slot] = deque(sorted([*self.purged_by_slot.get(slot, ()), *pairs]))
+            self.purged_count += len(pairs)
 
     def adopt_epochs(self, after_ts: int, primary_epochs: Sequence[tuple[int, int]]) -> None:
         """Keep our history up to ``after_ts`` (where we agree), take the primary's after it."""

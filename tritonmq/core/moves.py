@@ -22,7 +22,7 @@ before moves existed (M1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -324,13 +324,8 @@ class SlotMoves:
         if commit_ts < f.until or log.last_ts < f.until:
             msg = f"we hold {self.group}'s log committed up to {commit_ts} only, not {f.until}"
             return [CloseLink(ev.link, msg, ErrorCode.UNAVAILABLE)]
-        count = len(hs)
-        pairs = handover_pairs(log, _in_slot(f.slot, count), f.until)
+        pairs = handover_pairs(log, f.slot, len(hs), f.until)
         return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, pairs))]
-
-
-def _in_slot(n: int, count: int) -> Callable[[str], bool]:
-    return lambda topic: slot_of(topic, count) == n
 
 
 def _sealed_by(h: SlotHistory, group: str, until: int) -> bool:

@@ -179,9 +179,9 @@ class PrimaryCore:
         if incoming > self.max_bytes:
             msg = f"a batch of {incoming} bytes can never fit in max_bytes={self.max_bytes}"
             return [SendError(conn, ErrorCode.TOO_LARGE, msg, pub_id)]
-        if len(log.purged) + len(records) > self.dedup_max:
+        if log.purged_count + len(records) > self.dedup_max:
             msg = (
-                f"the dedup table is full ({len(log.purged)} uuids of purged records within"
+                f"the dedup table is full ({log.purged_count} uuids of purged records within"
                 f" the dedup window, dedup_max={self.dedup_max}); retry later"
             )
             return [self._refuse(conn, pub_id, ErrorCode.FULL, msg)]

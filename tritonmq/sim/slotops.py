@@ -74,7 +74,8 @@ def check_after_healing(
             held = [(rec[0], rec[1]) for rec in (t.records if t is not None else ())]
             held += [
                 (ts, uuid)
-                for ts, uuid in log.purged
+                for pairs in log.purged_by_slot.values()
+                for ts, uuid in pairs
                 if producers.get(history.published_by.get(uuid, ("", 0))[0]) == topic
             ]
             for ts, uuid in sorted(held):

@@ -545,9 +545,11 @@ class Leader:
     truncate_to: int
     epochs: list[tuple[int, int]]
     reset: bool = False  # the follower lacks what the primary has purged: start over there
-    # (ts, uuid) of purged records after ``truncate_to`` (all of them on a reset) whose
-    # uuids still deduplicate: a follower that never saw them must still recognise a retry.
-    dedup: tuple[tuple[int, bytes], ...] = ()
+    # (ts, uuid, slot) of purged records after ``truncate_to`` (all of them on a reset)
+    # whose uuids still deduplicate: a follower that never saw them must still recognise
+    # a retry, and hand over only a moving slot's (slot -1: purged before the primary knew
+    # the slot count; every handover carries those).
+    dedup: tuple[tuple[int, bytes, int], ...] = ()
 
 
 # ``(first ts, last ts)``: every record of one topic with a ts in that range

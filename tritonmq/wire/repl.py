@@ -43,11 +43,24 @@ def _epochs(raw: Any) -> list[tuple[int, int]]:
     return out
 
 
-def _dedup(raw: Any) -> tuple[tuple[int, bytes], ...]:
+def _pairs(raw: Any) -> tuple[tuple[int, bytes], ...]:
     if not isinstance(raw, tuple) or not all(
         type(d) is tuple and len(d) == 2 and type(d[0]) is int and type(d[1]) is bytes for d in raw
     ):
-        raise MalformedFrame("'dedup' must be an array of [ts, uuid]")
+        raise MalformedFrame("'pairs' must be an array of [ts, uuid]")
+    return raw
+
+
+def _dedup(raw: Any) -> tuple[tuple[int, bytes, int], ...]:
+    if not isinstance(raw, tuple) or not all(
+        type(d) is tuple
+        and len(d) == 3
+        and type(d[0]) is int
+        and type(d[1]) is bytes
+        and type(d[2]) is int
+        for d in raw
+    ):
+        raise MalformedFrame("'dedup' must be an array of [ts, uuid, slot]")
     return raw
 
 
@@ -137,7 +150,7 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
         )
     if op == "handed":
         return HandoverPairs(
-            int_field(obj, "slot"), int_field(obj, "until"), _dedup(obj.get("pairs"))
+            int_field(obj, "slot"), int_field(obj, "until"), _pairs(obj.get("pairs"))
         )
     raise UnknownOp(f"unknown replication op {op[:40]!r}")
 
