@@ -16,6 +16,7 @@ from tritonmq.spark.plan import (
     ranges,
     record_uuid,
     resolve_start,
+    start_offset,
 )
 
 TOPICS = {"a": "g1", "b": "g1", "c": "g2"}
@@ -46,8 +47,18 @@ def test_a_batch_ends_after_each_groups_head_and_keeps_idle_groups() -> None:
 def test_max_rows_is_shared_between_busy_groups_and_until_caps_available_now() -> None:
     end = advance(off({"g1": 1, "g2": 1}), {"g1": 1000, "g2": 1000}, TOPICS, max_rows=100)
     assert end.groups == {"g1": 51, "g2": 51}
-    end = advance(off({"g1": 1, "g2": 1}), {"g1": 1000, "g2": 1000}, TOPICS, until={"g1": 10})
-    assert end.groups == {"g1": 10, "g2": 1001}
+    until = {"g1": 10, "g2": 500}
+    end = advance(off({"g1": 1, "g2": 1}), {"g1": 1000, "g2": 1000}, TOPICS, until=until)
+    assert end.groups == {"g1": 10, "g2": 500}
+
+
+def test_available_now_reads_nothing_of_a_group_it_did_not_see_at_its_start() -> None:
+    """Topic c's slot moved to g3, a group added after the availableNow query began: every
+    record there was published after the start, so the query ends without them (it used
+    to cap only the groups it had seen, and read g3 as far as its head went)."""
+    now = {"a": "g1", "b": "g1", "c": "g3"}
+    end = advance(off({"g1": 1, "g2": 1}), {"g1": 9, "g3": 50}, now, until={"g1": 5, "g2": 3})
+    assert end.groups == {"g1": 5, "g2": 1, "g3": 0}
 
 
 def test_an_earliest_start_with_a_row_limit_counts_from_the_first_retained_ts() -> None:
@@ -152,6 +163,21 @@ def test_an_era_that_ended_after_it_was_planned_is_read_to_its_seal_point_only()
     start = Offset("spark-x", {"g2": 20}, ("a",), {"a": 1})
     end = Offset("spark-x", {"g2": 36}, ("a",), {"a": 1})
     assert ranges(start, end, TOPICS, histories={"a": MOVED}) == [Range("g2", "a", 20, 30, True)]
+
+
+def test_a_query_started_at_latest_on_a_moved_topic_reads_no_earlier_era() -> None:
+    """Started at latest when topic a is in era 2 (g1's again): its first batch reads g1
+    from the start on, not eras 0 and 1, which were published before the query began
+    (a streaming query started at era 0 and read them); earliest reads every era."""
+    topics = {"a": "g1", "c": "g2"}
+    latest = start_offset("spark-x", {"g1": 46, "g2": 31}, topics, {"a": MOVED}, False)
+    end = advance(latest, {"g1": 50, "g2": 40}, topics, histories={"a": MOVED})
+    got = ranges(latest, end, topics, histories={"a": MOVED})
+    assert got == [Range("g1", "a", 46, 50, True), Range("g2", "c", 31, 40, True)]
+    assert commit_points(latest, topics, {"a": MOVED})[:2] == [("a", 45, "g1"), ("a", 30, "g2")]
+    earliest = start_offset("spark-x", {"g1": 0, "g2": 0}, topics, {"a": MOVED}, True)
+    read = ranges(earliest, end, topics, histories={"a": MOVED})
+    assert [r.group for r in read if r.topic == "a"] == ["g1", "g2", "g1"]
 
 
 def test_a_moved_topic_new_to_the_query_reads_every_era_and_needs_none() -> None:

@@ -376,3 +376,35 @@ def test_once_a_query_read_past_a_seal_the_old_group_purges_the_slot_s_sealed_re
     assert q.exception() is None
     q.stop()
     exactly_once([v for _, v in output(spark, tmp_path)], want)
+
+
+def test_a_query_started_at_latest_on_a_moved_topic_reads_only_what_comes_after_it(
+    spark: Any, make_cluster: Callable[..., DevCluster], tmp_path: Path
+) -> None:
+    """The topic's slot moved g1 -> g2 before the query began, with records in both eras:
+    a query started at latest (the streaming default) gets the records published after it
+    began and none of either era's earlier ones (it planned the old eras from era 0, and
+    its first batch read them whole)."""
+    from tests.integration.test_slot_moves import begin_moves, wait_normal
+    from tritonmq.core.slots import slot_of
+
+    c = make_cluster(groups=2, settings={"retention_s": 300.0})
+    admin = Remote(zk_option_url(c))
+    try:
+        moved = topics_in(admin, "g1", 1, "lt")[0]
+    finally:
+        admin.close()
+    slot = slot_of(moved, 64)
+    with SyncClient(zk_option_url(c)) as client:
+        client.publish_many(moved, [b"era0-%03d" % i for i in range(50)])
+        begin_moves(c, [slot], "g2")
+        assert wait_normal(c, [slot])[slot].owner == "g2"
+        client.publish_many(moved, [b"era1-%03d" % i for i in range(50)])
+        q = to_parquet(reader(spark, c, moved), tmp_path, processingTime="500 milliseconds")
+        after = [b"after-%03d" % i for i in range(100)]
+        client.publish_many(moved, after)
+    ingested(spark, tmp_path, q, len(after), 180, "the records published after the start")
+    q.processAllAvailable()
+    assert q.exception() is None
+    q.stop()
+    exactly_once([v for _, v in output(spark, tmp_path)], after)

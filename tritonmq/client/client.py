@@ -280,6 +280,10 @@ class Client:
         """The group that owns ``topic`` in the cluster view last read."""
         return self._group_of(topic)
 
+    def groups(self) -> list[str]:
+        """The groups of the cluster view last read, sorted."""
+        return sorted(self._view.groups)
+
     def slot_history(self, topic: str) -> SlotHistory:
         """``topic``'s slot history in the cluster view last read: which group held its
         records up to which ts (docs/replication.md M3; a slot that never moved, or a

@@ -89,8 +89,10 @@ def advance(
     ``heads[g]``: the group's newest committed ts. ``topics``: topic -> group, the
     topics the query reads now (new ones join). ``max_rows`` caps each group's ts
     span so the batch holds at most that many records in all (ts spans count other
-    topics of the group too, so it may hold fewer). ``until`` caps groups at the
-    head seen when an availableNow query began. ``floors[g]``: the first retained ts
+    topics of the group too, so it may hold fewer). ``until`` caps every group at the
+    head seen when an availableNow query began; a group it does not name (one that
+    appeared since, e.g. a slot's new owner) holds nothing of then and is not read.
+    ``floors[g]``: the first retained ts
     of a group still at 0, where a capped span starts. ``histories``: the slot history
     of each topic whose slot moved; the offset records each one's era now.
     """
@@ -102,8 +104,8 @@ def advance(
         if g not in heads:
             continue
         target = heads[g] + 1
-        if until is not None and g in until:
-            target = min(target, until[g])
+        if until is not None:
+            target = min(target, until.get(g, 1))
         if target > max(groups[g], 1):
             targets[g] = target
     share = None if max_rows is None else max(1, max_rows // max(1, len(targets)))
@@ -257,6 +259,21 @@ def publish_times(ts: Sequence[int], pairs: Sequence[tuple[int, int]]) -> list[i
             i = j
     out.extend([None] * (n - i))
     return out
+
+
+def start_offset(
+    subscription: str,
+    start: Mapping[str, int],
+    topics: Iterable[str],
+    histories: Mapping[str, SlotHistory],
+    every_era: bool,
+) -> Offset:
+    """Where a read begins. ``start``: per group, in the current owners' ts. With
+    ``every_era`` (``earliest``) a moved topic is read from its first era; otherwise from
+    its current era (a ``latest`` or given position, or a time: the older eras lie before
+    it, and reading them from era 0 handed a new query records published before it began)."""
+    eras = {} if every_era else {t: h.era for t, h in histories.items()}
+    return Offset(subscription, dict(start), tuple(sorted(topics)), eras)
 
 
 def resolve_start(

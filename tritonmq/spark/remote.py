@@ -72,6 +72,11 @@ class Remote:
     def topics(self) -> dict[str, str]:
         return self.call(self.client.topics())
 
+    def groups(self) -> list[str]:
+        """Every group of the cluster, as read now."""
+        self.call(self.client.refresh())
+        return self.client.groups()
+
     def heads(self, groups: Iterable[str]) -> dict[str, int]:
         """Each group's commit point, from its primary."""
         return self.call(self._heads(sorted(set(groups))))

@@ -198,13 +198,15 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 r.commit(t, sub, 0)
             groups = sorted(set(topics.values()))
             heads = r.heads(groups)
+            histories = r.histories(topics)
             if opts.starting_timestamp is not None:
                 start = _first_at(opts, topics, heads, opts.starting_timestamp)
             else:
                 start = plan.resolve_start(opts.starting, heads, groups)
-            offset = plan.Offset(sub, start, tuple(sorted(topics)))
-            for t, ts, _ in plan.commit_points(offset, topics):
-                r.commit(t, sub, ts)  # what the query skips needs no keeping
+            every_era = opts.starting == "earliest" and opts.starting_timestamp is None
+            offset = plan.start_offset(sub, start, topics, histories, every_era)
+            for t, ts, g in plan.commit_points(offset, topics, histories):
+                r.commit(t, sub, ts, g)  # what the query skips needs no keeping
             self._initial = offset.as_json()
         return self._initial
 
@@ -214,8 +216,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file)
-        topics = _topics(self.opts)
-        heads = r.heads(set(topics.values()))
+        heads = r.heads(r.groups())  # every group: a slot may move to one mid-run
         self._until = {g: h + 1 for g, h in heads.items()}
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
@@ -297,12 +298,8 @@ class TritonMQBatchReader(DataSourceReader):
         histories = r.histories(topics)
         start = plan.resolve_start(opts.starting, heads, groups)
         end = plan.resolve_start(opts.ending, heads, groups)
-        eras = {t: h.era for t, h in histories.items()}
-        # earliest reads a moved topic's every era; a given start, its current era's
-        s = plan.Offset(
-            "", start, tuple(sorted(topics)), {} if opts.starting == "earliest" else eras
-        )
-        e = plan.Offset("", end, s.topics, eras)
+        s = plan.start_offset("", start, topics, histories, opts.starting == "earliest")
+        e = plan.Offset("", end, s.topics, {t: h.era for t, h in histories.items()})
         return _partitions(opts, s, e, topics, histories)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
