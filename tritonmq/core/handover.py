@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import msgpack
 
@@ -29,7 +30,8 @@ from tritonmq.errors import SlotHistoryError
 # The topic of handover entries: a control character, so no client can name it (a
 # topic name must not contain one), and so no client reads, writes or subscribes to it.
 HANDOVER_TOPIC = "\x00tritonmq.handover"
-_MAGIC = b"TMQH1"
+_MAGIC = b"TMQH2"  # (slot, era, {uuid: ts})
+_MAGIC_PAIRS = b"TMQH1"  # (slot, era, [(ts, uuid), ...]), as an earlier version wrote
 _UUID_LEN = 72  # longer than any client uuid (at most 64 bytes): no client record collides
 
 
@@ -44,18 +46,21 @@ def handover_uuid(slot: int, era: int, until: int) -> bytes:
 
 
 def encode_entry(slot: int, era: int, pairs: Iterable[tuple[int, bytes]]) -> bytes:
-    """The entry's value: the slot, the era that ended and its ``(ts, uuid)`` pairs
-    (msgpack after a magic prefix: a handover can hold hundreds of thousands of pairs, and
-    a per-pair Python loop held the event loop for seconds)."""
-    return _MAGIC + msgpack.packb((slot, era, list(pairs)))
+    """The entry's value: the slot, the era that ended and its uuids, each with its ts
+    there, as a msgpack map after a magic prefix: a handover can hold millions of uuids,
+    and a map decodes into the table's own dict in C, where a per-pair Python loop held
+    every replica's event loop for seconds."""
+    return _MAGIC + msgpack.packb((slot, era, {u: ts for ts, u in pairs}))
 
 
-def decode_entry(value: bytes) -> tuple[int, int, tuple[tuple[int, bytes], ...]]:
-    """(slot, era, pairs) of an entry's value; SlotHistoryError when it is not one."""
-    if not value.startswith(_MAGIC):
+def decode_entry(value: bytes) -> tuple[int, int, dict[bytes, int]]:
+    """(slot, era, uuid -> ts) of an entry's value; SlotHistoryError when it is not one.
+    An entry written as pairs (``TMQH1``, by an earlier version) reads the same."""
+    old = value.startswith(_MAGIC_PAIRS)
+    if not old and not value.startswith(_MAGIC):
         raise SlotHistoryError("not a handover entry")
     try:
-        got = msgpack.unpackb(value[len(_MAGIC) :], use_list=False)
+        got = msgpack.unpackb(value[len(_MAGIC) :], use_list=False, strict_map_key=False)
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
         raise SlotHistoryError(f"a handover entry does not decode: {e}") from None
     if (
@@ -63,10 +68,12 @@ def decode_entry(value: bytes) -> tuple[int, int, tuple[tuple[int, bytes], ...]]
         or len(got) != 3
         or type(got[0]) is not int
         or type(got[1]) is not int
-        or type(got[2]) is not tuple
+        or type(got[2]) is not (tuple if old else dict)
     ):
-        raise SlotHistoryError("a handover entry is (slot, era, pairs)")
-    return got[0], got[1], got[2]
+        raise SlotHistoryError("a handover entry is (slot, era, uuids)")
+    if old:
+        return got[0], got[1], {u: ts for ts, u in got[2]}
+    return got[0], got[1], cast("dict[bytes, int]", got[2])
 
 
 def table_of(log: GroupLog) -> HandedOver:
@@ -74,8 +81,8 @@ def table_of(log: GroupLog) -> HandedOver:
     t = log.topics.get(HANDOVER_TOPIC)
     table = HandedOver()
     for rec in t.records if t is not None else ():
-        slot, era, pairs = decode_entry(rec[3])
-        table.adopt(era, pairs, float("inf"), slot)
+        slot, era, uuids = decode_entry(rec[3])
+        table.adopt_map(era, uuids, float("inf"), slot)
     return table
 
 
@@ -99,15 +106,16 @@ def handover_pairs(
 
 @dataclass(slots=True)
 class HandedOver:
-    """uuids another group stored before a slot moved here: uuid -> its position there,
+    """uuids another group stored before a slot moved here, with their position there,
     per slot. A position is (era, ts) of *its* slot: a uuid handed over with slot 1's
     pairs must not answer a retry of slot 16 with slot 1's era (found by the simulator
     with moves, seed 64 of ``--groups 2``, when a handover carried every slot's purged
-    uuids). ``slot`` None: any slot."""
+    uuids). ``slot`` None: any slot. One dict per handover, looked up in the order
+    adopted: a handover of millions of uuids is adopted in C, not one Python object per
+    uuid (that took seconds of the event loop)."""
 
-    positions: dict[bytes, dict[int | None, Position]] = field(default_factory=dict)
-    # (deadline, slot, uuids) per handover, in the order adopted
-    batches: list[tuple[float, int | None, tuple[bytes, ...]]] = field(default_factory=list)
+    # (deadline, slot, era, uuid -> ts in the old group) per handover, in the order adopted
+    batches: list[tuple[float, int | None, int, dict[bytes, int]]] = field(default_factory=list)
 
     def adopt(
         self,
@@ -117,27 +125,39 @@ class HandedOver:
         slot: int | None = None,
     ) -> tuple[bytes, ...]:
         """Remember ``pairs`` (old group's ts, uuid) of ``slot``'s ``era`` until
-        ``forget_at``; a uuid already known for the slot keeps its first position
-        (adopting the same handover twice, as a new primary repeating it does, changes
-        nothing). Returns the uuids newly adopted."""
-        fresh = []
-        for ts, uuid in pairs:
-            known = self.positions.setdefault(uuid, {})
-            if slot not in known:
-                known[slot] = Position(era, ts)
-                fresh.append(uuid)
-        if fresh:
-            self.batches.append((forget_at, slot, tuple(fresh)))
-        return tuple(fresh)
+        ``forget_at``. Returns the uuids newly adopted (see :meth:`adopt_map`)."""
+        return self.adopt_map(era, {u: ts for ts, u in pairs}, forget_at, slot)
+
+    def adopt_map(
+        self, era: int, uuids: dict[bytes, int], forget_at: float, slot: int | None = None
+    ) -> tuple[bytes, ...]:
+        """Remember ``uuids`` (uuid -> old group's ts; kept, not copied) of ``slot``'s
+        ``era`` until ``forget_at``; a uuid already known for the slot keeps its first
+        position (adopting the same handover twice, as a new primary repeating it does,
+        changes nothing). Returns the uuids newly adopted."""
+        for b in self.batches:
+            if b[1] == slot and uuids:
+                known = uuids.keys() & b[3].keys()
+                if known:
+                    uuids = {u: ts for u, ts in uuids.items() if u not in known}
+        if uuids:
+            self.batches.append((forget_at, slot, era, uuids))
+        return tuple(uuids)
 
     def lookup(self, uuid: bytes, slot: int | None = None) -> Position | None:
-        """Where ``uuid`` was stored as a record of ``slot`` (None: of any slot)."""
-        known = self.positions.get(uuid)
-        if not known:
-            return None
-        if slot is None:
-            return next(iter(known.values()))
-        return known.get(slot, known.get(None))
+        """Where ``uuid`` was stored as a record of ``slot`` (None: of any slot): the
+        slot's own handovers first, then those for any slot."""
+        fallback = None
+        for _, s, era, uuids in self.batches:
+            if s == slot or slot is None:
+                ts = uuids.get(uuid)
+                if ts is not None:
+                    return Position(era, ts)
+            elif s is None and fallback is None:
+                ts = uuids.get(uuid)
+                if ts is not None:
+                    fallback = Position(era, ts)
+        return fallback
 
     def all_known(self, uuids: Sequence[bytes], slot: int | None = None) -> bool:
         """Every uuid of a batch was handed over: the retry is answered, not stored (M8)."""
@@ -145,16 +165,6 @@ class HandedOver:
 
     def forget(self, now: float) -> int:
         """Drop every handover whose deadline has passed; returns how many uuids went."""
-        keep, gone = [], 0
-        for batch in self.batches:
-            if batch[0] <= now:
-                for u in batch[2]:
-                    known = self.positions[u]
-                    del known[batch[1]]
-                    if not known:
-                        del self.positions[u]
-                gone += len(batch[2])
-            else:
-                keep.append(batch)
-        self.batches = keep
+        gone = sum(len(b[3]) for b in self.batches if b[0] <= now)
+        self.batches = [b for b in self.batches if b[0] > now]
         return gone
