@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -202,6 +203,58 @@ def test_js_subscriptions_follow_their_topic_across_slot_moves(make_cluster: Any
     result = _run_stream(args, move_there_and_back)
     assert result["failed"] == [] and result["errors"] == [None, None, None], result
     assert histories(c)[n].era == 2
+    want = [f"m-{i:06d}" for i in range(total)]
+    assert result["acked"] == want
+    assert result["unnamed"] == want, (len(result["unnamed"]), len(set(result["unnamed"])))
+    assert result["durable"] == want, (len(result["durable"]), len(set(result["durable"])))
+    assert result["late"] == want, (len(result["late"]), len(set(result["late"])))
+
+
+@pytest.mark.skipif(
+    NODE is None, reason="node is not installed: the JavaScript client is not tested"
+)
+def test_js_clients_ride_through_a_move_rolled_back_after_the_seal(make_cluster: Any) -> None:
+    """Issue 11 (JavaScript, roll back): every broker of the new group is frozen, so the
+    move stops once the old group sealed the slot; the operator rolls it back and the
+    JavaScript producer, refused with WRONG_GROUP meanwhile, comes back to the old group,
+    which writes the slot again in era 0; the same move made again completes. The three
+    subscriptions get every acknowledged record exactly once, in publish order."""
+    from tests.integration.test_slot_moves import cli, histories, topics_in
+    from tests.integration.test_slot_rollback import wait_sealed
+
+    c = make_cluster(groups=2, settings={"retention_s": 300.0})
+    n = next(i for i, h in enumerate(histories(c)) if h.owner == "g1")
+    [topic] = topics_in([n], 1)
+    url = group_info(c, "g1")["primary_url"]
+    new_group = [bid for bid, b in c.brokers.items() if b.group == "g2"]
+    total = 800
+
+    def acked(lines: list[dict[str, Any]], at: int) -> None:
+        wait_for(lambda: any(x.get("acked", 0) >= at for x in lines), 60, f"{at} acked")
+
+    def roll_back_then_move(lines: list[dict[str, Any]]) -> None:
+        acked(lines, 150)
+        for bid in new_group:
+            c.kill(bid, signal.SIGSTOP)
+        try:
+            r = cli(c, "move", str(n), "--to", "g2", "--no-wait")
+            assert r.returncode == 0, (r.stdout, r.stderr)
+            wait_sealed(c, [n])
+            r = cli(c, "roll-back", str(n))
+            assert r.returncode == 0, (r.stdout, r.stderr)
+        finally:
+            for bid in new_group:
+                c.kill(bid, signal.SIGCONT)
+        assert (histories(c)[n].owner, histories(c)[n].era) == ("g1", 0)
+        acked(lines, 300)  # the old group takes the slot's writes again
+        c.wait_healthy()
+        r = cli(c, "move", str(n), "--to", "g2")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+
+    args = [str(MOVE_SCRIPT), url, topic, str(total), "10", "60"]
+    result = _run_stream(args, roll_back_then_move)
+    assert result["failed"] == [] and result["errors"] == [None, None, None], result
+    assert (histories(c)[n].owner, histories(c)[n].era) == ("g2", 1)
     want = [f"m-{i:06d}" for i in range(total)]
     assert result["acked"] == want
     assert result["unnamed"] == want, (len(result["unnamed"]), len(set(result["unnamed"])))
