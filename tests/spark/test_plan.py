@@ -180,6 +180,27 @@ def test_a_query_started_at_latest_on_a_moved_topic_reads_no_earlier_era() -> No
     assert [r.group for r in read if r.topic == "a"] == ["g1", "g2", "g1"]
 
 
+def test_a_time_start_before_a_move_reads_from_its_first_later_record_in_an_older_era() -> None:
+    """Started at a time whose first later record of topic a is g2's ts 12, in era 1: the
+    first batch reads era 1 from 12 and era 2 whole, not era 0; what it skips is committed
+    at each group in its own ts (a time start read only the current era before)."""
+    topics = {"a": "g1", "c": "g2"}
+    start = start_offset("spark-x", {"g1": 46, "g2": 12}, topics, {"a": MOVED}, False, {"a": 1})
+    end = advance(start, {"g1": 50, "g2": 40}, topics, histories={"a": MOVED})
+    assert [
+        (r.group, r.topic, r.start, r.end)
+        for r in ranges(start, end, topics, 1, None, {"a": MOVED})
+    ] == [
+        ("g2", "a", 12, 30),
+        ("g1", "a", 41, 50),
+        ("g2", "c", 12, 40),
+    ]
+    assert commit_points(start, topics, {"a": MOVED})[:2] == [("a", 40, "g1"), ("a", 11, "g2")]
+    # a first era not older than the current one changes nothing
+    same = start_offset("spark-x", {"g1": 46, "g2": 12}, topics, {"a": MOVED}, False, {"a": 2})
+    assert same.eras == {"a": 2}
+
+
 def test_a_moved_topic_new_to_the_query_reads_every_era_and_needs_none() -> None:
     start = Offset("spark-x", {"g1": 50}, ())
     end = Offset("spark-x", {"g1": 46, "g2": 31}, ("a",), {"a": 2})

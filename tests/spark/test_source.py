@@ -408,3 +408,45 @@ def test_a_query_started_at_latest_on_a_moved_topic_reads_only_what_comes_after_
     assert q.exception() is None
     q.stop()
     exactly_once([v for _, v in output(spark, tmp_path)], after)
+
+
+def test_a_query_started_at_a_time_before_a_move_reads_from_that_time_across_the_eras(
+    spark: Any, make_cluster: Callable[..., DevCluster], tmp_path: Path
+) -> None:
+    """``startingTimestamp`` earlier than the topic's move g1 -> g2: the query gets the old
+    era's records published from that time on, the new era's, and what comes after it
+    began; none published before the time (it began at the current era, and the old
+    era's later records were never read)."""
+    from tests.integration.test_slot_moves import begin_moves, wait_normal
+    from tritonmq.core.slots import slot_of
+
+    c = make_cluster(groups=2, settings={"retention_s": 300.0})
+    admin = Remote(zk_option_url(c))
+    try:
+        moved = topics_in(admin, "g1", 1, "ts")[0]
+    finally:
+        admin.close()
+    slot = slot_of(moved, 64)
+    with SyncClient(zk_option_url(c)) as client:
+        client.publish_many(moved, [b"before-%03d" % i for i in range(50)])
+        at = int(time.time() * 1000) + 1  # later than every record above
+        wait_until(lambda: time.time() * 1000 >= at, 5, "the clock to pass the start time")
+        old = [b"old-%03d" % i for i in range(50)]
+        client.publish_many(moved, old)
+        begin_moves(c, [slot], "g2")
+        assert wait_normal(c, [slot])[slot].owner == "g2"
+        new = [b"new-%03d" % i for i in range(50)]
+        client.publish_many(moved, new)
+        q = to_parquet(
+            reader(spark, c, moved, startingTimestamp=str(at)),
+            tmp_path,
+            processingTime="500 milliseconds",
+        )
+        after = [b"after-%03d" % i for i in range(20)]
+        client.publish_many(moved, after)
+    want = old + new + after
+    ingested(spark, tmp_path, q, len(want), 180, "the records from the start time on")
+    q.processAllAvailable()
+    assert q.exception() is None
+    q.stop()
+    exactly_once([v for _, v in output(spark, tmp_path)], want)

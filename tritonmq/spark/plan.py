@@ -267,12 +267,16 @@ def start_offset(
     topics: Iterable[str],
     histories: Mapping[str, SlotHistory],
     every_era: bool,
+    first_eras: Mapping[str, int] | None = None,
 ) -> Offset:
-    """Where a read begins. ``start``: per group, in the current owners' ts. With
+    """Where a read begins. ``start``: per group (a group's ts cover all its eras). With
     ``every_era`` (``earliest``) a moved topic is read from its first era; otherwise from
-    its current era (a ``latest`` or given position, or a time: the older eras lie before
-    it, and reading them from era 0 handed a new query records published before it began)."""
+    its current era (a ``latest`` or given position: the older eras lie before it, and
+    reading them from era 0 handed a new query records published before it began), or
+    from ``first_eras[topic]`` (a time: the first era holding a record at or after it,
+    read from ``start`` of its group)."""
     eras = {} if every_era else {t: h.era for t, h in histories.items()}
+    eras.update({t: e for t, e in (first_eras or {}).items() if t in eras and e < eras[t]})
     return Offset(subscription, dict(start), tuple(sorted(topics)), eras)
 
 

@@ -32,6 +32,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from tritonmq.client.types import Fetched
 from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import Purged
 from tritonmq.spark import plan
@@ -199,12 +200,14 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             groups = sorted(set(topics.values()))
             heads = r.heads(groups)
             histories = r.histories(topics)
+            first_eras: dict[str, int] = {}
             if opts.starting_timestamp is not None:
                 start = _first_at(opts, topics, heads, opts.starting_timestamp)
+                first_eras = _first_eras_at(opts, histories, start, opts.starting_timestamp)
             else:
                 start = plan.resolve_start(opts.starting, heads, groups)
             every_era = opts.starting == "earliest" and opts.starting_timestamp is None
-            offset = plan.start_offset(sub, start, topics, histories, every_era)
+            offset = plan.start_offset(sub, start, topics, histories, every_era, first_eras)
             for t, ts, g in plan.commit_points(offset, topics, histories):
                 r.commit(t, sub, ts, g)  # what the query skips needs no keeping
             self._initial = offset.as_json()
@@ -271,15 +274,42 @@ def _first_at(
     r = remote(opts.url, opts.ca_file, opts.token_file)
     start = {g: h + 1 for g, h in heads.items()}
     for t, g in topics.items():
-        for got in r.pages(t, 0, heads.get(g, 0), opts.fetch_max):
-            ms = plan.publish_times([rec[0] for rec in got.records], got.published)
-            hit = next(
-                (rec[0] for rec, m in zip(got.records, ms, strict=True) if m and m >= wall_ms), None
-            )
-            if hit is not None:
-                start[g] = min(start[g], hit)
-                break
+        hit = _first_record_at(r.pages(t, 0, heads.get(g, 0), opts.fetch_max), wall_ms)
+        if hit is not None:
+            start[g] = min(start[g], hit)
     return start
+
+
+def _first_record_at(pages: Iterator[Fetched], wall_ms: int) -> int | None:
+    """The ts of the first record of ``pages`` accepted at or after ``wall_ms``."""
+    for got in pages:
+        ms = plan.publish_times([rec[0] for rec in got.records], got.published)
+        hit = next(
+            (rec[0] for rec, m in zip(got.records, ms, strict=True) if m and m >= wall_ms), None
+        )
+        if hit is not None:
+            return hit
+    return None
+
+
+def _first_eras_at(
+    opts: SourceOptions, histories: dict[str, SlotHistory], start: dict[str, int], wall_ms: int
+) -> dict[str, int]:
+    """Per moved topic, its first ended era holding a record accepted at or after
+    ``wall_ms``, read at that era's group; lowers ``start`` of that group to the record
+    (a group's ts cover all its eras). A topic none of whose ended eras has one starts at
+    its current era, which :func:`_first_at` placed."""
+    r = remote(opts.url, opts.ca_file, opts.token_file)
+    first: dict[str, int] = {}
+    for t, h in histories.items():
+        for e in range(h.era):
+            g, lo, hi = h.group_of_era(e), h.after_of(e) + 1, h.history[e].until
+            hit = _first_record_at(r.pages(t, lo, hi, opts.fetch_max, g), wall_ms)
+            if hit is not None:
+                first[t] = e
+                start[g] = min(start.get(g, hit), hit)
+                break
+    return first
 
 
 class TritonMQBatchReader(DataSourceReader):
