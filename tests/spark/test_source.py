@@ -378,6 +378,34 @@ def test_once_a_query_read_past_a_seal_the_old_group_purges_the_slot_s_sealed_re
     exactly_once([v for _, v in output(spark, tmp_path)], want)
 
 
+def a_topic_of_g1(make_cluster: Callable[..., DevCluster], prefix: str) -> tuple[DevCluster, str]:
+    """A 2-group cluster keeping records 5 minutes, and a topic g1 owns."""
+    c = make_cluster(groups=2, settings={"retention_s": 300.0})
+    admin = Remote(zk_option_url(c))
+    try:
+        return c, topics_in(admin, "g1", 1, prefix)[0]
+    finally:
+        admin.close()
+
+
+def move_to_g2(c: DevCluster, topic: str) -> None:
+    from tests.integration.test_slot_moves import begin_moves, wait_normal
+    from tritonmq.core.slots import slot_of
+
+    slot = slot_of(topic, 64)
+    begin_moves(c, [slot], "g2")
+    assert wait_normal(c, [slot])[slot].owner == "g2"
+
+
+def ingests_exactly(spark: Any, tmp: Path, q: Any, want: list[bytes], what: str) -> None:
+    """The query's output is ``want``, each once; the query ended without an error."""
+    ingested(spark, tmp, q, len(want), 180, what)
+    q.processAllAvailable()
+    assert q.exception() is None
+    q.stop()
+    exactly_once([v for _, v in output(spark, tmp)], want)
+
+
 def test_a_query_started_at_latest_on_a_moved_topic_reads_only_what_comes_after_it(
     spark: Any, make_cluster: Callable[..., DevCluster], tmp_path: Path
 ) -> None:
@@ -385,29 +413,15 @@ def test_a_query_started_at_latest_on_a_moved_topic_reads_only_what_comes_after_
     a query started at latest (the streaming default) gets the records published after it
     began and none of either era's earlier ones (it planned the old eras from era 0, and
     its first batch read them whole)."""
-    from tests.integration.test_slot_moves import begin_moves, wait_normal
-    from tritonmq.core.slots import slot_of
-
-    c = make_cluster(groups=2, settings={"retention_s": 300.0})
-    admin = Remote(zk_option_url(c))
-    try:
-        moved = topics_in(admin, "g1", 1, "lt")[0]
-    finally:
-        admin.close()
-    slot = slot_of(moved, 64)
+    c, moved = a_topic_of_g1(make_cluster, "lt")
     with SyncClient(zk_option_url(c)) as client:
         client.publish_many(moved, [b"era0-%03d" % i for i in range(50)])
-        begin_moves(c, [slot], "g2")
-        assert wait_normal(c, [slot])[slot].owner == "g2"
+        move_to_g2(c, moved)
         client.publish_many(moved, [b"era1-%03d" % i for i in range(50)])
         q = to_parquet(reader(spark, c, moved), tmp_path, processingTime="500 milliseconds")
         after = [b"after-%03d" % i for i in range(100)]
         client.publish_many(moved, after)
-    ingested(spark, tmp_path, q, len(after), 180, "the records published after the start")
-    q.processAllAvailable()
-    assert q.exception() is None
-    q.stop()
-    exactly_once([v for _, v in output(spark, tmp_path)], after)
+    ingests_exactly(spark, tmp_path, q, after, "the records published after the start")
 
 
 def test_a_query_started_at_a_time_before_a_move_reads_from_that_time_across_the_eras(
@@ -417,24 +431,14 @@ def test_a_query_started_at_a_time_before_a_move_reads_from_that_time_across_the
     era's records published from that time on, the new era's, and what comes after it
     began; none published before the time (it began at the current era, and the old
     era's later records were never read)."""
-    from tests.integration.test_slot_moves import begin_moves, wait_normal
-    from tritonmq.core.slots import slot_of
-
-    c = make_cluster(groups=2, settings={"retention_s": 300.0})
-    admin = Remote(zk_option_url(c))
-    try:
-        moved = topics_in(admin, "g1", 1, "ts")[0]
-    finally:
-        admin.close()
-    slot = slot_of(moved, 64)
+    c, moved = a_topic_of_g1(make_cluster, "ts")
     with SyncClient(zk_option_url(c)) as client:
         client.publish_many(moved, [b"before-%03d" % i for i in range(50)])
         at = int(time.time() * 1000) + 1  # later than every record above
         wait_until(lambda: time.time() * 1000 >= at, 5, "the clock to pass the start time")
         old = [b"old-%03d" % i for i in range(50)]
         client.publish_many(moved, old)
-        begin_moves(c, [slot], "g2")
-        assert wait_normal(c, [slot])[slot].owner == "g2"
+        move_to_g2(c, moved)
         new = [b"new-%03d" % i for i in range(50)]
         client.publish_many(moved, new)
         q = to_parquet(
@@ -444,9 +448,4 @@ def test_a_query_started_at_a_time_before_a_move_reads_from_that_time_across_the
         )
         after = [b"after-%03d" % i for i in range(20)]
         client.publish_many(moved, after)
-    want = old + new + after
-    ingested(spark, tmp_path, q, len(want), 180, "the records from the start time on")
-    q.processAllAvailable()
-    assert q.exception() is None
-    q.stop()
-    exactly_once([v for _, v in output(spark, tmp_path)], want)
+    ingests_exactly(spark, tmp_path, q, old + new + after, "the records from the start time on")
