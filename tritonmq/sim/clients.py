@@ -304,7 +304,7 @@ class SimSubscriber(_Client):
     def _on_msg(self, msg: Any, now: float, out: list[Effect]) -> None:
         assert self.conn is not None
         if isinstance(msg, SubOk) and msg.sid == self.sid:
-            self.history.app_back(self.app, now, self.primary or "")
+            self.history.app_back(self.app, now, self.primary or "", self.group)
             self.moved_to, self.named_moved = None, False
             if not self.subscribed_once:
                 self.subscribed_once = True

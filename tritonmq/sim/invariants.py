@@ -70,6 +70,7 @@ class App:
     errors: list[str] = field(default_factory=list)
     away_since: float | None = None  # shared: away from the group's primary since
     broker: str | None = None  # the broker its connection is to
+    group: str | None = None  # the group of that broker (None: its topic's)
     vanished: bool = False  # shared: it was once away longer than the grace
 
 
@@ -177,7 +178,7 @@ class History:
         (it hears of the new epoch only when its connection ends)."""
         self.primaries[group] = broker
         for a in self.apps.values():
-            if a.broker not in (None, broker) and group_of_topic(a.topic) == group:
+            if a.broker not in (None, broker) and (a.group or group_of_topic(a.topic)) == group:
                 self.app_away_from(a, now)
 
     def accepted_writes(self, group: str, epoch: int, broker: str) -> None:
@@ -333,12 +334,20 @@ class History:
         if a.away_since is None:
             a.away_since = now
 
-    def app_back(self, app: str, now: float, broker: str) -> None:
+    def app_back(self, app: str, now: float, broker: str, group: str | None = None) -> None:
+        """``app`` subscribed at ``broker`` of ``group`` (its topic's group if None). Only
+        at the group's primary is it back: at a deposed one (that has not heard of the
+        new epoch yet) it is still away from the group, whose primary hands what it held
+        to the others after the grace."""
         a = self.apps[app]
+        a.broker = broker
+        a.group = group or group_of_topic(a.topic)
+        if self.primaries.get(a.group, broker) != broker:
+            self.app_away_from(a, now)
+            return
         if a.away_since is not None and now - a.away_since > self.shared_grace:
             a.vanished = True
         a.away_since = None
-        a.broker = broker
 
     def _vanished(self, a: App, now: float) -> bool:
         away = a.away_since is not None and now - a.away_since > self.shared_grace
