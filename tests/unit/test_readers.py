@@ -399,3 +399,27 @@ def test_a_view_that_brings_no_new_era_asks_for_no_load() -> None:
     assert not only(view(x, completed(9), 0.2), LoadSubscriptions)
     c = leading("a", ephemeral_grace=0.0)
     assert not only(view(c, completed(9), 0.1), LoadSubscriptions), "g1 owns no new era"
+
+
+def test_a_group_holding_the_slot_again_keeps_a_subscription_it_handed_on_pending() -> None:
+    """g1 held era 0 (up to ts 1), g2 era 1, g1 holds era 2 again. g1 hands `d` on to era 1
+    once ts 1 is acknowledged; its reload as the new owner read ZooKeeper before that
+    hand-on was stored (era 0 there). Once stored, g1 let `d` go as another group's, and
+    purged era 2's records that `d`, stored at era 1, still needs: as the owner it holds
+    `d` pending (M5) until the offset reaches its era."""
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    pub(c, 1, T0, "u1")
+    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
+    back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
+    [load] = only(view(c, (complete(back, "g1"), SlotHistory("g1")), 0.3), LoadSubscriptions)
+    [store] = only(c.handle(Tick(0.35)), StoreOffsets)  # handed on: era 1, not stored yet
+    assert (store.offsets, store.eras) == (((T0, "d", 0),), (1,))
+    c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 1)], 0.4))
+    c.handle(OffsetsStored(store.offsets, True, 0.45, store.eras))  # now stored
+    out = ticks(c, 0.5) + pub(c, 2, T0, "u2", now=1.8) + ticks(c, 2.0)
+    d = c.delivery.durables.get((T0, "d"))
+    assert d is not None and d.pending and d.stored_era == 1
+    assert c.delivery.holds()[T0] <= 1, "era 2's ts 2 is kept for it"
+    assert purged(out).get(T0, 0) <= 1

@@ -178,7 +178,13 @@ class SlotReaders:
             d.offset = h.after_of(d.era)
             return out
         if d.stored_era == d.era and d.stored == d.offset:  # the hand-on is stored: let go
-            delivery.durables.pop((d.topic, d.name), None)
+            if h.owner == group and d.era < h.era:
+                # unless we hold the slot again: stored at an older era, it is pending
+                # here (it needs every record of our era) until its offset reaches it
+                d.era, d.stored_era, d.stored, d.pending = h.era, d.era, None, True
+                d.offset = h.after
+            else:
+                delivery.durables.pop((d.topic, d.name), None)
         return []
 
     def admit(self, delivery: Delivery, conn: Any, frame: Sub) -> SendError | Admitted | str | None:
