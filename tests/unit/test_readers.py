@@ -423,3 +423,27 @@ def test_a_group_holding_the_slot_again_keeps_a_subscription_it_handed_on_pendin
     assert d is not None and d.pending and d.stored_era == 1
     assert c.delivery.holds()[T0] <= 1, "era 2's ts 2 is kept for it"
     assert purged(out).get(T0, 0) <= 1
+
+
+def test_a_subscription_pending_at_a_group_holding_the_slot_again_writes_no_offset() -> None:
+    """As above, but g1's reload reads `d` at era 1 while the write of its hand-on is still
+    on its way: pending, it holds era 2 from its start (ts 1, not era 1's ts 0), and the
+    hand-on's late `stored` does not make it write (era 2, ts 0), which g1 took for its own
+    later and served era 0's records again as era 2's (simulator seed 100 of `--groups 2
+    --refusals --check-whole`: `g0s5 received g0p2:10 twice`)."""
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    pub(c, 1, T0, "u1")
+    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
+    back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
+    [load] = only(view(c, (complete(back, "g1"), SlotHistory("g1")), 0.3), LoadSubscriptions)
+    [store] = only(c.handle(Tick(0.35)), StoreOffsets)  # handed on: (era 1, ts 0)
+    era1 = {(T0, "d"): 1}
+    c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 0)], 0.4, eras=era1))
+    d = c.delivery.durables[(T0, "d")]
+    assert (d.pending, d.era, d.stored_era, d.offset) == (True, 2, 1, 1)
+    c.handle(OffsetsStored(store.offsets, True, 0.45, store.eras))  # the hand-on, stored
+    out = ticks(c, 0.5)
+    assert not only(out, StoreOffsets), "pending: g2 writes it, not g1"
+    assert (d.pending, d.offset) == (True, 1)

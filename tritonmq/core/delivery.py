@@ -271,7 +271,7 @@ class Delivery:
     def stored(self, offsets: Iterable[tuple[str, str, int]], eras: tuple[int, ...] = ()) -> None:
         for i, (topic, name, offset) in enumerate(offsets):
             d = self.durables.get((topic, name))
-            if d is not None:
+            if d is not None and not d.pending:  # a pending one is written by another group
                 d.stored, d.stored_era = offset, eras[i] if eras else 0
 
     def offsets_to_store(self) -> StoreOffsets | None:

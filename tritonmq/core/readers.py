@@ -101,7 +101,7 @@ class SlotReaders:
             now_h = self._history(d.topic)
             if key in pending and now_h is not None:
                 d.era, d.stored_era, d.stored, d.pending = now_h.era, era, None, True
-                d.offset = min(d.offset, now_h.after)
+                d.offset = now_h.after  # not an offset of ours it held: another era's ts
             else:
                 was_pending, d.pending = d.pending, False
                 d.era = d.stored_era = era
