@@ -447,3 +447,32 @@ def test_a_subscription_pending_at_a_group_holding_the_slot_again_writes_no_offs
     out = ticks(c, 0.5)
     assert not only(out, StoreOffsets), "pending: g2 writes it, not g1"
     assert (d.pending, d.offset) == (True, 1)
+
+
+def test_the_old_group_creates_no_durable_subscription_while_the_move_runs() -> None:
+    """Created at the old group while the slot moves (at the era that ends), a subscription
+    the new group's reload (at `complete`) read before its registration landed is unknown
+    there: the new owner purges its era for nobody. The old group refuses a new durable
+    `sub` of the moving slot with the retriable UNAVAILABLE: the client retries and reaches
+    the new owner once the move completed (or this group again after a roll back)."""
+    for hs in (moving(), sealed(2)):
+        c = leading("a")
+        pub(c, 1, T0, "u1", "u2")
+        view(c, hs, 0.2)
+        for mode in ("broadcast", "shared"):
+            frame = Sub(1, T0, f"new-{mode}", From.LATEST, None, mode, member="m1")
+            [load] = only(sub(c, frame, now=0.3), LoadSubscriptions)
+            out = c.handle(SubscriptionsLoaded(load.request, [], 0.4))
+            assert not only(out, RegisterSubscription), (hs[0].state, mode)
+            [err] = only(out, SendError)
+            assert (err.code, err.sid, err.code.retriable) == (ErrorCode.UNAVAILABLE, 1, True)
+            assert (T0, f"new-{mode}") not in c.delivery.durables
+    # one that exists is served as before, and after a roll back a new one is created
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    view(c, sealed(2), 0.2)
+    assert only(sub(c, Sub(2, T0, "d", From.LATEST), now=0.3), SendSubOk)
+    view(c, (roll_back(sealed(2)[0]), SlotHistory("g1")), 0.5)
+    assert only(sub(c, Sub(3, T0, "new", From.LATEST), now=0.6), RegisterSubscription)
+

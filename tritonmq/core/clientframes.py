@@ -165,6 +165,8 @@ class ClientFrames:
                     self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
                     return []
                 d = self.delivery.durables.get((frame.topic, frame.subscription))
+                if refused := slotcommits.refused_while_moving(self.moves, conn, frame, d):
+                    return [refused]
                 if slotcommits.load_first(
                     self.moves, self.readers.asked, frame.topic, d, frame.subscription
                 ):

@@ -146,6 +146,8 @@ class SlotReaders:
         if h.owner != group:
             msg = f"topic {frame.topic!r} belongs to group {h.owner}"
             return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=h.owner)
+        if h.move is not None:
+            return moving_away(conn, frame.topic, h, sid=frame.sid)
         until = h.until_of(h.era)  # a new subscription: created at the current era (M5)
         self.capped = self.capped or until is not None
         return Admitted(_earliest_of_era(delivery.log, frame, h.after), h.era, until)
@@ -290,6 +292,19 @@ class SlotReaders:
         ):
             return read_verdict(h, group, c.era, d.until)
         return d
+
+
+def moving_away(
+    conn: Any, topic: str, h: SlotHistory, *, sid: int | None = None, id: int | None = None
+) -> SendError:
+    """A new durable subscription (a named ``sub`` or a ``commit``) of a slot moving away
+    from us: created here, at the era that ends, the new owner may never learn of it (its
+    reload at ``complete`` may read ZooKeeper before the registration landed) and purge
+    its era for nobody. Retriable: once the move completed the client reaches the new
+    owner, after a roll back us again (M5)."""
+    to = h.move.to if h.move is not None else "?"
+    msg = f"topic {topic!r} is moving to group {to}: a new subscription waits for the move"
+    return SendError(conn, ErrorCode.UNAVAILABLE, msg, id=id, sid=sid)
 
 
 def _earliest_of_era(log: GroupLog, frame: Sub, after: int) -> Sub:
