@@ -476,3 +476,24 @@ def test_the_old_group_creates_no_durable_subscription_while_the_move_runs() -> 
     view(c, (roll_back(sealed(2)[0]), SlotHistory("g1")), 0.5)
     assert only(sub(c, Sub(3, T0, "new", From.LATEST), now=0.6), RegisterSubscription)
 
+
+def test_attaching_with_earliest_moves_no_durable_offset_over_other_topics_records() -> None:
+    """g1 holds era 2 of T0's slot again. A new durable `earliest` subscription is declared
+    while T0 has no record of era 2 (at the commit point, ts 2); before its registration
+    lands the group commits T1's ts 3, 4 and T0's ts 5. Attached then, it starts at ts 5,
+    but its offset stays 2 until ts 5 is acknowledged: the start was the era's oldest
+    record, taken as a position, and the offset jumped to 4, ahead of every
+    acknowledgement (simulator seed 40 of `--groups 3 --moves 6 --refusals --check-whole`:
+    `offset era 2 ts 24 of g2.m/ml stored, acknowledged only ts 0`)."""
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")  # era 0
+    view(c, moved_back(2), 0.2)
+    [load] = only(sub(c, Sub(1, T0, "b", From.EARLIEST), now=0.3), LoadSubscriptions)
+    [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.4)), RegisterSubscription)
+    assert (reg.era, reg.offset) == (2, 2)
+    pub(c, 2, T1, "v1", "v2", now=0.45)
+    pub(c, 3, T0, "u3", now=0.46)
+    out = c.handle(SubscriptionRegistered(T0, "b", reg.offset, 0.5))
+    assert delivered(out) == [(2, 5)]
+    assert c.delivery.durables[(T0, "b")].offset == 2
+    assert not only(ticks(c, 0.6), StoreOffsets)

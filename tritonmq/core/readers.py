@@ -134,7 +134,7 @@ class SlotReaders:
             if isinstance(frame.start, int) and frame.era != d.era:
                 frame = replace(frame, start=From.LATEST)  # its ts is another era's
             if d.mode is Mode.BROADCAST:  # a shared one joins at its cursor
-                frame = _earliest_of_era(delivery.log, frame, h.after_of(d.era))
+                frame = _earliest_of_era(delivery.log, frame, h.after_of(d.era), d.offset)
             return Admitted(frame, d.era, until)
         if not fresh:
             self.asked.add(key)
@@ -307,16 +307,21 @@ def moving_away(
     return SendError(conn, ErrorCode.UNAVAILABLE, msg, id=id, sid=sid)
 
 
-def _earliest_of_era(log: GroupLog, frame: Sub, after: int) -> Sub:
+def _earliest_of_era(log: GroupLog, frame: Sub, after: int, offset: int = -1) -> Sub:
     """``earliest`` of a durable subscription read at an era whose records are this group's
     ``ts > after``: the oldest of them retained, else as ``latest``. The group's log may
     still hold an older era's records of the topic (it held the slot before): not this
-    era's, and handed out as its they would skip the eras between."""
+    era's, and handed out as its they would skip the eras between. Above the ``offset``
+    of an existing one it is as ``latest`` too (the same records, from its offset on):
+    taken as a position, it would move the offset over other topics' ts, ahead of every
+    acknowledgement."""
     if frame.start != From.EARLIEST:
         return frame
     t = log.topics.get(frame.topic)
     first = t.between(after + 1, MAX_TS, 1) if t is not None else []
-    return replace(frame, start=first[0][0] if first else From.LATEST)
+    if not first or (offset >= 0 and first[0][0] > offset):
+        return replace(frame, start=From.LATEST)
+    return replace(frame, start=first[0][0])
 
 
 def _handed_all(log: GroupLog, topic: str, start: int, until: int) -> bool:
