@@ -497,3 +497,31 @@ def test_attaching_with_earliest_moves_no_durable_offset_over_other_topics_recor
     assert delivered(out) == [(2, 5)]
     assert c.delivery.durables[(T0, "b")].offset == 2
     assert not only(ticks(c, 0.6), StoreOffsets)
+
+
+def test_a_shared_subscription_pending_at_the_owner_starts_afresh_at_its_era() -> None:
+    """g2 owns era 1 (its ts > 0). What its backups last heard of shared subscription
+    `work` (replicated, era-less) has g1's ts: offset 30, cursor 31, from when a primary of
+    g2 had handed it on. Restored from that when g2 loads it pending (stored at era 0), its
+    cursor stayed 31: once the offset reached era 1 its members were handed nothing below
+    ts 31 and the offset jumped to 30, over era 1's ts 1..3 (simulator seed 553 of
+    `--groups 2 --moves 8 --faults 8 --refusals`: `offset era 3 ts 30 of g1.m/mls stored
+    ahead of its acks`). Nothing of its era was handed out while it was pending: it starts
+    afresh there."""
+    from tritonmq.wire.frames import SharedSub
+
+    x = leading("x", "g2", ephemeral_grace=0.0)
+    x.delivery.mirror.keep([SharedSub(T0, "work", 30, 31, (), (), (), ())])
+    view(x, completed(9), 0.1)
+    pub(x, 1, T0, "n1", "n2", "n3", now=0.2)
+    shared = Sub(1, T0, "work", From.LATEST, None, "shared", member="m1")
+    [load] = only(sub(x, shared, now=0.3), LoadSubscriptions)
+    at_era_0 = [(T0, "work", "shared", 5)]
+    [err] = only(x.handle(SubscriptionsLoaded(load.request, at_era_0, 0.4)), SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g1")
+    [load] = only(sub(x, shared, now=0.5), LoadSubscriptions)
+    at_era_1 = [(T0, "work", "shared", 0)]
+    out = x.handle(SubscriptionsLoaded(load.request, at_era_1, 0.6, eras={(T0, "work"): 1}))
+    out += ticks(x, 0.7, 2)
+    assert delivered(out) == [(1, 1), (1, 2), (1, 3)]
+    assert x.delivery.durables[(T0, "work")].offset == 0

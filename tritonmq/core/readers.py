@@ -101,12 +101,12 @@ class SlotReaders:
             now_h = self._history(d.topic)
             if key in pending and now_h is not None:
                 d.era, d.stored_era, d.stored, d.pending = now_h.era, era, None, True
-                d.offset = now_h.after  # not an offset of ours it held: another era's ts
+                d.start_afresh(now_h.after)  # not its offset here: another era's ts
             else:
                 was_pending, d.pending = d.pending, False
                 d.era = d.stored_era = era
                 if was_pending:  # its offset reached our era: ours from here on
-                    d.offset = d.stored if d.stored is not None else d.offset
+                    d.start_afresh(d.stored if d.stored is not None else d.offset)
 
     def current_era(self, topic: str) -> int:
         """The era a durable subscription of ``topic`` created here (a ``commit``) is at:
@@ -184,7 +184,7 @@ class SlotReaders:
                 # unless we hold the slot again: stored at an older era, it is pending
                 # here (it needs every record of our era) until its offset reaches it
                 d.era, d.stored_era, d.stored, d.pending = h.era, d.era, None, True
-                d.offset = h.after
+                d.start_afresh(h.after)
             else:
                 delivery.durables.pop((d.topic, d.name), None)
         return []
