@@ -525,3 +525,23 @@ def test_a_shared_subscription_pending_at_the_owner_starts_afresh_at_its_era() -
     out += ticks(x, 0.7, 2)
     assert delivered(out) == [(1, 1), (1, 2), (1, 3)]
     assert x.delivery.durables[(T0, "work")].offset == 0
+
+
+def test_a_durable_resume_below_its_era_at_a_group_holding_the_slot_again_reads_only_its_era() -> (
+    None
+):
+    """g1 holds era 2 from its ts 2 on and still retains era 0's ts 1, 2. A subscriber of
+    durable `d` (at era 2) resumes from (era 2, ts 1), having been handed nothing: g1 served
+    ts 1, 2 as era 2's and lowered the offset to 0 (simulator seed 10 of `--groups 3 --moves
+    6 --refusals --check-whole`: `g2s9 got g2.m ts 1 from g2 in era 2, outside the eras g2
+    held`). A start within the era is no lower than its first ts, as for unnamed readers."""
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    view(c, moved_back(2), 0.2)
+    [load] = only(sub(c, Sub(1, T0, "d", From.LATEST), now=0.3), LoadSubscriptions)
+    [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.4)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.5))
+    pub(c, 2, T0, "u3", now=0.6)
+    out = sub(c, Sub(2, T0, "d", 1, resume=True, era=2), now=0.7, conn="again")
+    assert delivered(out) == [(2, 3)]
+    assert c.delivery.durables[(T0, "d")].offset == 2

@@ -131,10 +131,14 @@ class SlotReaders:
             until = h.until_of(d.era)
             d.until = until
             self.capped = self.capped or until is not None
+            after = h.after_of(d.era)
             if isinstance(frame.start, int) and frame.era != d.era:
                 frame = replace(frame, start=From.LATEST)  # its ts is another era's
+            elif isinstance(frame.start, int) and frame.start <= after:
+                # our ts up to ``after`` are older eras' records (we held the slot before)
+                frame = replace(frame, start=after + 1)
             if d.mode is Mode.BROADCAST:  # a shared one joins at its cursor
-                frame = _earliest_of_era(delivery.log, frame, h.after_of(d.era), d.offset)
+                frame = _earliest_of_era(delivery.log, frame, after, d.offset)
             return Admitted(frame, d.era, until)
         if not fresh:
             self.asked.add(key)
