@@ -11,6 +11,7 @@ from tritonmq.core.actions import (
     Action,
     Deliver,
     LoadSubscriptions,
+    ProposeSlotStep,
     RegisterSubscription,
     SendError,
     SendPurge,
@@ -545,3 +546,21 @@ def test_a_durable_resume_below_its_era_at_a_group_holding_the_slot_again_reads_
     out = sub(c, Sub(2, T0, "d", 1, resume=True, era=2), now=0.7, conn="again")
     assert delivered(out) == [(2, 3)]
     assert c.delivery.durables[(T0, "d")].offset == 2
+
+
+def test_the_old_group_seals_only_once_zookeeper_holds_its_subscriptions_of_the_slot() -> None:
+    """A durable subscription declared just before the move began, its registration still
+    on its way (a ZooKeeper cut, retried), was unknown to the new owner, whose reload at
+    `complete` read ZooKeeper before it landed: the owner purged its era for nobody
+    (simulator seed 240 of `--groups 3 --moves 6 --refusals --check-whole`: `g0.m purged up to
+    66 in g2; ml never received era 1 ts 49`). The old primary seals only once ZooKeeper
+    holds every durable subscription of the slot it declared (it declares none after the
+    move began), so `complete` and the new owner's reload come after."""
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    pub(c, 1, T0, "u1")
+    out = view(c, moving(), 0.2) + c.handle(Tick(0.3)) + c.handle(Tick(0.5))
+    assert not only(out, ProposeSlotStep), "d is not in ZooKeeper yet"
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.6))
+    [step] = only(c.handle(Tick(0.7)), ProposeSlotStep)
+    assert step.slot == 0
