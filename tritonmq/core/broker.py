@@ -374,6 +374,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self._requests += 1
         self._load_request = self._requests
         out.append(LoadSubscriptions(self._load_request))
+        if not self.moves.map_read:
+            out.append(ReadState())  # the slots' state, before any write (M7)
         out.append(
             LogLine(
                 L.INFO,
@@ -432,6 +434,9 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if ev.slots is not None:
             self.log.slots = ev.slots.slots  # its purged uuids are kept per slot from now on
         self.moves.viewed(ev.histories)
+        p, st = self.primary, ev.state
+        if p is not None and st is not None and (st.epoch, st.primary) == (p.epoch, self.me.id):
+            self.moves.map_read = True  # read since we were elected (M7)
         self.viewed = True
         out: list[Action] = self._owner_reload()
         cas = self.cas

@@ -117,6 +117,9 @@ class ClientFrames:
                     return [self._not_primary(conn, id=pub_id)]
                 if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
                     return [cap]
+                if not self.moves.map_read:  # a new primary reading the slot map (M7)
+                    msg = f"{self.cfg.group}'s new primary is reading the slot map; retry"
+                    return [p.refuse_batch(SendError(conn, ErrorCode.UNAVAILABLE, msg, pub_id))]
                 refused, origins = self.moves.pub(self.log, conn, frame)
                 if refused is not None:  # the slot is moving (M2)
                     return [p.refuse_batch(refused)]

@@ -136,6 +136,7 @@ class SlotMoves:
         self.any_moved = False
         self.active = False
         self.seal_at: dict[int, int] = {}  # slot -> our seal point, taken as primary
+        self.map_read = True  # the histories were read while we are primary (M7)
         self.step: tuple[int, int] | None = None  # (request, slot) of the one CAS in flight
         self.asking: dict[int, int] = {}  # slot -> request of the handover ask in flight
         self.ask_after: dict[int, float] = {}  # slot -> no new ask before this
@@ -165,6 +166,9 @@ class SlotMoves:
         self.step = None
         self.asking.clear()
         self.ask_after.clear()
+        # M7: a new primary writes nothing before it read the map as primary (its view may
+        # be from before a move began and its primary sealed); a cluster without one: as ever
+        self.map_read = self.histories is None
 
     def history_of(self, topic: str) -> tuple[int, SlotHistory] | None:
         """The slot and history of ``topic`` when its slot ever moved or is moving."""
