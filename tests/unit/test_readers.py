@@ -564,3 +564,24 @@ def test_the_old_group_seals_only_once_zookeeper_holds_its_subscriptions_of_the_
     c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.6))
     [step] = only(c.handle(Tick(0.7)), ProposeSlotStep)
     assert step.slot == 0
+
+
+def test_a_roll_back_delivers_what_was_written_before_the_cap_was_lifted() -> None:
+    """A sealed era caps its readers at the seal point; rolled back, the old group writes
+    the slot again. A record committed after the roll back's view but before the tick that
+    lifts the caps was pushed to nobody, and nothing pushed it after: with no later record
+    the durable subscriber never got it (simulator seed 492 of `--groups 3 --moves 6
+    --refusals --check-whole`: `md of g1.m never received acked era 1 ts 118`). Lifting a
+    cap pumps the readers it lifts."""
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    unnamed = sub(c, Sub(2, T0, None, From.LATEST), now=0.1, conn="other")
+    assert only(unnamed, SendSubOk)
+    pub(c, 1, T0, "u1", "u2", now=0.15)
+    view(c, sealed(2), 0.2)
+    c.handle(Tick(0.3))  # capped at 2
+    view(c, (roll_back(sealed(2)[0]), SlotHistory("g1")), 0.4)
+    out = pub(c, 2, T0, "u3", now=0.45)  # committed while the caps still hold
+    out += c.handle(Tick(0.5))
+    assert sorted(delivered(out)) == [(0, 3), (0, 3)]

@@ -585,6 +585,21 @@ class Delivery:
                     out.extend(self._pump(c, commit_ts))
         return out
 
+    def pump(self, topics: Iterable[str], now: float) -> list[Deliver]:
+        """Push to ``topics``' consumers what is committed and theirs now: a moved slot's
+        seal point no longer caps them (a roll back), and nothing else may push it."""
+        commit_ts, out, shared = self.pushed, [], set()
+        for topic in topics:
+            for c in self.by_topic.get(topic, ()):
+                d = c.durable
+                if d is not None and d.mode is Mode.SHARED:
+                    if id(d) not in shared:
+                        shared.add(id(d))
+                        out.extend(self._dispatch(d, commit_ts, now))
+                elif c.next_ts <= commit_ts:
+                    out.extend(self._pump(c, commit_ts))
+        return out
+
     def tick(self, commit_ts: int, now: float) -> list[Deliver]:
         """Redeliver what shared consumers did not acknowledge in time; forget old ghosts."""
         out: list[Deliver] = []

@@ -156,7 +156,9 @@ class SlotReaders:
         self.capped = self.capped or until is not None
         return Admitted(_earliest_of_era(delivery.log, frame, h.after), h.era, until)
 
-    def _check_durable(self, delivery: Delivery, d: Durable, h: SlotHistory) -> list[Action]:
+    def _check_durable(
+        self, delivery: Delivery, d: Durable, h: SlotHistory, lifted: set[str]
+    ) -> list[Action]:
         """Hand a durable subscription of an ended era on once everything up to the seal
         point is acknowledged; let it go once that is stored (M5, M6)."""
         group = self.moves.group
@@ -165,7 +167,7 @@ class SlotReaders:
         if h.group_of_era(d.era) == group:
             d.until = until = h.until_of(d.era)
             for c in d.consumers:
-                c.until = until
+                _set_until(c, until, lifted)
             self.capped = self.capped or until is not None
             if d.era == h.era or until is None:
                 return []
@@ -251,13 +253,14 @@ class SlotReaders:
         out: list[Action] = []
         capped, self.capped = self.capped, False
         pending = False
+        lifted: set[str] = set()  # topics whose readers a seal point no longer caps
         for dur in list(delivery.durables.values()):
             dh = self._history(dur.topic)
             if dh is None:
                 dur.until = None
                 continue
             pending = pending or dur.pending
-            out.extend(self._check_durable(delivery, dur, dh))
+            out.extend(self._check_durable(delivery, dur, dh, lifted))
         if pending and now >= self.reload_at:
             self.reload_at = now + RELOAD_S
             out.append(LoadSubscriptions(load))
@@ -265,7 +268,7 @@ class SlotReaders:
             found = moves.history_of(topic)
             if found is None:  # never moved, or a move rolled back: no end
                 for c in consumers if capped else ():
-                    c.until = None
+                    _set_until(c, None, lifted)
                 continue
             h = found[1]
             for c in list(consumers):
@@ -273,7 +276,7 @@ class SlotReaders:
                     continue
                 d = self._verdict(delivery.log, h, c)
                 if d.verdict is Verdict.SERVE:
-                    c.until = d.until
+                    _set_until(c, d.until, lifted)
                     self.capped = self.capped or d.until is not None
                     continue
                 era, after = (
@@ -283,6 +286,9 @@ class SlotReaders:
                 out.append(_send_on(c.conn, c.sid, topic, to, era or 0, after))
                 out.extend(delivery.unsubscribe(c.conn, c.sid, now))
                 out.extend(presence.leave(c.conn, c.sid))
+        # a record committed while the cap held was pushed to nobody (a roll back's first
+        # writes): push it now, as no later commit may come to (simulator seed 492)
+        out.extend(delivery.pump(sorted(lifted), now))
         return out
 
     def _verdict(self, log: GroupLog, h: SlotHistory, c: Consumer) -> SlotDecision:
@@ -309,6 +315,13 @@ def moving_away(
     to = h.move.to if h.move is not None else "?"
     msg = f"topic {topic!r} is moving to group {to}: a new subscription waits for the move"
     return SendError(conn, ErrorCode.UNAVAILABLE, msg, id=id, sid=sid)
+
+
+def _set_until(c: Consumer, until: int | None, lifted: set[str]) -> None:
+    """Cap ``c`` at ``until`` (None: no cap); note its topic when that lifts a cap."""
+    if c.until is not None and (until is None or until > c.until):
+        lifted.add(c.topic)
+    c.until = until
 
 
 def _earliest_of_era(log: GroupLog, frame: Sub, after: int, offset: int = -1) -> Sub:
