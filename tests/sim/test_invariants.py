@@ -69,3 +69,40 @@ def test_each_producers_order_is_kept_across_eras() -> None:
     assert h.violations == []
     h.pub_acked("g0", "g0.m", "p", b"u3", 3, 7)  # era 0 after an era-1 record
     assert h.violations == ["p's order broken: seq 2 at era 1 ts 1, seq 3 at ts 7"]
+
+
+def _shared_pair() -> History:
+    """Two members of g0.t's shared subscription, both at g0b0, the primary; m1 has
+    received g0p0:17 (ts 37) and both lose their connection at 3.92."""
+    h = History(min_insync=2)
+    h.shared_grace = 1.0
+    for m in ("m1", "m2"):
+        h.subscriber(m, "g0.t", "shared", "shared")
+    h.primary_elected("g0", "g0b0", 0.0)
+    h.app_back("m1", 0.1, "g0b0", "g0")
+    h.app_back("m2", 0.1, "g0b0", "g0")
+    h.app_received("m1", "g0", (37, b"u37", None, b"g0p0:17", None), 3.85)
+    h.app_away("m1", 3.92)
+    h.app_away("m2", 3.92)
+    h.primary_elected("g0", "g0b1", 4.25)
+    return h
+
+
+def test_a_shared_member_back_at_a_deposed_primary_is_still_away_from_the_group() -> None:
+    """Seed 70 of `--groups 2 --refusals --check-whole` (with readers on moved topics):
+    m1 re-subscribed at g0b0, deposed by g0b1's election but not yet told, and the checker
+    counted it back in the group; g0b1 handed what m1 held to m2 after the grace (m1 away
+    from g0b1 since 3.92), which the checker reported as one record to two members."""
+    h = _shared_pair()
+    h.app_back("m1", 4.39, "g0b0", "g0")  # the deposed primary
+    h.app_back("m2", 4.53, "g0b1", "g0")
+    h.app_received("m2", "g0", (37, b"u37", None, b"g0p0:17", None), 5.35)
+    assert h.violations == []
+    # back at the group's primary within the grace, it is in the group: a violation
+    h = _shared_pair()
+    h.app_back("m1", 4.39, "g0b1", "g0")
+    h.app_back("m2", 4.53, "g0b1", "g0")
+    h.app_received("m2", "g0", (37, b"u37", None, b"g0p0:17", None), 5.35)
+    assert h.violations == [
+        "m2 received g0p0:17 (ts 37), which m1 of shared subscription shared had received"
+    ]

@@ -15,6 +15,7 @@ from tritonmq.core.actions import (
     LoadSubscriptions,
     ProposeSlotStep,
     ProposeState,
+    ReadState,
     SendEntries,
     SendError,
     SendHandover,
@@ -231,9 +232,9 @@ def test_a_later_primary_of_the_old_group_finding_moving_seals_at_its_own_last_t
     [load] = only(out, LoadSubscriptions)
     out += b.handle(SubscriptionsLoaded(load.request, [], 1.1))
     assert b.primary is not None
+    out += b.handle(ZkView(claim.state, {"b": member("b")}, b.slots, 1.15, moving()))  # M7
     [err] = only(pub(b, 3, T0, "u9", now=1.2), SendError)
     assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
-    out += b.handle(ZkView(claim.state, {"b": member("b")}, b.slots, 1.3, moving()))
     steps = only([*out, *b.handle(Tick(1.4))], ProposeSlotStep)
     assert [(s.step, s.until) for s in steps] == [(SlotStep.SEAL, 2)]
 
@@ -320,6 +321,7 @@ def test_a_later_new_primary_that_holds_the_handover_completes_without_asking_ag
         CasDone(claim.request, CasOutcome.OK, dataclasses.replace(claim.state, version=2), 1.1)
     )
     assert y.primary is not None
+    out += y.handle(ZkView(claim.state, {"b": member("b")}, y.slots, 1.15, sealed_to_g2()))
     out += y.handle(Tick(1.2))
     assert not only(out, AskHandover)
     [step] = only(out, ProposeSlotStep)
@@ -565,3 +567,26 @@ def test_a_batch_held_back_lifts_the_hold_when_it_is_resent() -> None:
     assert only(pub(c, 2, T0, "u2", now=0.5), SendError), "held back"
     assert only(pub(c, 3, T0, "u2", now=0.6), SendPubAck), "its resend is written"
     assert only(pub(c, 4, T0, "u3", now=0.6), SendPubAck)
+
+
+def test_a_new_primary_takes_no_write_before_it_read_the_map_as_primary() -> None:
+    """M7: a later primary reads the slots' state before it serves. Elected on a view read
+    before its old primary sealed a slot (a suspicion of that primary; watches late), it
+    wrote the slot another group owned by then: two writers (simulator seed 373 of
+    `--groups 3 --moves 6 --refusals --check-whole`: g2b0's last view showed the slot
+    normal). It asks for a view, and until one read after its election (the group state
+    names it primary at its epoch) refuses every `pub` with the retriable UNAVAILABLE."""
+    c = BrokerCore(BrokerConfig(id="a", group="g1", min_insync=1), member("a"))
+    smap = SlotMap(tuple(h.owner for h in NORMAL))
+    [prop] = only(c.handle(ZkView(None, {"a": member("a")}, smap, 0.0, NORMAL)), ProposeState)
+    done = dataclasses.replace(prop.state, version=0)
+    out = c.handle(CasDone(prop.request, CasOutcome.OK, done, 0.0))
+    assert only(out, ReadState), "it asks for the map as primary"
+    [load] = only(out, LoadSubscriptions)
+    c.handle(SubscriptionsLoaded(load.request, [], 0.0))
+    [err] = only(pub(c, 1, T1, "u1"), SendError)
+    assert (err.code, err.code.retriable) == (ErrorCode.UNAVAILABLE, True)
+    hs = (seal(moving()[0], "g1", 0), SlotHistory("g1"))
+    view(c, hs, 0.3, done)
+    [moved] = only(pub(c, 3, T0, "u3", now=0.4), SendError)
+    assert (moved.code, moved.group) == (ErrorCode.WRONG_GROUP, "g2")

@@ -11,6 +11,7 @@ from tritonmq.core.actions import (
     Action,
     Deliver,
     LoadSubscriptions,
+    ProposeSlotStep,
     RegisterSubscription,
     SendError,
     SendPurge,
@@ -399,3 +400,188 @@ def test_a_view_that_brings_no_new_era_asks_for_no_load() -> None:
     assert not only(view(x, completed(9), 0.2), LoadSubscriptions)
     c = leading("a", ephemeral_grace=0.0)
     assert not only(view(c, completed(9), 0.1), LoadSubscriptions), "g1 owns no new era"
+
+
+def test_a_group_holding_the_slot_again_keeps_a_subscription_it_handed_on_pending() -> None:
+    """g1 held era 0 (up to ts 1), g2 era 1, g1 holds era 2 again. g1 hands `d` on to era 1
+    once ts 1 is acknowledged; its reload as the new owner read ZooKeeper before that
+    hand-on was stored (era 0 there). Once stored, g1 let `d` go as another group's, and
+    purged era 2's records that `d`, stored at era 1, still needs: as the owner it holds
+    `d` pending (M5) until the offset reaches its era."""
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    pub(c, 1, T0, "u1")
+    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
+    back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
+    [load] = only(view(c, (complete(back, "g1"), SlotHistory("g1")), 0.3), LoadSubscriptions)
+    [store] = only(c.handle(Tick(0.35)), StoreOffsets)  # handed on: era 1, not stored yet
+    assert (store.offsets, store.eras) == (((T0, "d", 0),), (1,))
+    c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 1)], 0.4))
+    c.handle(OffsetsStored(store.offsets, True, 0.45, store.eras))  # now stored
+    out = ticks(c, 0.5) + pub(c, 2, T0, "u2", now=1.8) + ticks(c, 2.0)
+    d = c.delivery.durables.get((T0, "d"))
+    assert d is not None and d.pending and d.stored_era == 1
+    assert c.delivery.holds()[T0] <= 1, "era 2's ts 2 is kept for it"
+    assert purged(out).get(T0, 0) <= 1
+
+
+def test_a_subscription_pending_at_a_group_holding_the_slot_again_writes_no_offset() -> None:
+    """As above, but g1's reload reads `d` at era 1 while the write of its hand-on is still
+    on its way: pending, it holds era 2 from its start (ts 1, not era 1's ts 0), and the
+    hand-on's late `stored` does not make it write (era 2, ts 0), which g1 took for its own
+    later and served era 0's records again as era 2's (simulator seed 100 of `--groups 2
+    --refusals --check-whole`: `g0s5 received g0p2:10 twice`)."""
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    pub(c, 1, T0, "u1")
+    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
+    back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
+    [load] = only(view(c, (complete(back, "g1"), SlotHistory("g1")), 0.3), LoadSubscriptions)
+    [store] = only(c.handle(Tick(0.35)), StoreOffsets)  # handed on: (era 1, ts 0)
+    era1 = {(T0, "d"): 1}
+    c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 0)], 0.4, eras=era1))
+    d = c.delivery.durables[(T0, "d")]
+    assert (d.pending, d.era, d.stored_era, d.offset) == (True, 2, 1, 1)
+    c.handle(OffsetsStored(store.offsets, True, 0.45, store.eras))  # the hand-on, stored
+    out = ticks(c, 0.5)
+    assert not only(out, StoreOffsets), "pending: g2 writes it, not g1"
+    assert (d.pending, d.offset) == (True, 1)
+
+
+def test_the_old_group_creates_no_durable_subscription_while_the_move_runs() -> None:
+    """Created at the old group while the slot moves (at the era that ends), a subscription
+    the new group's reload (at `complete`) read before its registration landed is unknown
+    there: the new owner purges its era for nobody. The old group refuses a new durable
+    `sub` of the moving slot with the retriable UNAVAILABLE: the client retries and reaches
+    the new owner once the move completed (or this group again after a roll back)."""
+    for hs in (moving(), sealed(2)):
+        c = leading("a")
+        pub(c, 1, T0, "u1", "u2")
+        view(c, hs, 0.2)
+        for mode in ("broadcast", "shared"):
+            frame = Sub(1, T0, f"new-{mode}", From.LATEST, None, mode, member="m1")
+            [load] = only(sub(c, frame, now=0.3), LoadSubscriptions)
+            out = c.handle(SubscriptionsLoaded(load.request, [], 0.4))
+            assert not only(out, RegisterSubscription), (hs[0].state, mode)
+            [err] = only(out, SendError)
+            assert (err.code, err.sid, err.code.retriable) == (ErrorCode.UNAVAILABLE, 1, True)
+            assert (T0, f"new-{mode}") not in c.delivery.durables
+    # one that exists is served as before, and after a roll back a new one is created
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    view(c, sealed(2), 0.2)
+    assert only(sub(c, Sub(2, T0, "d", From.LATEST), now=0.3), SendSubOk)
+    view(c, (roll_back(sealed(2)[0]), SlotHistory("g1")), 0.5)
+    assert only(sub(c, Sub(3, T0, "new", From.LATEST), now=0.6), RegisterSubscription)
+
+
+def test_attaching_with_earliest_moves_no_durable_offset_over_other_topics_records() -> None:
+    """g1 holds era 2 of T0's slot again. A new durable `earliest` subscription is declared
+    while T0 has no record of era 2 (at the commit point, ts 2); before its registration
+    lands the group commits T1's ts 3, 4 and T0's ts 5. Attached then, it starts at ts 5,
+    but its offset stays 2 until ts 5 is acknowledged: the start was the era's oldest
+    record, taken as a position, and the offset jumped to 4, ahead of every
+    acknowledgement (simulator seed 40 of `--groups 3 --moves 6 --refusals --check-whole`:
+    `offset era 2 ts 24 of g2.m/ml stored, acknowledged only ts 0`)."""
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")  # era 0
+    view(c, moved_back(2), 0.2)
+    [load] = only(sub(c, Sub(1, T0, "b", From.EARLIEST), now=0.3), LoadSubscriptions)
+    [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.4)), RegisterSubscription)
+    assert (reg.era, reg.offset) == (2, 2)
+    pub(c, 2, T1, "v1", "v2", now=0.45)
+    pub(c, 3, T0, "u3", now=0.46)
+    out = c.handle(SubscriptionRegistered(T0, "b", reg.offset, 0.5))
+    assert delivered(out) == [(2, 5)]
+    assert c.delivery.durables[(T0, "b")].offset == 2
+    assert not only(ticks(c, 0.6), StoreOffsets)
+
+
+def test_a_shared_subscription_pending_at_the_owner_starts_afresh_at_its_era() -> None:
+    """g2 owns era 1 (its ts > 0). What its backups last heard of shared subscription
+    `work` (replicated, era-less) has g1's ts: offset 30, cursor 31, from when a primary of
+    g2 had handed it on. Restored from that when g2 loads it pending (stored at era 0), its
+    cursor stayed 31: once the offset reached era 1 its members were handed nothing below
+    ts 31 and the offset jumped to 30, over era 1's ts 1..3 (simulator seed 553 of
+    `--groups 2 --moves 8 --faults 8 --refusals`: `offset era 3 ts 30 of g1.m/mls stored
+    ahead of its acks`). Nothing of its era was handed out while it was pending: it starts
+    afresh there."""
+    from tritonmq.wire.frames import SharedSub
+
+    x = leading("x", "g2", ephemeral_grace=0.0)
+    x.delivery.mirror.keep([SharedSub(T0, "work", 30, 31, (), (), (), ())])
+    view(x, completed(9), 0.1)
+    pub(x, 1, T0, "n1", "n2", "n3", now=0.2)
+    shared = Sub(1, T0, "work", From.LATEST, None, "shared", member="m1")
+    [load] = only(sub(x, shared, now=0.3), LoadSubscriptions)
+    at_era_0 = [(T0, "work", "shared", 5)]
+    [err] = only(x.handle(SubscriptionsLoaded(load.request, at_era_0, 0.4)), SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g1")
+    [load] = only(sub(x, shared, now=0.5), LoadSubscriptions)
+    at_era_1 = [(T0, "work", "shared", 0)]
+    out = x.handle(SubscriptionsLoaded(load.request, at_era_1, 0.6, eras={(T0, "work"): 1}))
+    out += ticks(x, 0.7, 2)
+    assert delivered(out) == [(1, 1), (1, 2), (1, 3)]
+    assert x.delivery.durables[(T0, "work")].offset == 0
+
+
+def test_a_durable_resume_below_its_era_at_a_group_holding_the_slot_again_reads_only_its_era() -> (
+    None
+):
+    """g1 holds era 2 from its ts 2 on and still retains era 0's ts 1, 2. A subscriber of
+    durable `d` (at era 2) resumes from (era 2, ts 1), having been handed nothing: g1 served
+    ts 1, 2 as era 2's and lowered the offset to 0 (simulator seed 10 of `--groups 3 --moves
+    6 --refusals --check-whole`: `g2s9 got g2.m ts 1 from g2 in era 2, outside the eras g2
+    held`). A start within the era is no lower than its first ts, as for unnamed readers."""
+    c = leading("a")
+    pub(c, 1, T0, "u1", "u2")
+    view(c, moved_back(2), 0.2)
+    [load] = only(sub(c, Sub(1, T0, "d", From.LATEST), now=0.3), LoadSubscriptions)
+    [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.4)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.5))
+    pub(c, 2, T0, "u3", now=0.6)
+    out = sub(c, Sub(2, T0, "d", 1, resume=True, era=2), now=0.7, conn="again")
+    assert delivered(out) == [(2, 3)]
+    assert c.delivery.durables[(T0, "d")].offset == 2
+
+
+def test_the_old_group_seals_only_once_zookeeper_holds_its_subscriptions_of_the_slot() -> None:
+    """A durable subscription declared just before the move began, its registration still
+    on its way (a ZooKeeper cut, retried), was unknown to the new owner, whose reload at
+    `complete` read ZooKeeper before it landed: the owner purged its era for nobody
+    (simulator seed 240 of `--groups 3 --moves 6 --refusals --check-whole`: `g0.m purged up to
+    66 in g2; ml never received era 1 ts 49`). The old primary seals only once ZooKeeper
+    holds every durable subscription of the slot it declared (it declares none after the
+    move began), so `complete` and the new owner's reload come after."""
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    pub(c, 1, T0, "u1")
+    out = view(c, moving(), 0.2) + c.handle(Tick(0.3)) + c.handle(Tick(0.5))
+    assert not only(out, ProposeSlotStep), "d is not in ZooKeeper yet"
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.6))
+    [step] = only(c.handle(Tick(0.7)), ProposeSlotStep)
+    assert step.slot == 0
+
+
+def test_a_roll_back_delivers_what_was_written_before_the_cap_was_lifted() -> None:
+    """A sealed era caps its readers at the seal point; rolled back, the old group writes
+    the slot again. A record committed after the roll back's view but before the tick that
+    lifts the caps was pushed to nobody, and nothing pushed it after: with no later record
+    the durable subscriber never got it (simulator seed 492 of `--groups 3 --moves 6
+    --refusals --check-whole`: `md of g1.m never received acked era 1 ts 118`). Lifting a
+    cap pumps the readers it lifts."""
+    c = leading("a")
+    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    unnamed = sub(c, Sub(2, T0, None, From.LATEST), now=0.1, conn="other")
+    assert only(unnamed, SendSubOk)
+    pub(c, 1, T0, "u1", "u2", now=0.15)
+    view(c, sealed(2), 0.2)
+    c.handle(Tick(0.3))  # capped at 2
+    view(c, (roll_back(sealed(2)[0]), SlotHistory("g1")), 0.4)
+    out = pub(c, 2, T0, "u3", now=0.45)  # committed while the caps still hold
+    out += c.handle(Tick(0.5))
+    assert sorted(delivered(out)) == [(0, 3), (0, 3)]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from tests.unit.test_moves import T0, leading, member, only, pub, state, view
-from tests.unit.test_readers import completed, ticks
+from tests.unit.test_moves import T0, leading, member, moving, only, pub, state, view
+from tests.unit.test_readers import completed, sealed, ticks
 from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import (
     Action,
@@ -32,7 +32,7 @@ from tritonmq.core.events import (
     ZkView,
 )
 from tritonmq.core.slothistory import SlotHistory, begin_move, complete, seal
-from tritonmq.wire.frames import Commit
+from tritonmq.wire.frames import Commit, ErrorCode
 
 NO_GRACE = {"ephemeral_grace": 0.0}  # purge from the start: nothing unnamed to wait for
 
@@ -126,11 +126,36 @@ def test_a_commit_past_the_seal_acknowledges_an_ended_era_only_up_to_its_seal_po
     assert c.delivery.durables[(T0, "q")].offset == 2
     store = only(ticks(c, 0.6), StoreOffsets)[-1]
     assert (store.offsets, store.eras) == (((T0, "q", 0),), (1,)), "era 1 is g2's to serve"
-    assert (T0, "q") not in c.delivery.durables, "let go"
-    # the owner of era 2 does not hold it: it reads ZooKeeper before it decides
-    [load] = only(commit(c, 3, 3, 1.0), LoadSubscriptions)
-    held = [(T0, "q", "broadcast", 0)]
-    out = c.handle(SubscriptionsLoaded(load.request, held, 1.1, eras={(T0, "q"): 1}))
+    # g1 owns era 2: it keeps the subscription pending (at era 1, g2's until g2 hands it
+    # on), not let go (it would purge era 2's records for nobody, M5)
+    d = c.delivery.durables[(T0, "q")]
+    assert d.pending and (d.era, d.stored_era) == (2, 1)
+    out = commit(c, 3, 3, 1.0)
     assert not only(out, RegisterSubscription), "not registered again at era 2 (g2 holds it)"
+    assert not only(out, LoadSubscriptions), "it holds it: nothing to read first"
     assert only(out, SendCommitted)
     assert c.delivery.durables[(T0, "q")].pending, "at era 1: g2's until it hands it on"
+
+
+def test_a_commit_at_the_old_group_while_the_move_runs_creates_no_subscription() -> None:
+    """A query's first commit reaching the old group while the slot moves would register
+    its subscription there, at the era that ends, where the new owner may never learn of
+    it: the old group registers nothing and answers the retriable UNAVAILABLE (the query
+    commits again; once the move completed, at the owner). One it holds takes the commit."""
+    for hs in (moving(), sealed(2)):
+        c = leading("a", **NO_GRACE)
+        pub(c, 1, T0, "u1", "u2")
+        view(c, hs, 0.2)
+        out = commit(c, 1, 1, 0.3)
+        if only(out, LoadSubscriptions):
+            out = c.handle(SubscriptionsLoaded(only(out, LoadSubscriptions)[0].request, [], 0.3))
+        assert not only(out, RegisterSubscription), hs[0].state
+        [err] = only(out, SendError)
+        assert (err.code, err.id, err.code.retriable) == (ErrorCode.UNAVAILABLE, 1, True)
+        assert (T0, "q") not in c.delivery.durables
+    c = leading("a", **NO_GRACE)
+    [reg] = only(commit(c, 1, 0, 0.1), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "q", reg.offset, 0.1))
+    pub(c, 1, T0, "u1", "u2")
+    view(c, sealed(2), 0.2)
+    assert only(commit(c, 2, 1, 0.3), SendCommitted) == [SendCommitted("spark", 2, 1, 2)]

@@ -312,8 +312,13 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             self.commit_ts = p.commit_ts
             out.extend(self.delivery.on_commit(p.commit_ts, now))
             if self.moves.active:  # a seal point or a handover entry may have committed
-                out.extend(self.moves.plan(p, self.log, now))
+                out.extend(self.moves.plan(p, self.log, now, self._unregistered))
         return out
+
+    def _unregistered(self) -> list[str]:
+        """Topics of durable subscriptions declared here that ZooKeeper does not hold yet."""
+        ds = self.delivery.durables.values()
+        return [d.topic for d in ds if d.stored is None and not d.pending]
 
     def _resync(self, p: PrimaryCore, followers: Sequence[str], now: float) -> list[Action]:
         """A purge overtook these followers' catch-up: close their links, so that they follow
@@ -369,6 +374,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self._requests += 1
         self._load_request = self._requests
         out.append(LoadSubscriptions(self._load_request))
+        if not self.moves.map_read:
+            out.append(ReadState())  # the slots' state, before any write (M7)
         out.append(
             LogLine(
                 L.INFO,
@@ -427,6 +434,9 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if ev.slots is not None:
             self.log.slots = ev.slots.slots  # its purged uuids are kept per slot from now on
         self.moves.viewed(ev.histories)
+        p, st = self.primary, ev.state
+        if p is not None and st is not None and (st.epoch, st.primary) == (p.epoch, self.me.id):
+            self.moves.map_read = True  # read since we were elected (M7)
         self.viewed = True
         out: list[Action] = self._owner_reload()
         cas = self.cas
@@ -435,7 +445,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         out += self._reconcile(ev.now)
         for held in self.follow_gate.take_held():
             out += self._follower_frame(held, final=True)
-        return out + self.moves.plan(self.primary, self.log, ev.now)
+        return out + self.moves.plan(self.primary, self.log, ev.now, self._unregistered)
 
     def _judge_unknown(self, cas: PendingCas, now: float) -> list[Action]:
         """A re-read after a CAS of unknown outcome: did our write happen?"""
@@ -641,7 +651,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             return self._step_down("ZooKeeper unreachable for longer than the session timeout")
         out = self._primary_out(p, p.tick(now), now)
         out.extend(self.registrations.due(now))  # failed ones, asked again
-        out.extend(self.moves.plan(p, self.log, now))
+        out.extend(self.moves.plan(p, self.log, now, self._unregistered))
         out.extend(self.readers.check(self.delivery, self.presence, now, self._load_request))
         self.rates.tick(now)
         out.extend(self.delivery.tick(p.commit_ts, now))

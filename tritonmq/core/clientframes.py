@@ -117,6 +117,9 @@ class ClientFrames:
                     return [self._not_primary(conn, id=pub_id)]
                 if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
                     return [cap]
+                if not self.moves.map_read:  # a new primary reading the slot map (M7)
+                    msg = f"{self.cfg.group}'s new primary is reading the slot map; retry"
+                    return [p.refuse_batch(SendError(conn, ErrorCode.UNAVAILABLE, msg, pub_id))]
                 refused, origins = self.moves.pub(self.log, conn, frame)
                 if refused is not None:  # the slot is moving (M2)
                     return [p.refuse_batch(refused)]
@@ -165,6 +168,8 @@ class ClientFrames:
                     self.waiting_subs.append(ev)  # answered once the subscriptions are loaded
                     return []
                 d = self.delivery.durables.get((frame.topic, frame.subscription))
+                if refused := slotcommits.refused_while_moving(self.moves, conn, frame, d):
+                    return [refused]
                 if slotcommits.load_first(
                     self.moves, self.readers.asked, frame.topic, d, frame.subscription
                 ):

@@ -118,6 +118,17 @@ class Durable:
         self.until: int | None = None
         self.pending = False
 
+    def start_afresh(self, offset: int) -> None:
+        """Acknowledged up to ``offset``, nothing handed out above it: a moved slot's
+        subscription at an era nobody has served it yet (what a shared one's replicated
+        state says, era-less, may be of another era, in another group's ts)."""
+        self.offset = offset
+        self.cursor = offset + 1
+        self.inflight, self.redeliver, self.ahead = {}, [], set()
+        self.reserved, self.away, self.awaiting = {}, {}, set()
+        self.resume_at = self.release_at = 0.0
+        self.gap, self.gap_skip, self.gap_open = (0, -1), set(), True
+
     def low_watermark(self) -> int:
         low = self.cursor
         if self.inflight:

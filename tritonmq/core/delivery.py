@@ -271,7 +271,7 @@ class Delivery:
     def stored(self, offsets: Iterable[tuple[str, str, int]], eras: tuple[int, ...] = ()) -> None:
         for i, (topic, name, offset) in enumerate(offsets):
             d = self.durables.get((topic, name))
-            if d is not None:
+            if d is not None and not d.pending:  # a pending one is written by another group
                 d.stored, d.stored_era = offset, eras[i] if eras else 0
 
     def offsets_to_store(self) -> StoreOffsets | None:
@@ -576,6 +576,21 @@ class Delivery:
         shared: set[int] = set()
         for consumers in visit:
             for c in consumers:
+                d = c.durable
+                if d is not None and d.mode is Mode.SHARED:
+                    if id(d) not in shared:
+                        shared.add(id(d))
+                        out.extend(self._dispatch(d, commit_ts, now))
+                elif c.next_ts <= commit_ts:
+                    out.extend(self._pump(c, commit_ts))
+        return out
+
+    def pump(self, topics: Iterable[str], now: float) -> list[Deliver]:
+        """Push to ``topics``' consumers what is committed and theirs now: a moved slot's
+        seal point no longer caps them (a roll back), and nothing else may push it."""
+        commit_ts, out, shared = self.pushed, [], set()
+        for topic in topics:
+            for c in self.by_topic.get(topic, ()):
                 d = c.durable
                 if d is not None and d.mode is Mode.SHARED:
                     if id(d) not in shared:

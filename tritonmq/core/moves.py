@@ -22,7 +22,7 @@ before moves existed (M1).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,7 @@ class SlotMoves:
         self.any_moved = False
         self.active = False
         self.seal_at: dict[int, int] = {}  # slot -> our seal point, taken as primary
+        self.map_read = True  # the histories were read while we are primary (M7)
         self.step: tuple[int, int] | None = None  # (request, slot) of the one CAS in flight
         self.asking: dict[int, int] = {}  # slot -> request of the handover ask in flight
         self.ask_after: dict[int, float] = {}  # slot -> no new ask before this
@@ -165,6 +166,9 @@ class SlotMoves:
         self.step = None
         self.asking.clear()
         self.ask_after.clear()
+        # M7: a new primary writes nothing before it read the map as primary (its view may
+        # be from before a move began and its primary sealed); a cluster without one: as ever
+        self.map_read = self.histories is None
 
     def history_of(self, topic: str) -> tuple[int, SlotHistory] | None:
         """The slot and history of ``topic`` when its slot ever moved or is moving."""
@@ -225,8 +229,16 @@ class SlotMoves:
 
     # --- steps, as primary ----------------------------------------------------------------
 
-    def plan(self, p: PrimaryCore | None, log: GroupLog, now: float) -> list[Action]:
-        """The next step of every move this group takes part in, as primary."""
+    def plan(
+        self,
+        p: PrimaryCore | None,
+        log: GroupLog,
+        now: float,
+        unregistered: Callable[[], Iterable[str]] = tuple,
+    ) -> list[Action]:
+        """The next step of every move this group takes part in, as primary.
+        ``unregistered``: the topics of durable subscriptions we declared that ZooKeeper
+        does not hold yet (a slot of theirs is not sealed before it does, M5)."""
         hs = self.histories
         if p is None or not hs or not self.active:
             return []
@@ -237,9 +249,12 @@ class SlotMoves:
             if self._sealing_here(n):
                 until = self.seal_at.setdefault(n, log.last_ts)
                 # committed *and* on min_insync copies, as a puback is: the new group
-                # answers retries of the sealed records from the handover
+                # answers retries of the sealed records from the handover; and every
+                # durable subscription of the slot in ZooKeeper: the new owner reads them
+                # at complete, after the seal, and would purge for nobody one it missed
                 strong = len(p.isr) >= p.min_insync
-                if p.commit_ts >= until and strong and self.step is None:
+                held = all(slot_of(t, len(hs)) != n for t in unregistered())
+                if p.commit_ts >= until and strong and self.step is None and held:
                     out.append(self._propose(n, SlotStep.SEAL, until))
                     out.append(LogLine(L.INFO, f"sealing slot {n} at ts {until}"))
             elif h.state is SlotState.SEALED and h.move.to == self.group:

@@ -101,12 +101,12 @@ class SlotReaders:
             now_h = self._history(d.topic)
             if key in pending and now_h is not None:
                 d.era, d.stored_era, d.stored, d.pending = now_h.era, era, None, True
-                d.offset = min(d.offset, now_h.after)
+                d.start_afresh(now_h.after)  # not its offset here: another era's ts
             else:
                 was_pending, d.pending = d.pending, False
                 d.era = d.stored_era = era
                 if was_pending:  # its offset reached our era: ours from here on
-                    d.offset = d.stored if d.stored is not None else d.offset
+                    d.start_afresh(d.stored if d.stored is not None else d.offset)
 
     def current_era(self, topic: str) -> int:
         """The era a durable subscription of ``topic`` created here (a ``commit``) is at:
@@ -131,10 +131,14 @@ class SlotReaders:
             until = h.until_of(d.era)
             d.until = until
             self.capped = self.capped or until is not None
+            after = h.after_of(d.era)
             if isinstance(frame.start, int) and frame.era != d.era:
                 frame = replace(frame, start=From.LATEST)  # its ts is another era's
+            elif isinstance(frame.start, int) and frame.start <= after:
+                # our ts up to ``after`` are older eras' records (we held the slot before)
+                frame = replace(frame, start=after + 1)
             if d.mode is Mode.BROADCAST:  # a shared one joins at its cursor
-                frame = _earliest_of_era(delivery.log, frame, h.after_of(d.era))
+                frame = _earliest_of_era(delivery.log, frame, after, d.offset)
             return Admitted(frame, d.era, until)
         if not fresh:
             self.asked.add(key)
@@ -146,11 +150,15 @@ class SlotReaders:
         if h.owner != group:
             msg = f"topic {frame.topic!r} belongs to group {h.owner}"
             return SendError(conn, ErrorCode.WRONG_GROUP, msg, sid=frame.sid, group=h.owner)
+        if h.move is not None:
+            return moving_away(conn, frame.topic, h, sid=frame.sid)
         until = h.until_of(h.era)  # a new subscription: created at the current era (M5)
         self.capped = self.capped or until is not None
         return Admitted(_earliest_of_era(delivery.log, frame, h.after), h.era, until)
 
-    def _check_durable(self, delivery: Delivery, d: Durable, h: SlotHistory) -> list[Action]:
+    def _check_durable(
+        self, delivery: Delivery, d: Durable, h: SlotHistory, lifted: set[str]
+    ) -> list[Action]:
         """Hand a durable subscription of an ended era on once everything up to the seal
         point is acknowledged; let it go once that is stored (M5, M6)."""
         group = self.moves.group
@@ -159,7 +167,7 @@ class SlotReaders:
         if h.group_of_era(d.era) == group:
             d.until = until = h.until_of(d.era)
             for c in d.consumers:
-                c.until = until
+                _set_until(c, until, lifted)
             self.capped = self.capped or until is not None
             if d.era == h.era or until is None:
                 return []
@@ -178,7 +186,13 @@ class SlotReaders:
             d.offset = h.after_of(d.era)
             return out
         if d.stored_era == d.era and d.stored == d.offset:  # the hand-on is stored: let go
-            delivery.durables.pop((d.topic, d.name), None)
+            if h.owner == group and d.era < h.era:
+                # unless we hold the slot again: stored at an older era, it is pending
+                # here (it needs every record of our era) until its offset reaches it
+                d.era, d.stored_era, d.stored, d.pending = h.era, d.era, None, True
+                d.start_afresh(h.after)
+            else:
+                delivery.durables.pop((d.topic, d.name), None)
         return []
 
     def admit(self, delivery: Delivery, conn: Any, frame: Sub) -> SendError | Admitted | str | None:
@@ -239,13 +253,14 @@ class SlotReaders:
         out: list[Action] = []
         capped, self.capped = self.capped, False
         pending = False
+        lifted: set[str] = set()  # topics whose readers a seal point no longer caps
         for dur in list(delivery.durables.values()):
             dh = self._history(dur.topic)
             if dh is None:
                 dur.until = None
                 continue
             pending = pending or dur.pending
-            out.extend(self._check_durable(delivery, dur, dh))
+            out.extend(self._check_durable(delivery, dur, dh, lifted))
         if pending and now >= self.reload_at:
             self.reload_at = now + RELOAD_S
             out.append(LoadSubscriptions(load))
@@ -253,7 +268,7 @@ class SlotReaders:
             found = moves.history_of(topic)
             if found is None:  # never moved, or a move rolled back: no end
                 for c in consumers if capped else ():
-                    c.until = None
+                    _set_until(c, None, lifted)
                 continue
             h = found[1]
             for c in list(consumers):
@@ -261,7 +276,7 @@ class SlotReaders:
                     continue
                 d = self._verdict(delivery.log, h, c)
                 if d.verdict is Verdict.SERVE:
-                    c.until = d.until
+                    _set_until(c, d.until, lifted)
                     self.capped = self.capped or d.until is not None
                     continue
                 era, after = (
@@ -271,6 +286,9 @@ class SlotReaders:
                 out.append(_send_on(c.conn, c.sid, topic, to, era or 0, after))
                 out.extend(delivery.unsubscribe(c.conn, c.sid, now))
                 out.extend(presence.leave(c.conn, c.sid))
+        # a record committed while the cap held was pushed to nobody (a roll back's first
+        # writes): push it now, as no later commit may come to (simulator seed 492)
+        out.extend(delivery.pump(sorted(lifted), now))
         return out
 
     def _verdict(self, log: GroupLog, h: SlotHistory, c: Consumer) -> SlotDecision:
@@ -286,16 +304,41 @@ class SlotReaders:
         return d
 
 
-def _earliest_of_era(log: GroupLog, frame: Sub, after: int) -> Sub:
+def moving_away(
+    conn: Any, topic: str, h: SlotHistory, *, sid: int | None = None, id: int | None = None
+) -> SendError:
+    """A new durable subscription (a named ``sub`` or a ``commit``) of a slot moving away
+    from us: created here, at the era that ends, the new owner may never learn of it (its
+    reload at ``complete`` may read ZooKeeper before the registration landed) and purge
+    its era for nobody. Retriable: once the move completed the client reaches the new
+    owner, after a roll back us again (M5)."""
+    to = h.move.to if h.move is not None else "?"
+    msg = f"topic {topic!r} is moving to group {to}: a new subscription waits for the move"
+    return SendError(conn, ErrorCode.UNAVAILABLE, msg, id=id, sid=sid)
+
+
+def _set_until(c: Consumer, until: int | None, lifted: set[str]) -> None:
+    """Cap ``c`` at ``until`` (None: no cap); note its topic when that lifts a cap."""
+    if c.until is not None and (until is None or until > c.until):
+        lifted.add(c.topic)
+    c.until = until
+
+
+def _earliest_of_era(log: GroupLog, frame: Sub, after: int, offset: int = -1) -> Sub:
     """``earliest`` of a durable subscription read at an era whose records are this group's
     ``ts > after``: the oldest of them retained, else as ``latest``. The group's log may
     still hold an older era's records of the topic (it held the slot before): not this
-    era's, and handed out as its they would skip the eras between."""
+    era's, and handed out as its they would skip the eras between. Above the ``offset``
+    of an existing one it is as ``latest`` too (the same records, from its offset on):
+    taken as a position, it would move the offset over other topics' ts, ahead of every
+    acknowledgement."""
     if frame.start != From.EARLIEST:
         return frame
     t = log.topics.get(frame.topic)
     first = t.between(after + 1, MAX_TS, 1) if t is not None else []
-    return replace(frame, start=first[0][0] if first else From.LATEST)
+    if not first or (offset >= 0 and first[0][0] > offset):
+        return replace(frame, start=From.LATEST)
+    return replace(frame, start=first[0][0])
 
 
 def _handed_all(log: GroupLog, topic: str, start: int, until: int) -> bool:

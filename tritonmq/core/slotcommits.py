@@ -10,14 +10,20 @@ acknowledged, the group hands the subscription on and purges the sealed remainde
 A group holding the subscription at another group's era (pending at the owner, or handed
 on and not let go yet), or not at all after its era ended, changes nothing, and never
 registers it: only the owner creates a subscription, at its current era, once it read
-what ZooKeeper holds. A pending one takes the query's commits once its offset reached the
+what ZooKeeper holds, and not while the slot moves away from it (the retriable
+``UNAVAILABLE``: the new owner may never learn of one created at the era that ends). A pending one takes the query's commits once its offset reached the
 owner's era (the source commits every batch).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from tritonmq.core.actions import SendError
 from tritonmq.core.consumers import Durable
 from tritonmq.core.moves import SlotMoves
+from tritonmq.core.readers import moving_away
+from tritonmq.wire.frames import Commit
 
 
 def acknowledged(moves: SlotMoves, topic: str, d: Durable | None, ts: int) -> int | None:
@@ -36,6 +42,22 @@ def acknowledged(moves: SlotMoves, topic: str, d: Durable | None, ts: int) -> in
     if d.era < h.era:
         return min(ts, h.history[d.era].until)  # an ended era of ours, up to its seal
     return ts
+
+
+def refused_while_moving(
+    moves: SlotMoves, conn: Any, frame: Commit, d: Durable | None
+) -> SendError | None:
+    """A ``commit`` that would create its subscription (``d``: None, not held here) while
+    the slot moves away from us is refused with the retriable ``UNAVAILABLE``
+    (:func:`~tritonmq.core.readers.moving_away`): it registers nothing at the era that
+    ends. None: decide as usual."""
+    found = moves.history_of(frame.topic)
+    if d is not None or found is None:
+        return None
+    h = found[1]
+    if h.owner != moves.group or h.move is None:
+        return None
+    return moving_away(conn, frame.topic, h, id=frame.id)
 
 
 def load_first(

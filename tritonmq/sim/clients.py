@@ -232,15 +232,24 @@ class SimSubscriber(_Client):
         *,
         subscription: str | None,
         mode: str = "broadcast",
+        ack_on_subok: bool = False,
+        start_at: float = 0.0,
     ) -> None:
         super().__init__(name, group, history)
         self.topic = topic
+        self.start_at = start_at  # reads from then on (a subscription created late)
         self.subscription = subscription
         self.mode = mode
+        # C6: a resumed broadcast subscription acknowledges again what it acknowledged (an
+        # ack lost with a primary is otherwise never repeated once a sealed era brings no
+        # later record; seed 11 of --groups 2). Off where nothing moves, so that those
+        # runs draw what they always drew.
+        self.ack_on_subok = ack_on_subok
         self.sid = 0
         self.era = 0  # the era of ``last`` (a moved slot's, M3)
         self.last = 0  # the last ts handed to the application (broadcast)
         self.seen: set[tuple[int, int]] = set()  # shared: each (era, ts) once
+        self.acked_here: set[int] = set()  # shared: the ts it acked at the group it is at
         self.subscribed_once = False
         self.moved_to: tuple[int, int] | None = None  # unnamed sent on: (era, after)
         self.named_moved = False  # named sent on: "latest" at the group named
@@ -255,7 +264,7 @@ class SimSubscriber(_Client):
         had = self.conn
         if not self._on_common(ev, now, out):
             match ev:
-                case Ticked():
+                case Ticked() if now >= self.start_at:
                     self._tick_connect(now, out)
                 case Received(conn=conn, msg=msg) if conn == self.conn:
                     self._on_msg(msg, now, out)
@@ -288,20 +297,21 @@ class SimSubscriber(_Client):
         if self.mode == "shared":
             # the client rule: its member id, and (on a resume) what it acknowledged; it
             # acknowledges each record as it receives it, so it holds none
-            mine = [ts for e, ts in self.seen if e == self.era]
-            acked = tuple(sorted(mine)[-RECENT_ACKS_MAX:]) if resume else ()
+            acked = tuple(sorted(self.acked_here)[-RECENT_ACKS_MAX:]) if resume else ()
             sub = dataclasses.replace(sub, acked=acked, member=self.name)
         out.append(Send(self.conn, sub))
 
     def _on_msg(self, msg: Any, now: float, out: list[Effect]) -> None:
         assert self.conn is not None
         if isinstance(msg, SubOk) and msg.sid == self.sid:
-            self.history.app_back(self.app, now, self.primary or "")
+            self.history.app_back(self.app, now, self.primary or "", self.group)
             self.moved_to, self.named_moved = None, False
             if not self.subscribed_once:
                 self.subscribed_once = True
                 self.era = msg.era
                 self.history.sub_started(self.app, msg.next_ts, msg.era)
+            elif self.ack_on_subok and self.mode != "shared" and self.last and msg.era == self.era:
+                out.append(Send(self.conn, Ack(self.sid, self.last)))
         elif isinstance(msg, Delivered) and msg.sid == self.sid:
             self._on_delivered(msg, now, out)
         elif isinstance(msg, ErrorFrame) and msg.sid == self.sid:
@@ -310,6 +320,9 @@ class SimSubscriber(_Client):
                 self.group = msg.group
                 if self.subscription:
                     self.named_moved = True
+                    # what it acknowledged are the old era's ts: a later era's group would
+                    # take them for its own (the client resubscribes afresh there)
+                    self.acked_here.clear()
                 elif msg.era is not None and msg.after is not None:
                     self.moved_to = (msg.era, msg.after)
             elif not msg.code.retriable:
@@ -334,6 +347,7 @@ class SimSubscriber(_Client):
             self.history.app_received(self.app, self.group, rec, now, msg.era)
         if self.mode == "shared":
             ts_all = [r[0] for r in msg.records]
+            self.acked_here.update(ts_all)
             out.append(Send(self.conn, Ack(self.sid, ts_all[0], tuple(ts_all[1:]))))
             self.history.shared_acked(self.app, ts_all, msg.era)
         elif msg.records and msg.era == self.era:

@@ -154,7 +154,7 @@ class SimCoreBroker:
         self.link: _Link | None = None
         self.kinds: dict[int, str] = {}  # accepted conn -> "repl" | "client"
         self.cas: dict[int, GroupState] = {}  # request -> state proposed
-        self.stores: dict[int, list[Any]] = {}  # batch -> [pending, ok, offsets]
+        self.stores: dict[int, list[Any]] = {}  # batch -> [pending, ok, offsets, eras]
         self._batches = 0
         # the cluster has a slot map (moves on): read it with every view, watch /cluster
         self.slots = slots
@@ -289,7 +289,7 @@ class SimCoreBroker:
             batch[1] = batch[1] and ok
             if batch[0] == 0:
                 del self.stores[int(num)]
-                self._core(ce.OffsetsStored(batch[2], batch[1], now), now, out)
+                self._core(ce.OffsetsStored(batch[2], batch[1], now, batch[3]), now, out)
 
     def _view(self, nodes: dict[str, Znode], now: float) -> ce.ZkView:
         st = nodes.get(state_path(self.group))
@@ -438,7 +438,7 @@ class SimCoreBroker:
                 out.append(ZkRequest("register-sub", op2))
             case StoreOffsets(offsets=offsets):
                 self._batches += 1
-                self.stores[self._batches] = [len(offsets), True, offsets]
+                self.stores[self._batches] = [len(offsets), True, offsets, a.eras]
                 eras = a.eras or (0,) * len(offsets)
                 for (topic, name, offset), era in zip(offsets, eras, strict=True):
                     mode = self._mode_of(topic, name)

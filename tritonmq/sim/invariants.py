@@ -43,6 +43,9 @@ from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import SlotHistoryError
 from tritonmq.wire.frames import Record
 
+Pos = tuple[int, int]  # a position in a topic: (era, ts) (docs/replication.md M3)
+TOP: Pos = (1 << 62, 1 << 62)
+
 
 def group_of_topic(topic: str) -> str:
     return topic.split(".", 1)[0]
@@ -61,9 +64,13 @@ class App:
     last_seq: dict[str, int] = field(default_factory=dict)
     acked_upto: int = 0  # broadcast: cumulative ack sent
     acked: set[int] = field(default_factory=set)  # shared: each ts acked
+    pos: set[Pos] = field(default_factory=set)  # where each record it received lies
+    acked_pos: Pos = (0, 0)  # broadcast: the cumulative ack as a position
+    acked_at: set[Pos] = field(default_factory=set)  # shared: each position acked
     errors: list[str] = field(default_factory=list)
     away_since: float | None = None  # shared: away from the group's primary since
     broker: str | None = None  # the broker its connection is to
+    group: str | None = None  # the group of that broker (None: its topic's)
     vanished: bool = False  # shared: it was once away longer than the grace
 
 
@@ -76,7 +83,9 @@ class History:
         self.topic_acked: dict[str, dict[int, bytes]] = {}  # topic -> ts -> uuid
         self.producer_ts: dict[str, dict[int, tuple[int, int]]] = {}  # seq -> (era, ts)
         self.apps: dict[str, App] = {}
-        self.sub_bases: dict[tuple[str, str], int] = {}  # durable subscription -> registered offset
+        self.sub_bases: dict[tuple[str, str], Pos] = {}  # durable subscription -> registered offset
+        self.topic_pos: dict[str, dict[Pos, bytes]] = {}  # topic -> (era, ts) -> uuid
+        self.acked_pos: dict[bytes, Pos] = {}  # uuid -> where it was acknowledged
         self.writers: dict[tuple[str, int], str] = {}  # (group, epoch) -> broker incarnation
         self.violations: list[str] = []
         self._checked: dict[str, object] = {}  # group -> what its last ISR check saw
@@ -124,6 +133,8 @@ class History:
             )
         acked[ts] = uuid
         self.acked_ts[uuid] = (group, ts)
+        self.topic_pos.setdefault(topic, {})[pos] = uuid
+        self.acked_pos[uuid] = pos
         mine = self.producer_ts.setdefault(producer, {})
         mine[seq] = pos
         for s, t in mine.items():
@@ -167,7 +178,7 @@ class History:
         (it hears of the new epoch only when its connection ends)."""
         self.primaries[group] = broker
         for a in self.apps.values():
-            if a.broker not in (None, broker) and group_of_topic(a.topic) == group:
+            if a.broker not in (None, broker) and (a.group or group_of_topic(a.topic)) == group:
                 self.app_away_from(a, now)
 
     def accepted_writes(self, group: str, epoch: int, broker: str) -> None:
@@ -224,30 +235,57 @@ class History:
                     )
                     return
 
-    def offset_stored(self, topic: str, name: str, offset: int, created: bool) -> None:
+    def offset_stored(
+        self, topic: str, name: str, offset: int, created: bool, era: int = 0
+    ) -> None:
+        """``offset`` (a ts of ``era``: a moved slot's, M5) is written for ``topic/name``."""
+        at = (era, offset)
         if created:
-            self.sub_bases.setdefault((topic, name), offset)
+            self.sub_bases.setdefault((topic, name), at)
             return
-        base = self.sub_bases.get((topic, name), 0)
+        base = self.sub_bases.get((topic, name), (0, 0))
         apps = [a for a in self.apps.values() if (a.topic, a.subscription) == (topic, name)]
         if not apps:
             return
         if apps[0].mode == "shared":
-            acked = set().union(*(a.acked for a in apps))
-            group = self.topic_acked.get(topic, {})
-            missing = [t for t in group if base < t <= offset and t not in acked]
+            acked = set().union(*(a.acked_at for a in apps))
+            group = self.topic_pos.get(topic, {})
+            missing = sorted(p for p in group if base < p <= at and p not in acked)
             if missing:
                 self.violation(
-                    f"offset {offset} of {topic}/{name} stored ahead of its acks (ts {missing[0]})"
+                    f"offset {_pos(at)} of {topic}/{name} stored ahead of its acks"
+                    f" ({_pos(missing[0])})"
                 )
         else:
-            top = max(a.acked_upto for a in apps)
-            if offset > max(top, base):
-                self.violation(f"offset {offset} of {topic}/{name} stored, acknowledged only {top}")
+            top = max(a.acked_pos for a in apps)
+            if at > max(top, base) and not self._era_start(topic, at):
+                self.violation(
+                    f"offset {_pos(at)} of {topic}/{name} stored, acknowledged only {_pos(top)}"
+                )
 
-    def purged(self, topic: str, upto: int) -> None:
-        """Nothing a durable subscription has not yet received may be purged."""
-        group = self.topic_acked.get(topic, {})
+    def _era_start(self, topic: str, at: Pos) -> bool:
+        """A durable subscription handed on to era ``at[0]`` is stored at that era's start
+        (its ``after``): nothing of the era acknowledged yet, everything before it was."""
+        h = self.slot_history(topic) if self.slot_history is not None else None
+        if h is None or not h.moved or at[0] == 0 or at[0] > h.era:
+            return False
+        after = h.history[at[0]].after if at[0] < h.era else h.after
+        return at[1] <= after
+
+    def _holder(self, topic: str, p: Pos) -> str | None:
+        """The group a record at ``p`` is stored in (None: the topic's slot never moved)."""
+        h = self.slot_history(topic) if self.slot_history is not None else None
+        if h is None or not h.moved:
+            return None
+        try:
+            return h.group_of_era(p[0])
+        except SlotHistoryError:
+            return None
+
+    def purged(self, topic: str, upto: int, by: str | None = None) -> None:
+        """Nothing a durable subscription has not yet received may be purged (``by``: the
+        group that purged; of a moved slot, only its eras' records)."""
+        group = self.topic_pos.get(topic, {})
         subs: dict[str, list[App]] = {}
         for a in self.apps.values():
             if a.topic == topic and a.subscription:
@@ -256,10 +294,16 @@ class History:
             base = self.sub_bases.get((topic, name))
             if base is None:
                 continue
-            got = set().union(*(a.ts for a in apps))
-            for t in sorted(group):
-                if base < t <= upto and t not in got:
-                    self.violation(f"{topic} purged up to {upto}; {name} never received ts {t}")
+            got = set().union(*(a.pos for a in apps))
+            for p in sorted(group):
+                if base < p and p[1] <= upto and p not in got:
+                    holder = self._holder(topic, p)
+                    if by is not None and holder is not None and holder != by:
+                        continue  # another group's record: not what this purge removed
+                    self.violation(
+                        f"{topic} purged up to {upto}{f' in {by}' if holder else ''};"
+                        f" {name} never received {_pos(p)}"
+                    )
                     return
 
     # --- subscribers --------------------------------------------------------------
@@ -273,9 +317,11 @@ class History:
     def sub_acked(self, app: str, ts: int, era: int = 0) -> None:
         a = self.apps[app]
         a.acked_upto = max(a.acked_upto, ts)
+        a.acked_pos = max(a.acked_pos, (era, ts))
 
     def shared_acked(self, app: str, ts: list[int], era: int = 0) -> None:
         self.apps[app].acked.update(ts)
+        self.apps[app].acked_at.update((era, t) for t in ts)
 
     def client_error(self, app: str, text: str) -> None:
         self.apps[app].errors.append(text)
@@ -288,12 +334,20 @@ class History:
         if a.away_since is None:
             a.away_since = now
 
-    def app_back(self, app: str, now: float, broker: str) -> None:
+    def app_back(self, app: str, now: float, broker: str, group: str | None = None) -> None:
+        """``app`` subscribed at ``broker`` of ``group`` (its topic's group if None). Only
+        at the group's primary is it back: at a deposed one (that has not heard of the
+        new epoch yet) it is still away from the group, whose primary hands what it held
+        to the others after the grace."""
         a = self.apps[app]
+        a.broker = broker
+        a.group = group or group_of_topic(a.topic)
+        if self.primaries.get(a.group, broker) != broker:
+            self.app_away_from(a, now)
+            return
         if a.away_since is not None and now - a.away_since > self.shared_grace:
             a.vanished = True
         a.away_since = None
-        a.broker = broker
 
     def _vanished(self, a: App, now: float) -> bool:
         away = a.away_since is not None and now - a.away_since > self.shared_grace
@@ -316,10 +370,14 @@ class History:
                         )
         a.uuids.add(uuid)
         a.ts.add(ts)
-        acked = self.acked_ts.get(uuid)
-        if acked is not None and acked[1] != ts:
+        pos = self._delivered_at(app, a.topic, group, ts, era)
+        if pos is None:
+            return
+        a.pos.add(pos)
+        acked = self.acked_pos.get(uuid)
+        if acked is not None and acked != pos:
             self.violation(
-                f"{app} received {rec[3].decode()} at ts {ts}, acknowledged at {acked[1]}"
+                f"{app} received {rec[3].decode()} at {_pos(pos)}, acknowledged at {_pos(acked)}"
             )
         producer, seq = rec[3].decode().rsplit(":", 1)
         if a.mode != "shared":
@@ -327,6 +385,29 @@ class History:
             if int(seq) <= last:
                 self.violation(f"{app} received {producer}:{seq} after {producer}:{last}")
             a.last_seq[producer] = int(seq)
+
+    def _delivered_at(self, app: str, topic: str, group: str, ts: int, era: int) -> Pos | None:
+        """Where a record ``group`` delivered as (``era``, ``ts``) lies: the era must be
+        one of the group's and hold ``ts`` (as a ``puback``'s, :meth:`_position`); None
+        after a violation."""
+        h = self.slot_history(topic) if self.slot_history is not None else None
+        if h is None or not h.moved:
+            if era:
+                self.violation(f"{app} got {topic} ts {ts} from {group} in era {era}: never moved")
+                return None
+            return (0, ts)
+        try:
+            holder = h.group_of_era(era)
+        except SlotHistoryError as e:
+            self.violation(f"{app} got {topic} ts {ts} from {group} in era {era}: {e}")
+            return None
+        if holder != group or h.era_of(group, ts) != era:
+            self.violation(
+                f"{app} got {topic} ts {ts} from {group} in era {era}, outside the eras"
+                f" {group} held: {h.encode().decode()}"
+            )
+            return None
+        return (era, ts)
 
     # --- after healing ------------------------------------------------------------
 
@@ -341,21 +422,24 @@ class History:
         for app, a in sorted(self.apps.items()):
             subs.setdefault((a.topic, a.subscription or app), []).append(a)
         for (topic, name), apps in sorted(subs.items()):
-            acked = self.topic_acked.get(topic, {})
-            got = set().union(*(a.ts for a in apps))
+            acked = self.topic_pos.get(topic, {})
+            got = set().union(*(a.pos for a in apps))
             durable = apps[0].subscription is not None
+            lo: Pos
+            hi: Pos
             if durable:
                 base = self.sub_bases.get((topic, name))
-                lo, hi = (base if base is not None else 1 << 62), 1 << 62
+                lo, hi = (base if base is not None else TOP), TOP
             elif any("PURGED" in e for a in apps for e in a.errors):
                 continue  # told that records are gone: a gap it knows of is no silent skip
             else:
-                lo, hi = (min(got) - 1, max(got)) if got else (0, 0)
-            for t in sorted(acked):
-                if lo < t <= hi and t not in got:
+                first = min(got) if got else (0, 0)
+                lo, hi = ((first[0], first[1] - 1), max(got)) if got else ((0, 0), (0, 0))
+            for p in sorted(acked):
+                if lo < p <= hi and p not in got:
                     kind = "durable subscription" if durable else "unnamed subscriber"
                     self.violation(
-                        f"after healing, {kind} {name} of {topic} never received acked ts {t}"
+                        f"after healing, {kind} {name} of {topic} never received acked {_pos(p)}"
                     )
                     return
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slothistory import SlotHistory, SlotState, begin_move, roll_back
@@ -21,7 +22,40 @@ from tritonmq.sim import slotmodel
 from tritonmq.sim.invariants import History
 from tritonmq.sim.zkmodel import ZkModel
 
-MOVED_TOPIC = "m"  # each group's producer-only topic, the one whose slot moves
+MOVED_TOPIC = "m"  # each group's topic whose slot moves
+# Its readers (topic, subscription, mode, late), as SimParams.subscribers: a durable
+# broadcast and a durable shared subscription (two members) handed on by era (M5, M6), an
+# unnamed reader sent on (M4), and two durable ones created late, at a time drawn over the
+# publishing period, so often while a move runs (M5: created at the current era)
+MOVED_READERS: tuple[tuple[str, str | None, str, bool], ...] = (
+    (MOVED_TOPIC, "md", "broadcast", False),
+    (MOVED_TOPIC, None, "broadcast", False),
+    (MOVED_TOPIC, "ms", "shared", False),
+    (MOVED_TOPIC, "ms", "shared", False),
+    (MOVED_TOPIC, "ml", "broadcast", True),
+    (MOVED_TOPIC, "mls", "shared", True),
+)
+
+
+def moved_readers(
+    rng: random.Random, publish_until: float
+) -> list[tuple[str, str | None, str, float]]:
+    """The moved topic's readers of one group, each with the time it starts reading."""
+    return [
+        (t, sub, mode, rng.uniform(0.5, publish_until) if late else 0.0)
+        for t, sub, mode, late in MOVED_READERS
+    ]
+
+
+def create_map(zk: ZkModel, p: Any, history: History) -> int:
+    """Create the map (``tritonmq init``) for ``p`` (SimParams): each topic's slot owned by
+    its group; the checker reads the slot histories from it. The number of slots."""
+    groups = [f"g{g}" for g in range(p.groups)]
+    names = {*p.producers, *(t for t, _, _ in p.subscribers), MOVED_TOPIC}
+    owners = slotmodel.plan_owners(groups, {f"{g}.{t}": g for g in groups for t in names})
+    slotmodel.create(zk, owners)
+    history.slot_history = lambda topic: slotmodel.history_of(zk, topic)
+    return len(owners)
 
 
 def operator_step(

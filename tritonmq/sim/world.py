@@ -17,7 +17,7 @@ from typing import Any
 from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slots import slot_of
-from tritonmq.sim import slotmodel, slotops, worldchecks
+from tritonmq.sim import slotops, worldchecks
 from tritonmq.sim.broker import BrokerParams, SimBroker, state_path
 from tritonmq.sim.clients import SimProducer, SimSubscriber
 from tritonmq.sim.corebroker import SimCoreBroker
@@ -227,7 +227,7 @@ class World:
     def _build(self) -> None:
         p = self.p
         producers = (*p.producers, slotops.MOVED_TOPIC) if self.moving else p.producers
-        slots = self._slot_map() if self.moving else 0
+        slots = slotops.create_map(self.zk, p, self.history) if self.moving else 0
         for g in range(p.groups):
             group = f"g{g}"
             for r in range(p.replicas):
@@ -244,11 +244,16 @@ class World:
                     name, group, topic, self.history, rng, publish_until=p.publish_until, slot=slot
                 )
                 self.factories[name] = lambda prod=prod: prod  # type: ignore[misc]
-            for i, (t, sub, mode) in enumerate(p.subscribers):
+            readers = [(*r, 0.0) for r in p.subscribers]
+            if self.moving:
+                readers += slotops.moved_readers(self.rng, p.publish_until)
+            for i, (t, sub, mode, start_at) in enumerate(readers):
                 name = f"{group}s{i}"
                 self.group_of[name] = group
-                topic = f"{group}.{t}"
-                s = SimSubscriber(name, group, topic, self.history, subscription=sub, mode=mode)
+                s = SimSubscriber(
+                    name, group, f"{group}.{t}", self.history, subscription=sub, mode=mode,
+                    ack_on_subok=self.moving, start_at=start_at,
+                )  # fmt: skip
                 self.factories[name] = lambda s=s: s  # type: ignore[misc]
         for name in self.factories:
             self._start(name, delay=self.rng.uniform(0, 0.3))
@@ -257,16 +262,6 @@ class World:
             self._at(f.at, _FaultEvent(f))
         self._at(p.publish_until + 1.0, _Heal())
         self._at(0.1, _ServerTick())
-
-    def _slot_map(self) -> int:
-        """Create the map (``tritonmq init``): each topic's slot owned by its group."""
-        p = self.p
-        groups = [f"g{g}" for g in range(p.groups)]
-        names = {*p.producers, *(t for t, _, _ in p.subscribers), slotops.MOVED_TOPIC}
-        owners = slotmodel.plan_owners(groups, {f"{g}.{t}": g for g in groups for t in names})
-        slotmodel.create(self.zk, owners)
-        self.history.slot_history = lambda topic: slotmodel.history_of(self.zk, topic)
-        return len(owners)
 
     def _broker_factory(self, name: str, group: str) -> Callable[[], SimNode]:
         def make() -> SimNode:
@@ -426,7 +421,7 @@ class World:
             case Note(text=text):
                 self.trace.step(self.now, f"{name}: {text}")
             case PurgedUpto(topic=topic, upto=upto):
-                self.history.purged(topic, upto)
+                self.history.purged(topic, upto, self.group_of[name])
             case AcceptedWrites(epoch=epoch):
                 node = self.nodes[name]
                 boot = node.me.boot if isinstance(node, BROKERS) else ""
@@ -490,7 +485,8 @@ class World:
         op = req.op
         if isinstance(op, ZkSet | ZkCreate) and op.path.startswith("/offsets/"):
             _, _, topic, name = op.path.split("/")
-            self.history.offset_stored(topic, name, op.data[1], isinstance(op, ZkCreate))
+            era = op.data[2] if len(op.data) > 2 else 0
+            self.history.offset_stored(topic, name, op.data[1], isinstance(op, ZkCreate), era)
 
     def _fire_watch(self, sid: int, prefix: str) -> None:
         owner = self.zk.sessions[sid].owner
