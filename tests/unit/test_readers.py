@@ -5,13 +5,16 @@ next era's group and where to go on from; the new group serves the next era from
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from tests.unit.test_moves import T0, T1, leading, moving, only, pub, view
+from tests.unit.test_moves import T0, T1, leading, member, moving, only, pub, view
+from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import (
     Action,
     Deliver,
     LoadSubscriptions,
     ProposeSlotStep,
+    ProposeState,
     RegisterSubscription,
     SendError,
     SendPurge,
@@ -20,13 +23,17 @@ from tritonmq.core.actions import (
 )
 from tritonmq.core.broker import BrokerCore
 from tritonmq.core.events import (
+    CasDone,
+    CasOutcome,
     ClientFrameIn,
     OffsetsStored,
     SubscriptionRegistered,
     SubscriptionsLoaded,
     Tick,
+    ZkView,
 )
 from tritonmq.core.slothistory import SlotHistory, begin_move, complete, roll_back, seal
+from tritonmq.core.slots import SlotMap
 from tritonmq.wire.frames import Ack, Commit, ErrorCode, From, Sub
 
 
@@ -392,6 +399,33 @@ def test_the_new_owner_purges_none_of_its_era_before_it_read_the_subscriptions()
     x.handle(SubscriptionsLoaded(load.request, held, 1.0))
     assert x.delivery.durables[(T0, "q")].pending
     assert T0 not in purged(ticks(x, 1.1)), "its era is kept for the pending subscription"
+
+
+def test_a_group_that_moved_its_era_on_keeps_it_for_a_subscription_of_an_older_era() -> None:
+    """g1 held era 0 (up to ts 9), g2 era 1 (up to ts 2), g3 holds era 2. `q` is stored at
+    era 0, so it needs every record of g2's era 1. A primary of g2 elected after the slot
+    went on to g3 loaded `q` as another group's and held nothing of era 1 for it, and
+    purged it for nobody (simulator seed 267 of `--groups 3 --moves 6 --refusals
+    --check-whole`: a subscription still at era 0 while the slot went g0 -> g1 -> g2). It
+    is pending at g2's era (M5) until its offset reaches it, then served here."""
+    on = complete(seal(begin_move(completed(9)[0], "g3"), "g2", 2), "g3")
+    hs = (on, SlotHistory("g1"))
+    y = BrokerCore(BrokerConfig(id="y", group="g2", min_insync=1), member("y"))
+    smap = SlotMap(tuple(h.owner for h in hs))
+    [prop] = only(y.handle(ZkView(None, {"y": member("y")}, smap, 0.0, hs)), ProposeState)
+    out = y.handle(CasDone(prop.request, CasOutcome.OK, replace(prop.state, version=0), 0.0))
+    [load] = only(out, LoadSubscriptions)
+    y.handle(SubscriptionsLoaded(load.request, [(T0, "q", "broadcast", 5)], 0.1))
+    q = y.delivery.durables.get((T0, "q"))
+    assert q is not None and (q.pending, q.era, q.stored_era) == (True, 1, 0)
+    assert y.delivery.holds()[T0] == 0, "every record of era 1 is kept for q"
+    assert y.delivery.offsets_to_store() is None, "g1 writes q's offset, not g2"
+    [load] = only(ticks(y, 1.5, 1), LoadSubscriptions)  # it reads ZooKeeper again
+    handed = SubscriptionsLoaded(
+        load.request, [(T0, "q", "broadcast", 0)], 1.6, eras={(T0, "q"): 1}
+    )
+    y.handle(handed)
+    assert (q.pending, q.era, q.offset) == (False, 1, 0), "handed on to era 1: served here"
 
 
 def test_a_view_that_brings_no_new_era_asks_for_no_load() -> None:
