@@ -59,6 +59,7 @@ from tritonmq.wire.frames import (
     Meta,
     Pub,
     PubRecord,
+    Purge,
     ReplAck,
     Sub,
 )
@@ -609,6 +610,50 @@ def test_a_follower_whose_catch_up_the_purge_overtook_follows_again_by_reset_and
     assert leader.leader.reset and leader.leader.truncate_to == 4
     [prop] = only(c.handle(FollowerFrame("link-b2", ReplAck(1, 4), 1.3)), ProposeState)
     assert prop.state.isr == ("a", "b")
+
+
+def test_a_primary_purges_what_its_follower_purged_before_a_durable_sub_starts_from_it() -> None:
+    """Simulator seed 360 of ``--groups 3 --moves 6 --refusals --check-whole``: g0b1 purged
+    g0.m up to 9 under primary g0b2 while g0b0, refused by g0b2, missed that purge; g0b0,
+    elected, still held 4..9 and created the shared subscription mls at ``earliest``, offset
+    3. g0b1, elected next, held none of 4..9: its low watermark passed them, never handed
+    out, and era 1's offset was stored over them. Here b purged t up to 2 (a's purge frame
+    to b only) and follows a again: a purges what b purged, so a durable subscription
+    created at a starts at 3, which every replica holds."""
+    a = leading(isr="ab", live="ab")
+    b = following(me="b", primary="a", isr="ab", live="ab")
+    assert b.follow is not None
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.1)), SendToPrimary)
+    replicate(a, b, a.handle(FollowerFrame("link-b", hello.frame, 0.1)), 0.1)
+    out = a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.2))
+    assert only(replicate(a, b, out, 0.2), SendPubAck)
+    b.handle(PrimaryFrame(b.follow.id, Purge(1, [("t", 2)], 0), 0.3))  # as an old primary's
+    assert b.log.last_purged("t") == 2 and a.log.topics["t"].first_ts() == 1
+
+    b.handle(LinkEvent(b.follow.id, LinkEnd.CLOSED, 0.4))
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.5)), SendToPrimary)
+    assert hello.frame.purged == (("t", 2),), "the follow says what b purged"
+    out = a.handle(FollowerFrame("link-b2", hello.frame, 0.5))
+    assert a.log.topics["t"].first_ts() == 3 and a.log.last_purged("t") == 2
+    assert [p.purge.topics for p in only(out, SendPurge)] == [[("t", 2)]]
+    out = a.handle(ClientFrameIn("s", Sub(1, "t", "keep", From.EARLIEST), 0.6))
+    [reg] = only(out, RegisterSubscription)
+    assert reg.offset == 2, "a new durable subscription starts at what every replica holds"
+
+
+def test_a_primary_keeps_what_a_follower_purged_while_a_subscriber_of_its_own_holds_it() -> None:
+    a = leading(isr="ab", live="ab")
+    b = following(me="b", primary="a", isr="ab", live="ab")
+    assert b.follow is not None
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.1)), SendToPrimary)
+    replicate(a, b, a.handle(FollowerFrame("link-b", hello.frame, 0.1)), 0.1)
+    a.handle(ClientFrameIn("s", Sub(1, "t", None, From.EARLIEST), 0.15))  # acknowledges nothing
+    replicate(a, b, a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2")), 0.2)), 0.2)
+    b.handle(PrimaryFrame(b.follow.id, Purge(1, [("t", 2)], 0), 0.3))
+    b.handle(LinkEvent(b.follow.id, LinkEnd.CLOSED, 0.4))
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.5)), SendToPrimary)
+    assert not only(a.handle(FollowerFrame("link-b2", hello.frame, 0.5)), SendPurge)
+    assert a.log.topics["t"].first_ts() == 1, "not purged under a reader"
 
 
 def test_a_newer_epoch_in_zookeeper_makes_the_primary_step_down_and_redirect() -> None:

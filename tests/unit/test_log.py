@@ -356,6 +356,17 @@ def test_last_purged_remembers_the_newest_purged_record_of_a_topic() -> None:
     assert log.last_purged("t") == 3
 
 
+def test_purge_points_name_every_topic_purged_freed_or_not() -> None:
+    """What a backup tells a primary it follows (``follow``'s ``purged``, S3)."""
+    log = GroupLog()
+    for topic in ["t", "x", "t", "y"]:
+        log.append_new(topic, bytes([len(log.entries)]), None, b"v", None)
+    assert log.purge_points() == ()
+    log.purge("t", 1)
+    log.purge("y", 100)  # emptied and freed
+    assert "y" not in log.topics and log.purge_points() == (("t", 1), ("y", 4))
+
+
 # --- issue 8: empty topics are freed; max_bytes counts what records cost ---------------------
 
 

@@ -59,6 +59,31 @@ def test_follow_round_trips(frame: Follow) -> None:
     assert repl.decode_repl(repl.enc_follow(frame)) == frame
 
 
+@given(st.lists(st.tuples(short_names, ids), max_size=4).map(tuple))
+def test_follow_round_trips_with_what_the_backup_purged(
+    purged: tuple[tuple[str, int], ...],
+) -> None:
+    frame = Follow("g", "b", "boot", 1, 2, [(1, 1)], b"", purged)
+    assert repl.decode_repl(repl.enc_follow(frame)) == frame
+
+
+def test_a_follow_whose_purged_is_not_topic_ts_pairs_is_malformed() -> None:
+    raw = msgpack.packb(
+        {
+            "op": "follow",
+            "group": "g",
+            "id": "b",
+            "boot": "x",
+            "epoch": 1,
+            "last_ts": 0,
+            "epochs": [],
+            "purged": [["t", "x"]],
+        }
+    )
+    with pytest.raises(MalformedFrame):
+        repl.decode_repl(raw)
+
+
 @given(
     st.builds(HandoverAsk, short_names, short_names, short_names, ids, ids, st.binary(max_size=32))
 )

@@ -19,6 +19,7 @@ from tritonmq.core.actions import (
     CloseLink,
     LogLine,
     SendLeader,
+    SendPurge,
     SendShared,
     SendToPrimary,
     StartFollowing,
@@ -111,11 +112,37 @@ class ReplicationLinks:
         self.link_ids[id(link)] = frame.id
         out.append(SendLeader(link, res))
         out.append(LogLine(L.INFO, f"{frame.id} follows from ts {res.truncate_to}"))
+        out.extend(self._purge_as_follower(p, frame.purged, res.truncate_to))
         # Our shared state before any append: whatever admits it to the ISR later comes
         # after it on this link, so no in-sync backup lacks it (S8).
         out.extend(self._send_shared(p))
         out.extend(self._primary_out(p, p.pump(frame.id), now))
         return out
+
+    def _purge_as_follower(
+        self, p: PrimaryCore, purged: Sequence[tuple[str, int]], kept: int
+    ) -> list[Action]:
+        """Purge what a new follower purged and we still hold (up to ``kept``, the ts it
+        keeps of its log): an earlier primary purged it while we did not follow it (S3).
+        Kept here, a durable subscription created from it (``earliest``) was stored below
+        what our backups hold, and one of them elected skipped it silently (simulator seed
+        360 of ``--groups 3 --moves 6 --refusals --check-whole``). Nobody needs it: it was
+        purged by S2 there, and what a subscriber here still holds is kept (``holds``)."""
+        if not self.delivery.loaded:
+            return []  # S4: not before we know every durable subscription
+        holds = self.delivery.holds()
+        points: dict[str, int] = {}
+        for topic, upto in purged:
+            t = self.log.topics.get(topic)
+            first = t.first_ts() if t is not None else None
+            upto = min(upto, kept, holds.get(topic, upto))
+            if first is not None and first <= upto:
+                points[topic] = upto
+        frame = p.purge(points, 0) if points else None
+        if frame is None:
+            return []
+        why = f"purged {len(frame.topics)} topic(s) as far as a follower had"
+        return [SendPurge(tuple(self.links.values()), frame), LogLine(L.INFO, why)]
 
     def _follower_gone(self, link: Any, now: float) -> list[Action]:
         self.follow_gate.drop(link)
@@ -213,6 +240,7 @@ class ReplicationLinks:
                 self.log.last_ts,
                 list(self.log.epochs),
                 proof,
+                self.log.purge_points(),
             )
             return [SendToPrimary(f.id, hello)]
         if ev.what is LinkEnd.REFUSED:

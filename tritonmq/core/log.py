@@ -228,6 +228,11 @@ class GroupLog:
         t = self.topics.get(topic)
         return t.last_purged if t is not None else self.freed.get(topic, 0)
 
+    def purge_points(self) -> tuple[tuple[str, int], ...]:
+        """(topic, newest ts purged) of every topic that had a record purged."""
+        got = {t: tl.last_purged for t, tl in self.topics.items() if tl.last_purged}
+        return tuple(sorted({**self.freed, **got}.items()))
+
     def free_if_unused(self, topic: str) -> None:
         """Drop ``topic`` if it holds no records and has no subscribers."""
         t = self.topics.get(topic)

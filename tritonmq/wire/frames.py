@@ -208,6 +208,9 @@ class Follow:
     # HMAC-SHA256 of the primary's challenge nonce and who this is, keyed with the
     # cluster secret (docs/protocol.md §10); empty from a broker without a secret
     proof: bytes = b""
+    # (topic, ts): the newest record of each topic the backup purged (under this primary or
+    # an earlier one); a primary that still holds records it purged starts it by reset
+    purged: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

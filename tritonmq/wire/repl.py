@@ -32,6 +32,15 @@ from tritonmq.wire.frames import (
 )
 
 
+def _topic_points(raw: Any, name: str) -> tuple[tuple[str, int], ...]:
+    """An array of ``[topic, ts]`` (a purge's points, a follower's purged records)."""
+    if not isinstance(raw, tuple) or not all(
+        type(t) is tuple and len(t) == 2 and type(t[0]) is str and type(t[1]) is int for t in raw
+    ):
+        raise MalformedFrame(f"'{name}' must be an array of [topic, ts]")
+    return tuple((t, u) for t, u in raw)
+
+
 def _epochs(raw: Any) -> list[tuple[int, int]]:
     if not isinstance(raw, tuple):
         raise MalformedFrame("'epochs' must be an array of [epoch, start_ts]")
@@ -99,13 +108,8 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             published_pairs(obj),
         )
     if op == "purge":
-        topics = obj.get("topics")
-        if not isinstance(topics, tuple) or not all(
-            type(t) is tuple and len(t) == 2 and type(t[0]) is str and type(t[1]) is int
-            for t in topics
-        ):
-            raise MalformedFrame("'topics' must be an array of [topic, ts]")
-        return Purge(int_field(obj, "epoch"), [(t, u) for t, u in topics], int_field(obj, "forget"))
+        topics = _topic_points(obj.get("topics"), "topics")
+        return Purge(int_field(obj, "epoch"), list(topics), int_field(obj, "forget"))
     if op == "rack":
         return ReplAck(int_field(obj, "epoch"), int_field(obj, "ts"))
     if op == "shared":
@@ -125,6 +129,7 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             int_field(obj, "last_ts"),
             _epochs(obj.get("epochs")),
             bin_field(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
+            _topic_points(obj.get("purged", ()), "purged"),
         )
     if op == "challenge":
         nonce = bin_field(obj, "nonce", max_len=MAX_PROOF_LEN)
@@ -242,6 +247,7 @@ def enc_follow(f: Follow) -> bytes:
             "last_ts": f.last_ts,
             "epochs": f.epochs,
             **({"proof": f.proof} if f.proof else {}),
+            **({"purged": f.purged} if f.purged else {}),
         }
     )
 
