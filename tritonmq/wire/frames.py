@@ -209,7 +209,7 @@ class Follow:
     # cluster secret (docs/protocol.md §10); empty from a broker without a secret
     proof: bytes = b""
     # (topic, ts): the newest record of each topic the backup purged (under this primary or
-    # an earlier one); a primary that still holds records it purged starts it by reset
+    # an earlier one); a primary that still holds records it purged purges them too (S3)
     purged: tuple[tuple[str, int], ...] = ()
 
 
