@@ -415,11 +415,22 @@ async def test_a_move_between_groups_that_speak_tls_hands_over_on_the_tls_replic
     await check_stored_once_in_order(c, producers)
 
 
+def rates_seen(c: DevCluster, slots: list[int]) -> bool:
+    """Every one of ``slots`` shows a publish rate: a primary's rate is over its closed
+    one-second samples, so right after the producers began it may still be 0, and a plan by
+    rate then moves nothing (seen in a fresh-clone CI run whose producers were quick)."""
+    r = cli(c, "--json")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    rows = {row["slot"]: row for row in json.loads(r.stdout)["slots"]}
+    return all((rows[n]["rate"] or 0) > 0 for n in slots)
+
+
 async def test_rebalance_by_rate_moves_a_hot_slot_to_the_idle_group(two_groups: DevCluster) -> None:
     c = two_groups
     hot = [n for n, h in enumerate(histories(c)) if h.owner == "g1"][:2]
     async with Producers(c, topics_in(hot, 1), n=2) as producers:
         await wait_acked(producers, 300)
+        await asyncio.to_thread(wait_for, lambda: rates_seen(c, hot), 30, "both hot slots' rates")
         r = await asyncio.to_thread(cli_rebalance, c, "--by", "rate", "--json")
         assert r.returncode == 0, (r.stdout, r.stderr)
         out = json.loads(r.stdout)

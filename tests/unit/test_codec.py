@@ -664,6 +664,16 @@ def test_a_map_with_too_many_keys_is_refused() -> None:
     assert e.value.id == 3
 
 
+def test_a_container_claiming_more_values_than_the_frame_has_bytes_is_a_bad_frame() -> None:
+    """Random bytes often start with a map or array header claiming billions of values:
+    garbage, not a large frame (the broker answered TOO_LARGE to one of
+    test_bad_input's random frames; it expects BAD_FRAME). A container really over its
+    limit stays TOO_LARGE (above)."""
+    for header in (b"\xdf\xcb\xd4\x7e\x08", b"\xdd\x00\x10\x00\x00"):  # map32, array32
+        with pytest.raises(MalformedFrame):
+            codec.decode_client(header + bytes(range(40)))
+
+
 @pytest.mark.parametrize("n", [codec.MAX_ACK_TS + 1, 2 * codec.MAX_ACK_TS])
 def test_ts_arrays_over_their_limit_are_too_large(n: int) -> None:
     for data in (

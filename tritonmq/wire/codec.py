@@ -11,6 +11,7 @@ by record.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -69,6 +70,8 @@ from tritonmq.wire.presencecodec import event_map, members_map
 from tritonmq.wire.presencecodec import sub_fields as presence_fields
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
+# msgpack's message for a container over its limit: "<claimed length> exceeds max_..."
+_CLAIMED = re.compile(r"(\d+) exceeds max_")
 MAX_TOPIC_LEN = 249
 MAX_NAME_LEN = 249
 MAX_UUID_LEN = 64
@@ -149,6 +152,12 @@ def _unpack_client(data: bytes | str, max_frame: int, max_elements: int, max_arr
         if "exceeds max_ext_len" in str(e):
             raise MalformedFrame("msgpack ext types are not accepted") from None
         if "exceeds max_" in str(e):  # msgpack's container limits
+            claimed = _CLAIMED.match(str(e))
+            if claimed and int(claimed.group(1)) > len(data):
+                # every value takes a byte at least: a header claiming more values than the
+                # frame has bytes is garbage (random bytes often read so), not a large frame
+                msg = f"a container claims {claimed.group(1)} values in a {len(data)}-byte frame"
+                raise MalformedFrame(msg) from None
             raise FrameTooLarge(f"frame refused: {e}") from None
         raise MalformedFrame(f"not a msgpack frame: {type(e).__name__}") from None
     except Exception as e:  # msgpack may raise others on hostile input; never let them escape
