@@ -436,12 +436,10 @@ def test_a_view_that_brings_no_new_era_asks_for_no_load() -> None:
     assert not only(view(c, completed(9), 0.1), LoadSubscriptions), "g1 owns no new era"
 
 
-def test_a_group_holding_the_slot_again_keeps_a_subscription_it_handed_on_pending() -> None:
-    """g1 held era 0 (up to ts 1), g2 era 1, g1 holds era 2 again. g1 hands `d` on to era 1
-    once ts 1 is acknowledged; its reload as the new owner read ZooKeeper before that
-    hand-on was stored (era 0 there). Once stored, g1 let `d` go as another group's, and
-    purged era 2's records that `d`, stored at era 1, still needs: as the owner it holds
-    `d` pending (M5) until the offset reaches its era."""
+def handed_on_holding_again() -> tuple[BrokerCore, LoadSubscriptions, StoreOffsets]:
+    """g1, which held era 0 of T0's slot (ts 1 acknowledged by durable `d`) and holds era 2
+    again after g2's era 1: its reload asked for, and the hand-on of `d` to era 1 on its way
+    to ZooKeeper."""
     c = leading("a")
     [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
     c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
@@ -449,7 +447,17 @@ def test_a_group_holding_the_slot_again_keeps_a_subscription_it_handed_on_pendin
     c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
     back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
     [load] = only(view(c, (complete(back, "g1"), SlotHistory("g1")), 0.3), LoadSubscriptions)
-    [store] = only(c.handle(Tick(0.35)), StoreOffsets)  # handed on: era 1, not stored yet
+    [store] = only(c.handle(Tick(0.35)), StoreOffsets)
+    return c, load, store
+
+
+def test_a_group_holding_the_slot_again_keeps_a_subscription_it_handed_on_pending() -> None:
+    """g1 held era 0 (up to ts 1), g2 era 1, g1 holds era 2 again. g1 hands `d` on to era 1
+    once ts 1 is acknowledged; its reload as the new owner read ZooKeeper before that
+    hand-on was stored (era 0 there). Once stored, g1 let `d` go as another group's, and
+    purged era 2's records that `d`, stored at era 1, still needs: as the owner it holds
+    `d` pending (M5) until the offset reaches its era."""
+    c, load, store = handed_on_holding_again()  # handed on: era 1, not stored yet
     assert (store.offsets, store.eras) == (((T0, "d", 0),), (1,))
     c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 1)], 0.4))
     c.handle(OffsetsStored(store.offsets, True, 0.45, store.eras))  # now stored
@@ -466,14 +474,7 @@ def test_a_subscription_pending_at_a_group_holding_the_slot_again_writes_no_offs
     hand-on's late `stored` does not make it write (era 2, ts 0), which g1 took for its own
     later and served era 0's records again as era 2's (simulator seed 100 of `--groups 2
     --refusals --check-whole`: `g0s5 received g0p2:10 twice`)."""
-    c = leading("a")
-    [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
-    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
-    pub(c, 1, T0, "u1")
-    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
-    back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
-    [load] = only(view(c, (complete(back, "g1"), SlotHistory("g1")), 0.3), LoadSubscriptions)
-    [store] = only(c.handle(Tick(0.35)), StoreOffsets)  # handed on: (era 1, ts 0)
+    c, load, store = handed_on_holding_again()  # handed on: (era 1, ts 0)
     era1 = {(T0, "d"): 1}
     c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 0)], 0.4, eras=era1))
     d = c.delivery.durables[(T0, "d")]

@@ -572,25 +572,20 @@ class Delivery:
             topics.update(self.shared_topics)  # shared ones also redeliver on every commit
             # in by_topic's order, as a full scan would
             visit = [self.by_topic[t] for t in sorted(topics, key=order.__getitem__)]
-        out: list[Deliver] = []
-        shared: set[int] = set()
-        for consumers in visit:
-            for c in consumers:
-                d = c.durable
-                if d is not None and d.mode is Mode.SHARED:
-                    if id(d) not in shared:
-                        shared.add(id(d))
-                        out.extend(self._dispatch(d, commit_ts, now))
-                elif c.next_ts <= commit_ts:
-                    out.extend(self._pump(c, commit_ts))
-        return out
+        return self._push(visit, commit_ts, now)
 
     def pump(self, topics: Iterable[str], now: float) -> list[Deliver]:
         """Push to ``topics``' consumers what is committed and theirs now: a moved slot's
         seal point no longer caps them (a roll back), and nothing else may push it."""
-        commit_ts, out, shared = self.pushed, [], set()
-        for topic in topics:
-            for c in self.by_topic.get(topic, ()):
+        return self._push((self.by_topic.get(t, []) for t in topics), self.pushed, now)
+
+    def _push(self, visit: Iterable[list[Consumer]], commit_ts: int, now: float) -> list[Deliver]:
+        """Push up to ``commit_ts`` to each consumer of ``visit`` (a shared subscription
+        dispatches once, however many of its members are visited)."""
+        out: list[Deliver] = []
+        shared: set[int] = set()
+        for consumers in visit:
+            for c in consumers:
                 d = c.durable
                 if d is not None and d.mode is Mode.SHARED:
                     if id(d) not in shared:
