@@ -243,6 +243,7 @@ class SlotMoves:
         if p is None or not hs or not self.active:
             return []
         out: list[Action] = []
+        waiting: set[int] | None = None  # slots of unregistered durable subscriptions
         for n, h in enumerate(hs):
             if h.move is None:
                 continue
@@ -253,8 +254,11 @@ class SlotMoves:
                 # durable subscription of the slot in ZooKeeper: the new owner reads them
                 # at complete, after the seal, and would purge for nobody one it missed
                 strong = len(p.isr) >= p.min_insync
-                held = all(slot_of(t, len(hs)) != n for t in unregistered())
-                if p.commit_ts >= until and strong and self.step is None and held:
+                if p.commit_ts >= until and strong and self.step is None:
+                    if waiting is None:  # read once a plan, and only when a seal is due
+                        waiting = {slot_of(t, len(hs)) for t in unregistered()}
+                    if n in waiting:
+                        continue
                     out.append(self._propose(n, SlotStep.SEAL, until))
                     out.append(LogLine(L.INFO, f"sealing slot {n} at ts {until}"))
             elif h.state is SlotState.SEALED and h.move.to == self.group:

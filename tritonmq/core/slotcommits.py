@@ -11,8 +11,9 @@ A group holding the subscription at another group's era (pending at the owner, o
 on and not let go yet), or not at all after its era ended, changes nothing, and never
 registers it: only the owner creates a subscription, at its current era, once it read
 what ZooKeeper holds, and not while the slot moves away from it (the retriable
-``UNAVAILABLE``: the new owner may never learn of one created at the era that ends). A pending one takes the query's commits once its offset reached the
-owner's era (the source commits every batch).
+``UNAVAILABLE``: the new owner may never learn of one created at the era that ends). A
+pending one takes the query's commits once its offset reached the owner's era (the
+source commits every batch).
 """
 
 from __future__ import annotations
