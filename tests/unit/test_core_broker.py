@@ -59,7 +59,6 @@ from tritonmq.wire.frames import (
     Meta,
     Pub,
     PubRecord,
-    Purge,
     ReplAck,
     Sub,
 )
@@ -103,6 +102,12 @@ def leading(me: str = "a", isr: str = "abc", live: str = "abc", **cfg: object) -
     c.handle(ZkView(state(1, me, isr, version=1), members(live), None, 0.0))
     assert c.role is Role.LEADING and c.primary is not None and c.primary.isr == set(isr)
     return c
+
+
+LINK_B = "link-b"
+"""The link follower ``b`` uses in these tests. A core knows its followers' links by
+identity, as the shell's connection objects are; an equal string from another module is
+another object, so tests elsewhere import this one."""
 
 
 def attach(c: BrokerCore, fid: str, link: object, now: float = 0.0) -> list[Action]:
@@ -212,9 +217,9 @@ def test_an_isr_cas_of_unknown_outcome_is_re_read_then_proposed_again_and_commit
     """Bug 3: a ConnectionLoss during the CAS that drops lagging c must not leave the
     proposal set for good: re-read, see it did not happen, propose again, commit."""
     c = leading(isr="abc")
-    attach(c, "b", "link-b")
+    attach(c, "b", LINK_B)
     c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.1))
-    c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.2))
+    c.handle(FollowerFrame(LINK_B, ReplAck(1, 1), 0.2))
     [prop] = only(c.handle(Tick(3.0)), ProposeState)
     assert prop.state.isr == ("a", "b")
     assert only(c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 3.1)), ReadState)
@@ -229,9 +234,9 @@ def test_an_isr_cas_of_unknown_outcome_is_re_read_then_proposed_again_and_commit
 
 def test_an_isr_cas_of_unknown_outcome_that_happened_is_applied() -> None:
     c = leading(isr="abc")
-    attach(c, "b", "link-b")
+    attach(c, "b", LINK_B)
     c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.1))
-    c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.2))
+    c.handle(FollowerFrame(LINK_B, ReplAck(1, 1), 0.2))
     [prop] = only(c.handle(Tick(3.0)), ProposeState)
     c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 3.1))
     out = c.handle(ZkView(dataclasses.replace(prop.state, version=2), members("abc"), None, 3.2))
@@ -245,8 +250,8 @@ def test_a_member_that_registers_while_an_isr_cas_is_in_flight_is_admitted_after
     came (nothing changed), so the primary never knew c as a member and never admitted it,
     though c followed and acknowledged everything."""
     c = leading(isr="a", live="ab")
-    attach(c, "b", "link-b", 0.1)
-    [prop] = only(c.handle(FollowerFrame("link-b", ReplAck(1, 0), 0.2)), ProposeState)
+    attach(c, "b", LINK_B, 0.1)
+    [prop] = only(c.handle(FollowerFrame(LINK_B, ReplAck(1, 0), 0.2)), ProposeState)
     assert prop.state.isr == ("a", "b")
     c.handle(ZkView(state(1, "a", "a", version=1), members("abc"), None, 0.3))  # c registered
     attach(c, "c", "link-c", 0.31)
@@ -390,7 +395,7 @@ def test_the_shared_hold_is_bounded_by_the_setting() -> None:
 
 
 def replicate(p: BrokerCore, b: BrokerCore, out: Sequence[Action], now: float) -> list[Action]:
-    """Carry what primary ``p`` sends its follower ``b`` (on link "link-b") until both are
+    """Carry what primary ``p`` sends its follower ``b`` (on ``LINK_B``) until both are
     quiet; returns ``p``'s other actions."""
     rest: list[Action] = []
     todo = list(out)
@@ -410,7 +415,7 @@ def replicate(p: BrokerCore, b: BrokerCore, out: Sequence[Action], now: float) -
         assert b.follow is not None
         for back in b.handle(PrimaryFrame(b.follow.id, frame, now)):  # type: ignore[arg-type]
             if isinstance(back, SendToPrimary):
-                todo.extend(p.handle(FollowerFrame("link-b", back.frame, now)))
+                todo.extend(p.handle(FollowerFrame(LINK_B, back.frame, now)))
     return rest
 
 
@@ -431,7 +436,7 @@ def test_a_new_primary_keeps_what_a_late_member_held_or_acked_for_it() -> None:
     b.cfg = a.cfg = dataclasses.replace(a.cfg, window_records=2)
     assert b.follow is not None
     [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.1)), SendToPrimary)
-    replicate(a, b, a.handle(FollowerFrame("link-b", hello.frame, 0.1)), 0.1)
+    replicate(a, b, a.handle(FollowerFrame(LINK_B, hello.frame, 0.1)), 0.1)
     for conn in ("m1", "m2"):
         sub = Sub(1, "t", "work", From.EARLIEST, None, "shared", member=conn)
         replicate(a, b, a.handle(ClientFrameIn(conn, sub, 0.2)), 0.2)
@@ -486,7 +491,7 @@ def test_a_primary_deposed_while_alive_hands_no_shared_record_its_successor_does
     b = following(me="b", primary="a", isr="ab", live="ab")
     assert b.follow is not None
     [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.1)), SendToPrimary)
-    replicate(a, b, a.handle(FollowerFrame("link-b", hello.frame, 0.1)), 0.1)
+    replicate(a, b, a.handle(FollowerFrame(LINK_B, hello.frame, 0.1)), 0.1)
     sub1 = Sub(1, "t", "work", From.EARLIEST, 1, "shared", member="m1")
     replicate(a, b, a.handle(ClientFrameIn("m1", sub1, 0.2)), 0.2)
     replicate(a, b, a.handle(SubscriptionRegistered("t", "work", 0, 0.2)), 0.2)
@@ -529,7 +534,7 @@ def test_a_new_follower_gets_the_shared_state_before_any_append() -> None:
     c = leading(isr="a", live="ab", min_insync=1)
     c.handle(ClientFrameIn("m1", Sub(1, "t", "work", From.EARLIEST, None, "shared"), 0.1))
     c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.2))
-    sent = [type(a) for a in attach(c, "b", "link-b", 0.3) if not isinstance(a, LogLine)]
+    sent = [type(a) for a in attach(c, "b", LINK_B, 0.3) if not isinstance(a, LogLine)]
     assert sent == [SendLeader, SendShared, SendEntries]
 
 
@@ -574,86 +579,7 @@ def test_a_new_durable_sub_is_answered_only_once_zookeeper_holds_it() -> None:
     assert delivered(out) == {"s1": [1], "s2": [1]}
 
 
-# --- the follow handshake and fencing ----------------------------------------------------------
-
-
-def test_a_follower_is_answered_with_leader_then_entries_and_its_acks_commit() -> None:
-    c = leading(isr="ab", live="ab")
-    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.1))
-    out = attach(c, "b", "link-b", 0.2)
-    assert [type(a) for a in out if not a.__class__.__name__ == "LogLine"] == [
-        SendLeader,
-        SendEntries,
-    ]
-    assert only(c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.3)), SendPubAck) == [
-        SendPubAck("prod", 1, (1,))
-    ]
-
-
-def test_a_follower_whose_catch_up_the_purge_overtook_follows_again_by_reset_and_joins() -> None:
-    """Simulator (stale-commit scenario, then both in-sync replicas killed): a new primary
-    alone in the ISR committed and purged while its followers caught up one chunk at a
-    time; the entries they still needed were gone, they were sent empty appends, acked the
-    same ts for good and never joined the ISR (writes refused NOT_ENOUGH_REPLICAS forever)."""
-    c = leading(isr="a", live="ab", min_insync=1, ephemeral_grace=0.0, offset_interval=0.1)
-    assert c.primary is not None
-    c.primary.catchup_chunk = 1
-    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3", "u4")), 0.1))
-    attach(c, "b", "link-b", 0.2)  # sent ts 1
-    c.handle(FollowerFrame("link-b", ReplAck(1, 1), 0.3))  # sent ts 2
-    c.handle(Tick(1.0))
-    assert c.log.base_ts == 5, "everything committed and let go of is purged"
-    out = c.handle(FollowerFrame("link-b", ReplAck(1, 2), 1.1))  # b needs ts 3: purged
-    assert [a.link for a in only(out, CloseLink)] == ["link-b"] and not only(out, SendEntries)
-    hello = Follow(c.cfg.group, "b", "boot-b", 1, 2, [(1, 1)])
-    [leader] = only(c.handle(FollowerFrame("link-b2", hello, 1.2)), SendLeader)
-    assert leader.leader.reset and leader.leader.truncate_to == 4
-    [prop] = only(c.handle(FollowerFrame("link-b2", ReplAck(1, 4), 1.3)), ProposeState)
-    assert prop.state.isr == ("a", "b")
-
-
-def test_a_primary_purges_what_its_follower_purged_before_a_durable_sub_starts_from_it() -> None:
-    """Simulator seed 360 of ``--groups 3 --moves 6 --refusals --check-whole``: g0b1 purged
-    g0.m up to 9 under primary g0b2 while g0b0, refused by g0b2, missed that purge; g0b0,
-    elected, still held 4..9 and created the shared subscription mls at ``earliest``, offset
-    3. g0b1, elected next, held none of 4..9: its low watermark passed them, never handed
-    out, and era 1's offset was stored over them. Here b purged t up to 2 (a's purge frame
-    to b only) and follows a again: a purges what b purged, so a durable subscription
-    created at a starts at 3, which every replica holds."""
-    a = leading(isr="ab", live="ab")
-    b = following(me="b", primary="a", isr="ab", live="ab")
-    assert b.follow is not None
-    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.1)), SendToPrimary)
-    replicate(a, b, a.handle(FollowerFrame("link-b", hello.frame, 0.1)), 0.1)
-    out = a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.2))
-    assert only(replicate(a, b, out, 0.2), SendPubAck)
-    b.handle(PrimaryFrame(b.follow.id, Purge(1, [("t", 2)], 0), 0.3))  # as an old primary's
-    assert b.log.last_purged("t") == 2 and a.log.topics["t"].first_ts() == 1
-
-    b.handle(LinkEvent(b.follow.id, LinkEnd.CLOSED, 0.4))
-    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.5)), SendToPrimary)
-    assert hello.frame.purged == (("t", 2),), "the follow says what b purged"
-    out = a.handle(FollowerFrame("link-b2", hello.frame, 0.5))
-    assert a.log.topics["t"].first_ts() == 3 and a.log.last_purged("t") == 2
-    assert [p.purge.topics for p in only(out, SendPurge)] == [[("t", 2)]]
-    out = a.handle(ClientFrameIn("s", Sub(1, "t", "keep", From.EARLIEST), 0.6))
-    [reg] = only(out, RegisterSubscription)
-    assert reg.offset == 2, "a new durable subscription starts at what every replica holds"
-
-
-def test_a_primary_keeps_what_a_follower_purged_while_a_subscriber_of_its_own_holds_it() -> None:
-    a = leading(isr="ab", live="ab")
-    b = following(me="b", primary="a", isr="ab", live="ab")
-    assert b.follow is not None
-    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.1)), SendToPrimary)
-    replicate(a, b, a.handle(FollowerFrame("link-b", hello.frame, 0.1)), 0.1)
-    a.handle(ClientFrameIn("s", Sub(1, "t", None, From.EARLIEST), 0.15))  # acknowledges nothing
-    replicate(a, b, a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2")), 0.2)), 0.2)
-    b.handle(PrimaryFrame(b.follow.id, Purge(1, [("t", 2)], 0), 0.3))
-    b.handle(LinkEvent(b.follow.id, LinkEnd.CLOSED, 0.4))
-    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.5)), SendToPrimary)
-    assert not only(a.handle(FollowerFrame("link-b2", hello.frame, 0.5)), SendPurge)
-    assert a.log.topics["t"].first_ts() == 1, "not purged under a reader"
+# --- stepping down and stopping ---------------------------------------------------------
 
 
 def test_a_newer_epoch_in_zookeeper_makes_the_primary_step_down_and_redirect() -> None:
@@ -685,7 +611,7 @@ def test_a_batch_is_dated_by_the_wall_clock_of_its_event_and_fetch_and_append_ca
     [got] = only(c.handle(ClientFrameIn("spark", Fetch(7, "t", 2, 10, 100), 0.3)), SendFetched)
     assert [r[0] for r in got.records] == [2, 3] and got.next_ts == 4
     assert got.published == ((1, 1000), (3, 2000)) and got.purged is None
-    [entries] = only(attach(c, "b", "link-b", 0.4), SendEntries)
+    [entries] = only(attach(c, "b", LINK_B, 0.4), SendEntries)
     assert c.entries_for(entries.start, entries.end)[1] == [(1, 1000), (3, 2000)]
 
 
@@ -748,59 +674,3 @@ def test_meta_reports_the_commit_point_and_the_topics_held() -> None:
     c.handle(ClientFrameIn("prod", Pub(2, "a-topic", recs("u2")), 0.1))
     [meta] = only(c.handle(ClientFrameIn("spark", Meta(3), 0.2)), SendMeta)
     assert meta.info["commit"] == 2 and meta.info["topics"] == ["a-topic", "b-topic"]
-
-
-# --- follow admission (issue 8: attacks 1 and 2) ---------------------------------------
-
-SECRET = b"cluster-secret-of-32-bytes......"
-
-
-def secured(c: BrokerCore) -> BrokerCore:
-    """``c`` as if built with the cluster secret (after the election the helpers drive)."""
-    c.cluster_secret = c.follow_gate.secret = SECRET
-    return c
-
-
-def test_a_follow_as_an_unknown_id_gets_nothing_of_the_log() -> None:
-    c = leading(live="abc")
-    out = attach(c, "zz", "link-zz")  # attack 1: a made-up id
-    assert not only(out, SendLeader) and not only(out, CloseLink), "held for the next view"
-    out = c.handle(ZkView(state(1, "a", "abc", version=1), members("abc"), None, 0.1))
-    [close] = only(out, CloseLink)
-    assert close.link == "link-zz" and close.code is ErrorCode.FORBIDDEN
-    assert not only(out, SendLeader) and "zz" not in c.links
-
-
-def test_a_backup_our_view_does_not_show_yet_follows_once_a_fresh_read_shows_it() -> None:
-    c = leading(live="ab")
-    assert attach(c, "c", "link-c") == []
-    out = c.handle(ZkView(state(1, "a", "ab", version=1), members("abc"), None, 0.1))
-    assert only(out, SendLeader) and c.links["c"] == "link-c"
-
-
-def test_a_follow_with_another_boot_than_zookeeper_shows_is_refused() -> None:
-    c = leading(live="abc")
-    hello = Follow(c.cfg.group, "b", "boot-forged", 1, 0, [])
-    [close] = only(c.handle(FollowerFrame("link-b", hello, 0.0)), CloseLink)
-    assert close.code is ErrorCode.FORBIDDEN
-
-
-def test_with_a_secret_the_backup_signs_the_challenge_and_the_primary_admits_it() -> None:
-    p, b = secured(leading(live="ab")), secured(following())
-    [f] = [b.follow]
-    assert f is not None
-    [send] = only(b.handle(LinkEvent(f.id, LinkEnd.CONNECTED, 1.0, nonce=b"N" * 32)), SendToPrimary)
-    assert isinstance(send.frame, Follow) and send.frame.proof
-    assert only(p.handle(FollowerFrame("link-b", send.frame, 1.0, b"N" * 32)), SendLeader)
-    # the same proof on another link (another challenge) is a replay
-    [close] = only(p.handle(FollowerFrame("link-x", send.frame, 1.1, b"M" * 32)), CloseLink)
-    assert close.code is ErrorCode.UNAUTHENTICATED
-
-
-def test_with_a_secret_a_follow_with_the_right_id_and_boot_but_no_proof_is_refused() -> None:
-    c = secured(leading(live="abc"))
-    hello = Follow(c.cfg.group, "b", "boot-b", 1, 0, [])  # attack 2: id and boot read from ZK
-    out = c.handle(FollowerFrame("link-b", hello, 0.0, b"N" * 32))
-    [close] = only(out, CloseLink)
-    assert close.code is ErrorCode.UNAUTHENTICATED and not only(out, SendLeader)
-    assert "b" not in c.links
