@@ -3,6 +3,8 @@ purged, and who may follow (issue 8)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.unit.test_core_broker import (
     LINK_B,
     attach,
@@ -16,21 +18,27 @@ from tests.unit.test_core_broker import (
 )
 from tritonmq.core.actions import (
     CloseLink,
+    LoadSubscriptions,
     ProposeState,
     RegisterSubscription,
     SendEntries,
+    SendError,
     SendLeader,
     SendPubAck,
     SendPurge,
+    SendSubOk,
     SendToPrimary,
 )
-from tritonmq.core.broker import BrokerCore
+from tritonmq.core.broker import BrokerCore, Role
 from tritonmq.core.events import (
+    CasDone,
+    CasOutcome,
     ClientFrameIn,
     FollowerFrame,
     LinkEnd,
     LinkEvent,
     PrimaryFrame,
+    SubscriptionsLoaded,
     Tick,
     ZkView,
 )
@@ -117,6 +125,65 @@ def test_a_primary_keeps_what_a_follower_purged_while_a_subscriber_of_its_own_ho
     [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.5)), SendToPrimary)
     assert not only(a.handle(FollowerFrame("link-b2", hello.frame, 0.5)), SendPurge)
     assert a.log.topics["t"].first_ts() == 1, "not purged under a reader"
+
+
+def purged_primary_and_follower(points: bool = True) -> tuple[BrokerCore, BrokerCore]:
+    """Primary a alone in its ISR purged t's ts 1..3 (nobody held them), then b followed
+    it and caught up over them: b's log holds them as ``None``."""
+    a = leading(isr="a", live="ab", min_insync=1, ephemeral_grace=0.0, offset_interval=0.1)
+    a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.1))
+    a.handle(Tick(1.0))
+    assert a.log.last_purged("t") == 3 and a.log.base_ts == 4
+    b = following(me="b", primary="a", isr="a", live="ab")
+    assert b.follow is not None
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 1.1)), SendToPrimary)
+    replicate(a, b, a.handle(FollowerFrame(LINK_B, hello.frame, 1.1)), 1.1)
+    return a, b
+
+
+def elected(b: BrokerCore, now: float) -> BrokerCore:
+    """``b`` claims the group its primary a left and leads it."""
+    [prop] = only(b.handle(ZkView(state(1, "a", "ab"), members("b"), None, now)), ProposeState)
+    out = b.handle(CasDone(prop.request, CasOutcome.OK, replace(prop.state, version=2), now))
+    [load] = only(out, LoadSubscriptions)
+    b.handle(SubscriptionsLoaded(load.request, [], now))
+    assert b.role is Role.LEADING
+    return b
+
+
+def test_a_backup_that_caught_up_over_purged_records_tells_a_resuming_reader_once_elected() -> None:
+    """Simulator seed 186 of ``--groups 2 --moves 8 --faults 8 --refusals``: a backup that
+    caught up over entries its primary had purged never learned their topic; elected, it
+    let an unnamed subscriber resuming below them skip them silently (S6). The leader
+    answer names each topic's newest purged record."""
+    a, b = purged_primary_and_follower()
+    assert b.log.last_purged("t") == 3
+    b = elected(b, 2.0)
+    [err] = only(b.handle(ClientFrameIn("sub", Sub(5, "t", None, 2, resume=True), 2.1)), SendError)
+    assert (err.code, err.sid) == (ErrorCode.PURGED, 5) and "2 to 3" in err.message
+    ok = b.handle(ClientFrameIn("sub", Sub(6, "t", None, 4, resume=True), 2.2))
+    assert [s.sid for s in only(ok, SendSubOk)] == [6]
+
+
+def test_a_purge_of_records_a_backup_has_not_caught_up_with_yet_is_remembered() -> None:
+    """The same gap, reached by a purge that overtakes a follower's catch-up: it is told
+    each topic's newest purged record, not the bound the primary purged to, so it
+    remembers exactly what a reader would miss (ts 4 of t is past t's last record)."""
+    a = leading(isr="a", live="ab", min_insync=1, ephemeral_grace=0.0, offset_interval=0.1)
+    assert a.primary is not None
+    a.primary.catchup_chunk = 1
+    a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2")), 0.1))
+    a.handle(ClientFrameIn("prod", Pub(2, "other", recs("u3")), 0.1))
+    b = following(me="b", primary="a", isr="a", live="ab")
+    assert b.follow is not None
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.2)), SendToPrimary)
+    for action in a.handle(FollowerFrame(LINK_B, hello.frame, 0.2)):
+        if isinstance(action, SendLeader):  # the leader answer only: no entries yet
+            b.handle(PrimaryFrame(b.follow.id, action.leader, 0.2))
+    [purge] = only(a.handle(Tick(1.0)), SendPurge)
+    assert dict(purge.purge.topics) == {"t": 2, "other": 3}
+    b.handle(PrimaryFrame(b.follow.id, purge.purge, 1.0))
+    assert b.log.last_purged("t") == 2 and b.log.last_purged("other") == 3
 
 
 # --- follow admission (issue 8: attacks 1 and 2) ---------------------------------------

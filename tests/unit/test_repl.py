@@ -118,6 +118,7 @@ def test_malformed_handover_frames_are_refused(bad: dict[str, Any]) -> None:
         epoch_lists,
         st.booleans(),
         st.lists(st.tuples(ids, uuids, st.integers(-1, 4096)), max_size=5).map(tuple),
+        st.lists(st.tuples(short_names, ids), max_size=4).map(tuple),
     )
 )
 def test_leader_round_trips(frame: Leader) -> None:

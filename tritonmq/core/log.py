@@ -410,6 +410,20 @@ class GroupLog:
         self.epochs = [e for e in self.epochs if e[1] < base_ts]
         self.published = []  # the primary's next append carries the pair covering base_ts
 
+    def purge_as_primary(self, points: Sequence[tuple[str, int]]) -> None:
+        """Purge as the primary did; ``points`` are each topic's newest record it purged.
+        They are remembered even where we held none of them: a backup that caught up over
+        purged entries (``None``) never learned their topics, and elected it would let a
+        reader resuming below them skip them silently (S6, simulator seed 186)."""
+        for topic, ts in points:
+            self.purge(topic, ts)
+            t = self.topics.get(topic)
+            if t is not None:
+                t.last_purged = max(t.last_purged, ts)
+            elif ts > self.freed.get(topic, 0):
+                self.freed[topic] = ts
+                heapq.heappush(self.freed_order, (ts, topic))
+
     def purge(self, topic: str, upto: int) -> int:
         """Drop ``topic``'s records with ``ts <= upto``; returns how many. Their uuids stay
         in the dedup table (see :meth:`forget_uuids_upto`)."""

@@ -370,7 +370,8 @@ class PrimaryCore:
         self.absent_since.pop(fid, None)
         # Records it will never see (purged) still deduplicate there, should it be elected.
         dedup = self.log.dedup_after(-1 if reset else agree)
-        return Leader(self.epoch, agree, list(self.log.epochs), reset, dedup)
+        purged = self.log.purge_points()
+        return Leader(self.epoch, agree, list(self.log.epochs), reset, dedup, purged)
 
     def detach(self, fid: str, now: float) -> None:
         if self.followers.pop(fid, None) is not None:
@@ -500,7 +501,9 @@ class PrimaryCore:
         the count: memory is bounded by refusing writes, see ``dedup_max``).
         """
         done = [(t, min(ts, self.commit_ts)) for t, ts in upto.items()]
-        done = [(t, ts) for t, ts in done if self.log.purge(t, ts)]
+        # Each topic's newest record purged, not the bound asked for: a backup that holds
+        # none of them (caught up over them as ``None``) remembers exactly that (S6).
+        done = [(t, self.log.last_purged(t)) for t, ts in done if self.log.purge(t, ts)]
         forget = min(forget, self.commit_ts)
         if forget > self._forgot:
             self.log.forget_uuids_upto(forget)
@@ -545,6 +548,7 @@ class BackupCore:
             cut = self.log.truncate_after(lead.truncate_to)
         self.log.adopt_epochs(lead.truncate_to, lead.epochs)
         self.log.adopt_dedup(lead.dedup)
+        self.log.purge_as_primary(lead.purged)
         self.synced = True
         return cut
 
@@ -565,6 +569,5 @@ class BackupCore:
         """Purge in step with the primary (it never purges past what ZooKeeper holds)."""
         if p.epoch != self.epoch:
             raise StaleEpoch(f"purge from epoch {p.epoch}, we follow {self.epoch}")
-        for topic, upto in p.topics:
-            self.log.purge(topic, upto)
+        self.log.purge_as_primary(p.topics)
         self.log.forget_uuids_upto(p.forget)

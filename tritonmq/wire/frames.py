@@ -553,6 +553,10 @@ class Leader:
     # a retry, and hand over only a moving slot's (slot -1: purged before the primary knew
     # the slot count; every handover carries those).
     dedup: tuple[tuple[int, bytes, int], ...] = ()
+    # (topic, ts): the newest record of each topic the primary purged. A follower that
+    # catches up over purged entries (``None``) never learns their topics otherwise, and
+    # once elected would let a reader resuming below them skip them silently (S6)
+    purged: tuple[tuple[str, int], ...] = ()
 
 
 # ``(first ts, last ts)``: every record of one topic with a ts in that range

@@ -143,6 +143,7 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             _epochs(obj.get("epochs")),
             obj.get("reset") is True,
             _dedup(obj.get("dedup", ())),
+            _topic_points(obj.get("purged", ()), "purged"),
         )
     if op == "handover":
         return HandoverAsk(
@@ -266,6 +267,8 @@ def enc_leader(lead: Leader) -> bytes:
     }
     if lead.dedup:
         frame["dedup"] = lead.dedup
+    if lead.purged:
+        frame["purged"] = lead.purged
     return _packb(frame)
 
 
