@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import msgpack
 
-from tritonmq.core.handover import HandedOver, handover_pairs
+from tritonmq.core.handover import (
+    HANDOVER_TOPIC,
+    HandedOver,
+    decode_entry,
+    encode_entry,
+    handover_page,
+    handover_page_uuid,
+    handover_pairs,
+    handover_uuid,
+    table_of,
+)
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slotguard import Verdict, write_verdict
 from tritonmq.core.slothistory import Position, SlotHistory, begin_move, complete, seal
@@ -98,14 +108,6 @@ def test_a_handover_is_forgotten_at_its_deadline_not_before() -> None:
 
 
 def test_a_handover_entry_round_trips_and_is_read_back_as_the_table() -> None:
-    from tritonmq.core.handover import (
-        HANDOVER_TOPIC,
-        decode_entry,
-        encode_entry,
-        handover_uuid,
-        table_of,
-    )
-
     pairs = ((3, b"u" * 16), (9, b"x"), (2**40, b"y" * 64))
     value = encode_entry(5, 2, pairs)
     assert decode_entry(value) == (5, 2, {u: ts for ts, u in pairs})
@@ -144,3 +146,38 @@ def test_a_uuid_handed_over_for_two_slots_keeps_a_position_per_slot_and_is_forgo
     assert handed.forget(60.0) == 1 and handed.lookup(uid(8), 1) is None
     assert handed.lookup(uid(8), 16) == Position(0, 8)
     assert handed.forget(90.0) == 1 and handed.batches == []
+
+
+def test_pages_hand_over_every_pair_once_in_order_whatever_the_page_size() -> None:
+    pairs = tuple((ts, uid(ts)) for ts in (1, 3, 4, 9, 10))
+    for size in range(1, 7):
+        got: list[tuple[int, bytes]] = []
+        after, more = 0, True
+        while more:
+            page, more = handover_page(pairs, after, size)
+            assert 0 < len(page) <= size or not pairs
+            got.extend(page)
+            after = page[-1][0]
+        assert tuple(got) == pairs, size
+    assert handover_page(pairs, 10, 2) == ((), False)
+
+
+def test_the_table_reads_a_later_pages_entries_on_top_of_what_it_holds() -> None:
+    """A new page's entry is decoded alone: read again whole after each page, a hot slot's
+    twenty pages cost the replicas twenty times the decoding."""
+    log = GroupLog()
+    page1, page2 = ((1, b"a"), (2, b"b")), ((3, b"c"),)
+    log.append_new(
+        HANDOVER_TOPIC, handover_page_uuid(5, 2, 3, 0, 2), None, encode_entry(5, 2, page1), None
+    )
+    table = table_of(log)
+    mark = log.last_ts
+    log.append_new(HANDOVER_TOPIC, handover_uuid(5, 2, 3), None, encode_entry(5, 2, page2), None)
+    grown = table_of(log, table, mark)
+    assert grown is table and len(table.batches) == 1, "a later page joins its first page"
+    assert [table.lookup(u, 5) for u in (b"a", b"c")] == [Position(2, 1), Position(2, 3)]
+    assert len(handover_page_uuid(5, 2, 3, 0, 2)) > 64
+    assert handover_page_uuid(5, 2, 3, 0, 2) not in (
+        handover_uuid(5, 2, 3),
+        handover_page_uuid(5, 2, 3, 0, 1),
+    )

@@ -85,13 +85,31 @@ def test_a_follow_whose_purged_is_not_topic_ts_pairs_is_malformed() -> None:
 
 
 @given(
-    st.builds(HandoverAsk, short_names, short_names, short_names, ids, ids, st.binary(max_size=32))
+    st.builds(
+        HandoverAsk,
+        short_names,
+        short_names,
+        short_names,
+        ids,
+        ids,
+        st.binary(max_size=32),
+        st.none() | ids,
+    )
 )
 def test_a_handover_ask_round_trips(frame: HandoverAsk) -> None:
     assert repl.decode_repl(repl.enc_handover_ask(frame)) == frame
 
 
-@given(st.builds(HandoverPairs, ids, ids, st.lists(st.tuples(ids, uuids), max_size=8).map(tuple)))
+@given(
+    st.builds(
+        HandoverPairs,
+        ids,
+        ids,
+        st.lists(st.tuples(ids, uuids), max_size=8).map(tuple),
+        st.none() | ids,
+        st.booleans(),
+    )
+)
 def test_handover_pairs_round_trip(frame: HandoverPairs) -> None:
     assert repl.decode_repl(repl.enc_handover_pairs(frame)) == frame
 

@@ -131,7 +131,9 @@ async def _ask_one(
         nonce = await replica.challenge_of(ws)
         proof = handover_proof(secret, nonce, group, me.id, me.boot, a.slot, a.until)
         await ws.send(
-            repl.enc_handover_ask(HandoverAsk(group, me.id, me.boot, a.slot, a.until, proof))
+            repl.enc_handover_ask(
+                HandoverAsk(group, me.id, me.boot, a.slot, a.until, proof, a.after)
+            )
         )
         data = await ws.recv()
         try:

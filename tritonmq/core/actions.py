@@ -339,6 +339,7 @@ class AskHandover(SlotMoveAction):
     slot: int
     group: str
     until: int
+    after: int = 0  # the page of pairs above this ts
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,7 +144,9 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.state: GroupState | None = None
         self.members: dict[str, Member] = {}
         self.slots: SlotMap | None = None
-        self.moves = SlotMoves(cfg.group, cluster_secret)  # slots' histories, move steps
+        self.moves = SlotMoves(
+            cfg.group, cluster_secret, cfg.handover_page
+        )  # slots' histories, move steps
         self.readers = SlotReaders(self.moves)  # readers of moved slots: which era, when on
         self.viewed = False
         self.primary: PrimaryCore | None = None

@@ -7,15 +7,19 @@ the old group's, so a retry that hits one is answered with the record's position
 ts in the old group), and the table forgets a handover at a deadline the caller passes
 in (the dedup window after the seal), never by the new group's own ``ts``.
 
-The new group's primary writes the pairs it was handed into its own log as one entry
-(:data:`HANDOVER_TOPIC`, uuid :func:`handover_uuid`, value :func:`encode_entry`), so
-they replicate and commit like records and a later primary of the group holds them;
-every replica reads its table back from those entries (:func:`table_of`), and the
-entry leaves the log when the dedup window has passed it (purged at the forget point).
+The pairs are asked for and answered a page at a time (:func:`handover_page`): a hot
+slot's millions in one frame held both groups' event loops for seconds. The new group's
+primary writes each page it was handed into its own log as one entry
+(:data:`HANDOVER_TOPIC`, value :func:`encode_entry`; uuid :func:`handover_page_uuid`,
+and :func:`handover_uuid` for the last page, whose commit completes the move), so they
+replicate and commit like records and a later primary of the group holds them; every
+replica reads its table back from those entries (:func:`table_of`), and an entry
+leaves the log when the dedup window has passed it (purged at the forget point).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -43,6 +47,22 @@ def handover_uuid(slot: int, era: int, until: int) -> bytes:
     return f"tritonmq handover of slot {slot} era {era} until {until} ".encode().ljust(
         _UUID_LEN, b"."
     )
+
+
+def handover_page_uuid(slot: int, era: int, until: int, after: int, last: int) -> bytes:
+    """The entry uuid of a page but the last (that one is :func:`handover_uuid`): the
+    pairs above ``after`` up to ``last``. A new primary handed the same page again (M7)
+    finds the entry it already has; one the old group answers differently since (it
+    forgot uuids meanwhile) is written afresh, so no pair of it is skipped."""
+    return f"tritonmq handover of slot {slot} era {era} until {until} after {after} to {last} ".encode().ljust(
+        _UUID_LEN, b"."
+    )
+
+
+def entry_slot_era(uuid: bytes) -> tuple[int, int]:
+    """(slot, era) of a handover entry's uuid (either kind)."""
+    words = uuid.split()
+    return int(words[4]), int(words[6])
 
 
 def encode_entry(slot: int, era: int, pairs: Iterable[tuple[int, bytes]]) -> bytes:
@@ -76,11 +96,12 @@ def decode_entry(value: bytes) -> tuple[int, int, dict[bytes, int]]:
     return got[0], got[1], cast("dict[bytes, int]", got[2])
 
 
-def table_of(log: GroupLog) -> HandedOver:
-    """The handed-over uuids a replica holds: every handover entry still in its log."""
+def table_of(log: GroupLog, table: HandedOver | None = None, after: int = 0) -> HandedOver:
+    """The handed-over uuids a replica holds: every handover entry still in its log
+    (those above ts ``after`` added to ``table``: a handover's pages arrive one by one)."""
     t = log.topics.get(HANDOVER_TOPIC)
-    table = HandedOver()
-    for rec in t.records if t is not None else ():
+    table = HandedOver() if table is None else table
+    for rec in t.records[t.index_of(after + 1) :] if t is not None else ():
         slot, era, uuids = decode_entry(rec[3])
         table.adopt_map(era, uuids, float("inf"), slot)
     return table
@@ -102,6 +123,19 @@ def handover_pairs(
     ]
     purged = [p for p in log.purged_of(slot) if p[0] <= until]
     return tuple(sorted(retained + purged))  # disjoint: a purged record left its topic
+
+
+def handover_page(
+    pairs: Sequence[tuple[int, bytes]], after: int, size: int
+) -> tuple[tuple[tuple[int, bytes], ...], bool]:
+    """The page of ``pairs`` (ascending) above ts ``after``: at most ``size`` of them,
+    and whether more follow."""
+    i = bisect_right(pairs, after, key=_ts_of)
+    return tuple(pairs[i : i + size]), i + size < len(pairs)
+
+
+def _ts_of(pair: tuple[int, bytes]) -> int:
+    return pair[0]
 
 
 @dataclass(slots=True)
@@ -134,15 +168,28 @@ class HandedOver:
         """Remember ``uuids`` (uuid -> old group's ts; kept, not copied) of ``slot``'s
         ``era`` until ``forget_at``; a uuid already known for the slot keeps its first
         position (adopting the same handover twice, as a new primary repeating it does,
-        changes nothing). Returns the uuids newly adopted."""
+        changes nothing). A later page of a handover joins its first page's dict: an era
+        gives a uuid one ts, and checked against every earlier page, a hot slot's twenty
+        pages cost a replica's rebuild more than one map did. Returns the uuids newly
+        adopted."""
+        same = None
         for b in self.batches:
-            if b[1] == slot and uuids:
-                known = uuids.keys() & b[3].keys()
-                if known:
-                    uuids = {u: ts for u, ts in uuids.items() if u not in known}
-        if uuids:
+            if b[1] != slot or not uuids:
+                continue
+            if same is None and b[2] == era and b[0] == forget_at:
+                same = b[3]  # joined below
+                continue
+            known = uuids.keys() & b[3].keys()
+            if known:
+                uuids = {u: ts for u, ts in uuids.items() if u not in known}
+        if not uuids:
+            return ()
+        if same is None:
             self.batches.append((forget_at, slot, era, uuids))
-        return tuple(uuids)
+            return tuple(uuids)
+        fresh = tuple(u for u in uuids if u not in same)
+        same.update(uuids)
+        return fresh
 
     def lookup(self, uuid: bytes, slot: int | None = None) -> Position | None:
         """Where ``uuid`` was stored as a record of ``slot`` (None: of any slot): the

@@ -30,6 +30,7 @@ from tritonmq.core.delivery import Delivery
 from tritonmq.core.events import FollowerFrame, LinkEnd, LinkEvent, PrimaryFrame
 from tritonmq.core.group import Member
 from tritonmq.core.log import GroupLog
+from tritonmq.core.moves import SlotMoves
 from tritonmq.core.peerauth import FollowGate, follow_proof
 from tritonmq.core.replication import BackupCore, PrimaryCore, Rejected
 from tritonmq.core.roles import FollowLink, Role
@@ -68,6 +69,7 @@ class ReplicationLinks:
     suspect: Member | None
     links: dict[str, Any]
     link_ids: dict[int, str]
+    moves: SlotMoves
     _requests: int
 
     def _primary_out(self, p: PrimaryCore, actions: Sequence[Action], now: float) -> list[Action]:
@@ -288,6 +290,9 @@ class ReplicationLinks:
             if isinstance(frame, Append):
                 ts = b.on_append(frame)
                 self.commit_ts = max(self.commit_ts, b.commit_ts)
+                # a handover's pages read as they come (unchanged: nothing done), not all
+                # at once by the first write after we are elected (M2.3)
+                self.moves.handed(self.log)
                 return [SendToPrimary(f.id, ReplAck(f.epoch, ts))]
             if isinstance(frame, Purge):
                 b.on_purge(frame)

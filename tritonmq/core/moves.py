@@ -42,6 +42,9 @@ from tritonmq.core.handover import (
     HANDOVER_TOPIC,
     HandedOver,
     encode_entry,
+    entry_slot_era,
+    handover_page,
+    handover_page_uuid,
     handover_pairs,
     handover_uuid,
     table_of,
@@ -129,9 +132,13 @@ class Origins:
 class SlotMoves:
     """The histories of the latest view, and this broker's steps in the moves they show."""
 
-    def __init__(self, group: str, secret: bytes | None) -> None:
+    def __init__(self, group: str, secret: bytes | None, page: int = 100_000) -> None:
         self.group = group
         self.secret = secret
+        self.page = page  # pairs per handover answer
+        self.paged: dict[int, int] = {}  # slot -> ts of the last pair written, as new primary
+        # ((slot, until), its pairs): selected once for the pages a new group asks for
+        self._answering: tuple[tuple[int, int], tuple[tuple[int, bytes], ...]] | None = None
         self.histories: tuple[SlotHistory, ...] | None = None
         self.any_moved = False
         self.active = False
@@ -158,6 +165,11 @@ class SlotMoves:
         for n in list(self.seal_at):
             if not self._sealing_here(n):
                 del self.seal_at[n]
+        if self._answering is not None:
+            n, until = self._answering[0]
+            hs = self.histories
+            if not hs or n >= len(hs) or hs[n].state is not SlotState.SEALED:
+                self._answering = None  # completed or rolled back: no new group asks on
 
     def lead_changed(self) -> None:
         """We became primary or stopped being it: whatever we began is decided afresh (a
@@ -166,6 +178,7 @@ class SlotMoves:
         self.step = None
         self.asking.clear()
         self.ask_after.clear()
+        self.paged.clear()
         # M7: a new primary writes nothing before it read the map as primary (its view may
         # be from before a move began and its primary sealed); a cluster without one: as ever
         self.map_read = self.histories is None
@@ -192,9 +205,21 @@ class SlotMoves:
         """The handed-over uuids our log holds, rebuilt only when its handover entries change."""
         t = log.topics.get(HANDOVER_TOPIC)
         key = (len(t.records), t.records[0][0], t.records[-1][0]) if t and t.records else None
-        if key != self._table_key:
+        old = self._table_key
+        if key == old:
+            return self._table
+        if key is None or old is None:
             self._table = table_of(log) if key is not None else HandedOver()
-            self._table_key = key
+        elif key[1] == old[1] and key[2] > old[2]:
+            self._table = table_of(log, self._table, old[2])  # the next pages: theirs only
+        elif key[1] > old[1] and key[2] == old[2] and t is not None:
+            # entries left at the forget point, a page at a time: a handover goes once none
+            # of its entries is left (its uuids deduplicate a little longer), not read again
+            left = {entry_slot_era(rec[1]) for rec in t.records}
+            self._table.batches = [b for b in self._table.batches if (b[1], b[2]) in left]
+        else:
+            self._table = table_of(log)
+        self._table_key = key
         return self._table
 
     # --- writes ---------------------------------------------------------------------------
@@ -271,7 +296,8 @@ class SlotMoves:
                 elif n not in self.asking and now >= self.ask_after.get(n, 0.0):
                     self._requests += 1
                     self.asking[n] = self._requests
-                    out.append(AskHandover(self._requests, n, h.owner, h.move.until))
+                    after = self.paged.get(n, 0)
+                    out.append(AskHandover(self._requests, n, h.owner, h.move.until, after))
         return out
 
     def _sealing_here(self, n: int) -> bool:
@@ -300,7 +326,8 @@ class SlotMoves:
         return [LogLine(L.INFO, f"slot {n}: step {ev.outcome.value}; deciding again")]
 
     def answered(self, ev: HandoverAnswered, p: PrimaryCore | None, log: GroupLog) -> list[Action]:
-        """The old group's pairs: written as one entry, which completes once committed."""
+        """A page of the old group's pairs: written as one entry, then the next page is
+        asked for; the last page's entry completes the move once committed."""
         n = next((s for s, r in self.asking.items() if r == ev.request), None)
         if n is None:
             return []
@@ -312,17 +339,39 @@ class SlotMoves:
         got = ev.pairs
         if h.state is not SlotState.SEALED or h.move is None or h.move.to != self.group:
             return []
-        if got is None or got.slot != n or got.until != h.move.until:
+        after = self.paged.get(n, 0)
+        if (
+            got is None
+            or got.slot != n
+            or got.until != h.move.until
+            or got.after not in (None, after)  # None: all at once, from an earlier version
+            or (got.more and not got.pairs)
+        ):
             self.ask_after[n] = ev.now + ASK_AGAIN_S
             return [LogLine(L.INFO, f"slot {n}: no broker of {h.owner} handed over; asking again")]
-        value = encode_entry(n, h.era, got.pairs)
-        uuid = handover_uuid(n, h.era, got.until)
-        written = p.append_internal(HANDOVER_TOPIC, uuid, value, ev.wall_ms)
+        more = got.more and got.after is not None
+        last = got.pairs[-1][0] if more else 0
+        uuid = (
+            handover_page_uuid(n, h.era, got.until, after, last)
+            if more
+            else handover_uuid(n, h.era, got.until)
+        )
+        written = p.append_internal(
+            HANDOVER_TOPIC, uuid, encode_entry(n, h.era, got.pairs), ev.wall_ms
+        )
         if written is None:
             self.ask_after[n] = ev.now + ASK_AGAIN_S
             return [LogLine(L.INFO, f"slot {n}: cannot write the handover now; asking again")]
         note = f"slot {n}: {len(got.pairs)} uuid(s) handed over by {h.owner}"
-        return [*written, LogLine(L.INFO, note)]
+        out: list[Action] = [*written, LogLine(L.INFO, note)]
+        if more:  # the next page, as its own event: our loop serves others between pages
+            self.paged[n] = last
+            self._requests += 1
+            self.asking[n] = self._requests
+            out.append(AskHandover(self._requests, n, h.owner, got.until, last))
+        else:
+            self.paged.pop(n, None)
+        return out
 
     # --- answering another group ----------------------------------------------------------
 
@@ -343,8 +392,16 @@ class SlotMoves:
         if commit_ts < f.until or log.last_ts < f.until:
             msg = f"we hold {self.group}'s log committed up to {commit_ts} only, not {f.until}"
             return [CloseLink(ev.link, msg, ErrorCode.UNAVAILABLE)]
-        pairs = handover_pairs(log, f.slot, len(hs), f.until)
-        return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, pairs))]
+        if f.after is None:  # an earlier version's ask: every pair at once
+            pairs = handover_pairs(log, f.slot, len(hs), f.until)
+            return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, pairs))]
+        key = (f.slot, f.until)
+        if self._answering is None or self._answering[0] != key or f.after == 0:
+            # selected once per handover (a first page asks afresh): what we forget of
+            # the slot meanwhile is handed over still, and deduplicates a little longer
+            self._answering = (key, handover_pairs(log, f.slot, len(hs), f.until))
+        page, more = handover_page(self._answering[1], f.after, self.page)
+        return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, page, f.after, more))]
 
 
 def _sealed_by(h: SlotHistory, group: str, until: int) -> bool:

@@ -141,6 +141,7 @@ class SimCoreBroker:
             ephemeral_grace=params.grace,
             shared_resume_hold_s=params.shared_hold,
             dedup_window_s=params.dedup_window,
+            handover_page=3,  # a handover of more pairs comes in pages, as a hot slot's
             offset_interval=params.offset_interval,
         )
         self.me = Member(name, name, boot)

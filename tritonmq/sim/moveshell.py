@@ -152,7 +152,12 @@ class MoveShell:
             ask.conn = conn
             a = ask.action
             out.append(
-                Send(conn, HandoverAsk(self.group, self.me.id, self.me.boot, a.slot, a.until))
+                Send(
+                    conn,
+                    HandoverAsk(
+                        self.group, self.me.id, self.me.boot, a.slot, a.until, after=a.after
+                    ),
+                )
             )
             return None
         return self._next(req, ask, now, out)

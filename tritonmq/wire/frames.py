@@ -262,16 +262,22 @@ class HandoverAsk:
     slot: int
     until: int
     proof: bytes = b""
+    # a page: the pairs above this ts, as many as the answerer sends at once (None: all of
+    # them in one answer, as an earlier version asked; millions held both loops for seconds)
+    after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class HandoverPairs:
     """The answer to ``handover``: ``(ts, uuid)`` of the slot's records up to ``until``
-    that a retry may still name (``core.handover.handover_pairs``)."""
+    that a retry may still name (``core.handover.handover_pairs``); asked for a page,
+    those above ``after``, ascending, and ``more`` when a later page follows."""
 
     slot: int
     until: int
     pairs: tuple[tuple[int, bytes], ...]
+    after: int | None = None
+    more: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,10 @@ def _pairs(raw: Any) -> tuple[tuple[int, bytes], ...]:
     return raw
 
 
+def _opt_after(obj: Any) -> int | None:
+    return None if obj.get("after") is None else int_field(obj, "after")
+
+
 def _dedup(raw: Any) -> tuple[tuple[int, bytes, int], ...]:
     if not isinstance(raw, tuple) or not all(
         type(d) is tuple
@@ -153,10 +157,15 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             int_field(obj, "slot"),
             int_field(obj, "until"),
             bin_field(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
+            _opt_after(obj),
         )
     if op == "handed":
         return HandoverPairs(
-            int_field(obj, "slot"), int_field(obj, "until"), _pairs(obj.get("pairs"))
+            int_field(obj, "slot"),
+            int_field(obj, "until"),
+            _pairs(obj.get("pairs")),
+            _opt_after(obj),
+            obj.get("more") is True,
         )
     raise UnknownOp(f"unknown replication op {op[:40]!r}")
 
@@ -282,9 +291,15 @@ def enc_handover_ask(a: HandoverAsk) -> bytes:
             "slot": a.slot,
             "until": a.until,
             **({"proof": a.proof} if a.proof else {}),
+            **({"after": a.after} if a.after is not None else {}),
         }
     )
 
 
 def enc_handover_pairs(h: HandoverPairs) -> bytes:
-    return _packb({"op": "handed", "slot": h.slot, "until": h.until, "pairs": h.pairs})
+    frame: dict[str, Any] = {"op": "handed", "slot": h.slot, "until": h.until, "pairs": h.pairs}
+    if h.after is not None:
+        frame["after"] = h.after
+    if h.more:
+        frame["more"] = True
+    return _packb(frame)
