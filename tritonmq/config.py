@@ -39,7 +39,9 @@ class BrokerConfig:
     topic_retention: dict[str, float] = dataclasses.field(default_factory=dict)
     dedup_window_s: float = 60.0
     dedup_max: int = 2_000_000
-    handover_page: int = 100_000  # uuids per page of a moving slot's handover (about 4 MB)
+    dedup_page: int = (
+        100_000  # uuids a frame when a broker hands another its dedup state (about 4 MB)
+    )
     max_bytes: int = 1024 * 1024 * 1024
     offset_interval: float = 0.2
     # a new primary that got no shared-subscription state from the old one (or whose members

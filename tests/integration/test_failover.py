@@ -110,17 +110,14 @@ async def test_backup_sigkill_writes_continue_and_restart_rejoins_isr(cluster: D
     assert values == [b"before"] * 500 + [b"during"] * 500 + [b"after"] * 500
 
 
-async def _raw_pub(url: str, pub_id: int, uuid: bytes, value: bytes) -> dict[str, object]:
+async def _raw_pub(
+    url: str, pub_id: int, uuid: bytes, value: bytes, *more: bytes
+) -> dict[str, object]:
+    """Publish ``uuid`` (and ``more`` uuids) with ``value`` in one batch."""
+    records = [[u, None, value, None] for u in (uuid, *more)]
     async with websockets.connect(url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
         await ws.send(
-            codec.packb(
-                {
-                    "op": "pub",
-                    "id": pub_id,
-                    "topic": "retry",
-                    "records": [[uuid, None, value, None]],
-                }
-            )
+            codec.packb({"op": "pub", "id": pub_id, "topic": "retry", "records": records})
         )
         return codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))
 
@@ -235,12 +232,14 @@ async def test_a_backup_that_rejoined_by_reset_still_dedups_a_late_retry_once_el
 ) -> None:
     """Bug 4: the record is acknowledged and purged (nobody subscribes); backup y restarts
     and re-joins by reset, so the record never reaches it. Then y is the only survivor and
-    is elected: the producer's late retry must get the original ts, not a second copy."""
-    c = make_cluster(settings={"min_insync": 1, "ephemeral_grace": 0.5})
-    uuid = os.urandom(16)
+    is elected: the producer's late retry must get the original ts, not a second copy. The
+    primary hands y its dedup state a uuid a frame (``dedup_page``), as it does 100,000 a
+    frame when there are millions."""
+    c = make_cluster(settings={"min_insync": 1, "ephemeral_grace": 0.5, "dedup_page": 1})
+    uuid, *more = (os.urandom(16) for _ in range(3))
     info = await asyncio.to_thread(group_info, c)
     p = info["primary"]
-    first = await _raw_pub(info["primary_url"], 1, uuid, b"once")
+    first = await _raw_pub(info["primary_url"], 1, uuid, b"once", *more)
     assert first["op"] == "puback"
 
     async def purged() -> bool:
@@ -267,7 +266,7 @@ async def test_a_backup_that_rejoined_by_reset_still_dedups_a_late_retry_once_el
     y_url = str(group_info(c)["members"][y])
     again: dict[str, object] = {}
     for _ in range(100):
-        again = await _raw_pub(y_url, 2, uuid, b"once")
+        again = await _raw_pub(y_url, 2, uuid, b"once", *more)
         if again["op"] == "puback" or not again.get("retriable"):
             break
         await asyncio.sleep(0.1)

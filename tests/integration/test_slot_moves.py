@@ -46,7 +46,7 @@ def two_groups(make_cluster: Any) -> DevCluster:
 def two_groups_paging(make_cluster: Any) -> DevCluster:
     """As ``two_groups``, with a handover two uuids a page: a slot of a few records is
     handed over in several pages, as a hot slot's millions are (replication.md M2.3)."""
-    settings = {"retention_s": 300.0, "handover_page": 2}
+    settings = {"retention_s": 300.0, "dedup_page": 2}
     return make_cluster(groups=2, settings=settings)  # type: ignore[no-any-return]
 
 

@@ -17,6 +17,7 @@ from tritonmq.core.actions import (
     ReadState,
     RegisterSubscription,
     SendCommitted,
+    SendDedup,
     SendEntries,
     SendError,
     SendFetched,
@@ -115,8 +116,10 @@ def attach(c: BrokerCore, fid: str, link: object, now: float = 0.0) -> list[Acti
     return c.handle(FollowerFrame(link, hello, now))
 
 
-def following(me: str = "b", primary: str = "a", isr: str = "ab", live: str = "ab") -> BrokerCore:
-    c = core(me)
+def following(
+    me: str = "b", primary: str = "a", isr: str = "ab", live: str = "ab", **cfg: object
+) -> BrokerCore:
+    c = core(me, **cfg)
     out = c.handle(ZkView(state(1, primary, isr), members(live), None, 0.0))
     [start] = only(out, StartFollowing)
     assert start.primary == member(primary) and c.role is Role.FOLLOWING
@@ -407,6 +410,8 @@ def replicate(p: BrokerCore, b: BrokerCore, out: Sequence[Action], now: float) -
             frame = Append(a.epoch, a.commit, a.start, entries, tuple(published))
         elif isinstance(a, SendLeader):
             frame = a.leader
+        elif isinstance(a, SendDedup):
+            frame = a.page
         elif hasattr(a, "links"):  # purge, and what else a primary tells its backups
             frame = next(getattr(a, f.name) for f in dataclasses.fields(a) if f.name != "links")
         else:

@@ -127,14 +127,14 @@ def test_a_primary_keeps_what_a_follower_purged_while_a_subscriber_of_its_own_ho
     assert a.log.topics["t"].first_ts() == 1, "not purged under a reader"
 
 
-def purged_primary_and_follower(points: bool = True) -> tuple[BrokerCore, BrokerCore]:
+def purged_primary_and_follower(**cfg: object) -> tuple[BrokerCore, BrokerCore]:
     """Primary a alone in its ISR purged t's ts 1..3 (nobody held them), then b followed
     it and caught up over them: b's log holds them as ``None``."""
-    a = leading(isr="a", live="ab", min_insync=1, ephemeral_grace=0.0, offset_interval=0.1)
+    a = leading(isr="a", live="ab", min_insync=1, ephemeral_grace=0.0, offset_interval=0.1, **cfg)
     a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.1))
     a.handle(Tick(1.0))
     assert a.log.last_purged("t") == 3 and a.log.base_ts == 4
-    b = following(me="b", primary="a", isr="a", live="ab")
+    b = following(me="b", primary="a", isr="a", live="ab", min_insync=1)
     assert b.follow is not None
     [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 1.1)), SendToPrimary)
     replicate(a, b, a.handle(FollowerFrame(LINK_B, hello.frame, 1.1)), 1.1)
@@ -163,6 +163,17 @@ def test_a_backup_that_caught_up_over_purged_records_tells_a_resuming_reader_onc
     assert (err.code, err.sid) == (ErrorCode.PURGED, 5) and "2 to 3" in err.message
     ok = b.handle(ClientFrameIn("sub", Sub(6, "t", None, 4, resume=True), 2.2))
     assert [s.sid for s in only(ok, SendSubOk)] == [6]
+
+
+def test_a_backup_sent_the_dedup_state_in_pages_answers_a_late_retry_once_elected() -> None:
+    """A page of two uuids (``dedup_page``): the leader answer carries the first, and each
+    acknowledgement brings the next; elected, b answers a retry of every purged record
+    with its ts instead of storing it again (R7)."""
+    a, b = purged_primary_and_follower(dedup_page=2)
+    assert b.log.base_ts == 4 and all(b.log.lookup(u) for u in (b"u1", b"u2", b"u3"))
+    b = elected(b, 2.0)
+    [ack] = only(b.handle(ClientFrameIn("prod", Pub(9, "t", recs("u1", "u3")), 2.1)), SendPubAck)
+    assert ack.ts == (1, 3) and b.log.last_ts == 3, "answered, not stored again"
 
 
 def test_a_purge_of_records_a_backup_has_not_caught_up_with_yet_is_remembered() -> None:

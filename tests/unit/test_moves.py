@@ -392,7 +392,7 @@ def test_a_hot_slot_is_handed_over_a_page_at_a_time_and_completes_after_the_last
     """One slot's 2,000,000 uuids in one frame and one entry held the new primary's event
     loop about 3 s and each replica's 1.4 s (replication.md M2.3): they go a page at a
     time, each page its own answer (an event) and its own entry."""
-    c = leading("a", handover_page=2)
+    c = leading("a", dedup_page=2)
     for n, u in enumerate(("u1", "u2", "u3", "u4", "u5"), 1):
         pub(c, n, T0, u)
     view(c, sealed_to_g2(5), 0.2)
@@ -425,7 +425,7 @@ def test_a_hot_slot_is_handed_over_a_page_at_a_time_and_completes_after_the_last
 def test_a_new_primary_that_took_over_between_pages_asks_from_the_first_again() -> None:
     """M7 between pages: a later primary knows nothing of the pages asked for; it asks
     from the first, an entry it holds is not written twice, and the move completes."""
-    c = leading("a", handover_page=1)
+    c = leading("a", dedup_page=1)
     pub(c, 1, T0, "u1")
     pub(c, 2, T0, "u2")
     view(c, sealed_to_g2(2), 0.2)

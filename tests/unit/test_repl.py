@@ -13,6 +13,7 @@ from tritonmq.errors import MalformedFrame
 from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import (
     Append,
+    DedupPage,
     Follow,
     HandoverAsk,
     HandoverPairs,
@@ -137,10 +138,31 @@ def test_malformed_handover_frames_are_refused(bad: dict[str, Any]) -> None:
         st.booleans(),
         st.lists(st.tuples(ids, uuids, st.integers(-1, 4096)), max_size=5).map(tuple),
         st.lists(st.tuples(short_names, ids), max_size=4).map(tuple),
+        st.booleans(),
     )
 )
 def test_leader_round_trips(frame: Leader) -> None:
     assert repl.decode_repl(repl.enc_leader(frame)) == frame
+
+
+@given(
+    st.builds(
+        DedupPage,
+        ids,
+        st.lists(st.tuples(ids, uuids, st.integers(-1, 4096)), max_size=5).map(tuple),
+        st.booleans(),
+    )
+)
+def test_a_dedup_page_round_trips(frame: DedupPage) -> None:
+    assert repl.decode_repl(repl.enc_dedup(frame)) == frame
+
+
+@pytest.mark.parametrize(
+    "bad", [{"op": "dedup", "epoch": 1}, {"op": "dedup", "epoch": 1, "dedup": [[1, b"u"]]}]
+)
+def test_a_malformed_dedup_page_is_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(MalformedFrame):
+        repl.decode_repl(msgpack.packb(bad))
 
 
 ranges = st.lists(st.tuples(ids, ids), max_size=4).map(tuple)

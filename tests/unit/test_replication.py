@@ -6,13 +6,21 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
 
-from tritonmq.core.actions import Action, ProposeIsr, Replicate, SendError, SendPubAck
+from tritonmq.core.actions import (
+    Action,
+    ProposeIsr,
+    Replicate,
+    ReplicateDedup,
+    SendError,
+    SendPubAck,
+)
 from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog
 from tritonmq.core.replication import (
     CATCHUP_CHUNK,
     MAX_INFLIGHT_ENTRIES,
     BackupCore,
+    DedupFeed,
     PrimaryCore,
     Rejected,
 )
@@ -587,6 +595,61 @@ def test_a_follower_that_missed_purged_records_still_dedups_a_late_retry_once_el
     assert y.log.last_ts == x.log.last_ts, "the retry was stored twice"
     py.purge({}, forget=py.commit_ts)  # the dedup window passed on the new primary too
     assert y.log.lookup(b"u3") is None
+
+
+def test_a_follower_sent_its_dedup_state_in_pages_gets_no_entry_and_no_isr_before_the_last() -> (
+    None
+):
+    """2,000,000 purged uuids in one ``leader`` answer held the primary's event loop 3 to
+    6 s (building and framing them, replication.md R7). They go a page per
+    acknowledgement; the follower gets no entry before the last page, and is not counted
+    in sync before it has them all (elected without them, it would store a retry again)."""
+    x = primary("x", "xy", members="xy", min_insync=1)
+    x.dedup_page = 2
+    x.publish("prod", 1, "chat", recs("u1", "u2", "u3", "u4", "u5"))
+    x.isr_changed(state(1, "x", "x", 1))
+    x.purge({"chat": x.commit_ts}, forget=0)
+    x.publish("prod", 2, "chat", recs("u6"))
+    y = BackupCore(GroupLog(), 1)
+    lead = x.attach("y", "boot-y", 1, [], 0, 1.0)
+    assert isinstance(lead, Leader) and lead.reset and lead.more and len(lead.dedup) == 2
+    y.on_leader(repl.decode_repl(repl.enc_leader(lead)))  # type: ignore[arg-type]
+    assert x.pump("y") == [], "nothing more before the leader answer is acknowledged"
+    assert not replicates(x.publish("prod", 3, "chat", recs("u7"))), "nor new entries"
+    handed = [u for _, u, _ in lead.dedup]
+    out = x.acked("y", 1, y.log.last_ts, 1.1)
+    while True:
+        [page] = [a.page for a in out if isinstance(a, ReplicateDedup)]
+        assert not [a for a in out if isinstance(a, ProposeIsr)] and not x.followers["y"].confirmed
+        y.on_dedup(repl.decode_repl(repl.enc_dedup(page)))  # type: ignore[arg-type]
+        handed += [u for _, u, _ in page.dedup]
+        if not page.more:
+            break
+        assert not replicates(out)
+        out = x.acked("y", 1, y.log.last_ts, 1.2)
+    assert sorted(handed) == [b"u1", b"u2", b"u3", b"u4", b"u5"]
+    assert replicates(out) == [({"y"}, 6, 7)], "the entries follow the last page"
+    proposed = [a for a in run(x, {"y": y}, out, 1.3) if isinstance(a, ProposeIsr)]
+    assert [a.isr for a in proposed] == [("x", "y")]
+    assert all(y.log.lookup(f"u{n}".encode()) for n in range(1, 8))
+
+
+def test_a_dedup_feed_hands_every_purged_uuid_after_the_point_once_whatever_the_page() -> None:
+    log = GroupLog()
+    log.slots = 64
+    for n in range(1, 9):
+        log.append_new("a" if n % 2 else "b", f"u{n}".encode(), None, b"v", None)
+    log.purge("a", 8)
+    log.purge("b", 8)
+    want = sorted((t, u, s) for s, d in log.purged_by_slot.items() for t, u in d if t > 3)
+    assert [ts for ts, _, _ in want] == [4, 5, 6, 7, 8]
+    for size in (1, 2, 3, 100):
+        feed, got = DedupFeed(log, 3), []
+        while not feed.done:
+            page = feed.page(size)
+            assert len(page) <= size
+            got.extend(page)
+        assert sorted(got) == want, size
 
 
 def test_a_follower_that_starts_by_reset_joins_the_isr_only_after_it_acked_the_reset() -> None:

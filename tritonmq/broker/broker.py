@@ -46,7 +46,9 @@ from tritonmq.core.actions import (
     ReadState,
     RegisterSubscription,
     Replicate,
+    ReplicateDedup,
     SendCommitted,
+    SendDedup,
     SendEntries,
     SendError,
     SendFetched,
@@ -363,6 +365,8 @@ class Broker:
                     websockets.broadcast(links, data)
                 case SendLeader(link=link, leader=leader):
                     self.send(link, repl.enc_leader(leader))
+                case SendDedup(link=link, page=page):
+                    self.send(link, repl.enc_dedup(page))
                 case SendPurge(links=links, purge=purge):
                     if links:
                         websockets.broadcast(links, repl.enc_purge(purge))
@@ -436,7 +440,7 @@ class Broker:
                     self.tasks.spawn(ask, f"handover-{a.slot}")
                 case SendHandover(link=link, pairs=pairs):
                     self.send(link, repl.enc_handover_pairs(pairs))
-                case Replicate() | ProposeIsr():
+                case Replicate() | ReplicateDedup() | ProposeIsr():
                     raise AssertionError(f"BrokerCore never returns {a!r}")
                 case _:
                     assert_never(a)

@@ -40,6 +40,7 @@ from tritonmq.wire.frames import (
     REPL_SUBPROTOCOL,
     Append,
     Challenge,
+    DedupPage,
     ErrorCode,
     Follow,
     HandoverAsk,
@@ -188,7 +189,7 @@ async def follow(
                         err = codec.decode_broker(data)
                         report(LinkEnd.REJECTED, detail=f"{err.get('code')}: {err.get('message')}")
                         break
-                    if isinstance(frame, Leader | Append | Purge | SharedState):
+                    if isinstance(frame, Leader | DedupPage | Append | Purge | SharedState):
                         feed(PrimaryFrame(follow_id, frame, time.monotonic()))
             report(LinkEnd.CLOSED, clean=True)
         except asyncio.CancelledError:

@@ -14,6 +14,7 @@ from typing import Any, TypeAlias
 
 from tritonmq.core.group import GroupState, Member
 from tritonmq.wire.frames import (
+    DedupPage,
     ErrorCode,
     Follow,
     HandoverPairs,
@@ -65,6 +66,14 @@ class Replicate:
     followers: tuple[str, ...]
     start: int
     end: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicateDedup:
+    """Send follower ``follower`` the next page of the dedup state it starts with."""
+
+    follower: str
+    page: DedupPage
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +221,14 @@ class SendLeader:
 
 
 @dataclass(frozen=True, slots=True)
+class SendDedup:
+    """A later page of the ``leader`` answer's dedup state, on ``link``."""
+
+    link: Any
+    page: DedupPage
+
+
+@dataclass(frozen=True, slots=True)
 class SendPurge:
     links: tuple[Any, ...]
     purge: Purge
@@ -354,6 +371,7 @@ Action: TypeAlias = (
     SendPubAck
     | SendError
     | Replicate
+    | ReplicateDedup
     | ProposeIsr
     | Deliver
     | RegisterSubscription
@@ -369,6 +387,7 @@ Action: TypeAlias = (
     | CloseConn
     | SendEntries
     | SendLeader
+    | SendDedup
     | SendPurge
     | SendShared
     | CloseLink
@@ -384,5 +403,6 @@ Action: TypeAlias = (
     | AskHandover
     | SendHandover
 )
-"""Everything the cores return. BrokerCore never returns Replicate or ProposeIsr (the
-PrimaryCore's internal requests): it turns them into SendEntries and ProposeState."""
+"""Everything the cores return. BrokerCore never returns Replicate, ReplicateDedup or
+ProposeIsr (the PrimaryCore's internal requests): it turns them into SendEntries,
+SendDedup and ProposeState."""

@@ -53,6 +53,8 @@ from tritonmq.core.actions import (
     ReadState,
     RegisterSubscription,
     Replicate,
+    ReplicateDedup,
+    SendDedup,
     SendEntries,
     SendError,
     SendPurge,
@@ -145,7 +147,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.members: dict[str, Member] = {}
         self.slots: SlotMap | None = None
         self.moves = SlotMoves(
-            cfg.group, cluster_secret, cfg.handover_page
+            cfg.group, cluster_secret, cfg.dedup_page
         )  # slots' histories, move steps
         self.readers = SlotReaders(self.moves)  # readers of moved slots: which era, when on
         self.viewed = False
@@ -306,6 +308,10 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 links = tuple(self.links[f] for f in a.followers if f in self.links)
                 if links:
                     out.append(SendEntries(links, p.epoch, p.commit_ts, a.start, a.end))
+            elif type(a) is ReplicateDedup:
+                link = self.links.get(a.follower)
+                if link is not None:
+                    out.append(SendDedup(link, a.page))
             elif type(a) is ProposeIsr:
                 out.extend(self._propose_isr(p, a))
             else:
@@ -359,6 +365,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             now=now,
             max_bytes=self.cfg.max_bytes,
             dedup_max=self.cfg.dedup_max,
+            dedup_page=self.cfg.dedup_page,
             catchup_chunk=self.catchup_chunk,
         )
         self.primary = p

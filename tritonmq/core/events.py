@@ -20,6 +20,7 @@ from tritonmq.core.slots import SlotMap
 from tritonmq.wire.frames import (
     Append,
     ClientFrame,
+    DedupPage,
     Follow,
     HandoverAsk,
     HandoverPairs,
@@ -91,7 +92,7 @@ class FollowerGone:
 @dataclass(frozen=True, slots=True)
 class PrimaryFrame:
     follow_id: int
-    frame: Leader | Append | Purge | SharedState
+    frame: Leader | DedupPage | Append | Purge | SharedState
     now: float
 
 

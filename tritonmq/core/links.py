@@ -37,6 +37,7 @@ from tritonmq.core.roles import FollowLink, Role
 from tritonmq.errors import ReplicationError
 from tritonmq.wire.frames import (
     Append,
+    DedupPage,
     ErrorCode,
     Follow,
     Leader,
@@ -286,7 +287,12 @@ class ReplicationLinks:
                     out.append(
                         LogLine(L.WARNING, f"truncated {cut} entries not in epoch {f.epoch}")
                     )
+                if frame.more:  # the next dedup page comes once this one is acknowledged
+                    out.append(SendToPrimary(f.id, ReplAck(f.epoch, b.log.last_ts)))
                 return out
+            if isinstance(frame, DedupPage):
+                b.on_dedup(frame)
+                return [SendToPrimary(f.id, ReplAck(f.epoch, b.log.last_ts))] if frame.more else []
             if isinstance(frame, Append):
                 ts = b.on_append(frame)
                 self.commit_ts = max(self.commit_ts, b.commit_ts)

@@ -176,6 +176,7 @@ class GroupLog:
         "uuids",
         "purged_by_slot",
         "purged_count",
+        "purged_max",
         "slots",
         "epochs",
         "bytes",
@@ -200,6 +201,9 @@ class GroupLog:
         # before it: UNKNOWN_SLOT, which every handover carries).
         self.purged_by_slot: dict[int, deque[tuple[int, bytes]]] = {}
         self.purged_count = 0
+        # at or above every ts in purged_by_slot: a follower caught up past it lacks none
+        # of them, and is not walked through millions to find that out
+        self.purged_max = 0
         self.slots = 0
         self.epochs: list[tuple[int, int]] = []
         self.bytes = 0  # what the retained records cost in memory
@@ -405,6 +409,7 @@ class GroupLog:
         self.uuids = {}
         self.purged_by_slot = {}
         self.purged_count = 0
+        self.purged_max = 0
         self.bytes = 0
         self.records = 0
         self.epochs = [e for e in self.epochs if e[1] < base_ts]
@@ -444,6 +449,7 @@ class GroupLog:
             purged.append((rec[0], rec[1]))
             freed += memory_size(rec, record_size(rec))
         self.purged_count += len(gone)
+        self.purged_max = max(self.purged_max, gone[-1][0])
         self.bytes -= freed
         self.records -= len(gone)
         if not t.records:
@@ -499,12 +505,6 @@ class GroupLog:
         got = self.purged_by_slot
         return tuple(sorted([*got.get(slot, ()), *got.get(UNKNOWN_SLOT, ())]))
 
-    def dedup_after(self, ts: int) -> tuple[tuple[int, bytes, int], ...]:
-        """(ts, uuid, slot) of purged records after ``ts`` that still deduplicate."""
-        return tuple(
-            (p[0], p[1], slot) for slot, d in self.purged_by_slot.items() for p in d if p[0] > ts
-        )
-
     def adopt_dedup(self, purged: Sequence[tuple[int, bytes, int]]) -> None:
         """Remember uuids of records purged before we saw them (the primary's dedup state),
         each under the slot the primary kept it in."""
@@ -515,8 +515,16 @@ class GroupLog:
                 uuids[u] = ts
                 fresh.setdefault(slot, []).append((ts, u))
         for slot, pairs in fresh.items():
-            self.purged_by_slot[slot] = deque(sorted([*self.purged_by_slot.get(slot, ()), *pairs]))
+            pairs.sort()
+            held = self.purged_by_slot.get(slot)
+            if held is None:
+                self.purged_by_slot[slot] = deque(pairs)
+            elif not held or held[-1] <= pairs[0]:
+                held.extend(pairs)  # a later page of one slot's: not the whole slot sorted again
+            else:
+                self.purged_by_slot[slot] = deque(sorted([*held, *pairs]))
             self.purged_count += len(pairs)
+            self.purged_max = max(self.purged_max, pairs[-1][0])
 
     def adopt_epochs(self, after_ts: int, primary_epochs: Sequence[tuple[int, int]]) -> None:
         """Keep our history up to ``after_ts`` (where we agree), take the primary's after it."""

@@ -24,12 +24,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tritonmq.core.actions import Action, ProposeIsr, Replicate, SendError, SendPubAck
+from tritonmq.core.actions import (
+    Action,
+    ProposeIsr,
+    Replicate,
+    ReplicateDedup,
+    SendError,
+    SendPubAck,
+)
 from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog, divergence, pub_memory
 from tritonmq.core.slothistory import Position
 from tritonmq.errors import LogGap, StaleEpoch
-from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord, Purge
+from tritonmq.wire.frames import Append, DedupPage, ErrorCode, Leader, PubRecord, Purge
 
 MAX_INFLIGHT_ENTRIES = 20_000
 CATCHUP_CHUNK = 5_000  # the default of PrimaryCore's ``catchup_chunk``
@@ -42,13 +49,23 @@ class FollowerProgress:
     ``confirmed`` is False for a follower that starts by reset until its first
     acknowledgement: until it has applied the reset its log is not what ``acked``
     says, so it may not join the ISR. ``acked`` itself starts at the reset point
-    (the in-flight allowance and the commit point count from there).
+    (the in-flight allowance and the commit point count from there). ``feed``: the
+    dedup state it is still to be sent, a page per acknowledgement, before any entry;
+    it is not confirmed before it has it all (elected without it, it would store a
+    retry again).
     """
 
-    __slots__ = ("id", "boot", "sent", "acked", "last_progress", "confirmed")
+    __slots__ = ("id", "boot", "sent", "acked", "last_progress", "confirmed", "feed")
 
     def __init__(
-        self, id: str, boot: str, position: int, now: float, *, confirmed: bool = True
+        self,
+        id: str,
+        boot: str,
+        position: int,
+        now: float,
+        *,
+        confirmed: bool = True,
+        feed: DedupFeed | None = None,
     ) -> None:
         self.id = id
         self.boot = boot
@@ -56,6 +73,39 @@ class FollowerProgress:
         self.acked = position
         self.last_progress = now
         self.confirmed = confirmed
+        self.feed = feed
+
+
+class DedupFeed:
+    """The purged uuids after ``after`` a follower is to be sent, a page at a time: each
+    slot's deque copied as it was (a copy in C), cut and filtered a page per call."""
+
+    __slots__ = ("after", "parts", "slot", "pos")
+
+    def __init__(self, log: GroupLog, after: int) -> None:
+        self.after = after
+        held = log.purged_by_slot.items() if log.purged_max > after else ()
+        self.parts = [(slot, list(d)) for slot, d in held]
+        self.slot = 0  # index into parts
+        self.pos = 0  # index into that slot's uuids
+
+    @property
+    def done(self) -> bool:
+        return self.slot >= len(self.parts)
+
+    def page(self, size: int) -> tuple[tuple[int, bytes, int], ...]:
+        """The next (ts, uuid, slot) after ``after``, from at most ``size`` looked at."""
+        out: list[tuple[int, bytes, int]] = []
+        after, budget = self.after, size
+        while budget > 0 and self.slot < len(self.parts):
+            slot, pairs = self.parts[self.slot]
+            chunk = pairs[self.pos : self.pos + budget]
+            out.extend((ts, u, slot) for ts, u in chunk if ts > after)
+            budget -= len(chunk)
+            self.pos += len(chunk)
+            if self.pos >= len(pairs):
+                self.slot, self.pos = self.slot + 1, 0
+        return tuple(out)
 
 
 class SlotOrigins(Protocol):
@@ -93,6 +143,7 @@ class PrimaryCore:
         max_bytes: int = 1 << 62,
         dedup_max: int = 2_000_000,
         catchup_chunk: int = CATCHUP_CHUNK,
+        dedup_page: int = 100_000,
     ) -> None:
         if state.start_ts != log.last_ts + 1:
             raise ValueError("the epoch must start right after the primary's log end")
@@ -111,6 +162,7 @@ class PrimaryCore:
         # Entries per catch-up append; a parameter so that the simulator, whose logs are a
         # few dozen entries, can make a catch-up take several appends (issue 6, bug 1).
         self.catchup_chunk = catchup_chunk
+        self.dedup_page = dedup_page  # purged uuids a frame, to a follower that lacks them
         # The new epoch's start: a follower joins the ISR only once it holds everything
         # before it (the Kafka leader-epoch rule), whatever commit point we inherited.
         self.start_ts = state.start_ts
@@ -260,7 +312,9 @@ class PrimaryCore:
         ready = tuple(
             f.id
             for f in self.followers.values()
-            if f.sent == first_new - 1 and last - f.acked <= MAX_INFLIGHT_ENTRIES
+            if f.sent == first_new - 1
+            and last - f.acked <= MAX_INFLIGHT_ENTRIES
+            and f.feed is None  # its dedup state first
         )
         for fid in ready:
             self.followers[fid].sent = last
@@ -363,23 +417,40 @@ class PrimaryCore:
             reset
         ):  # it lacks records we have purged (acknowledged by everyone): start it at our base
             agree = self.log.base_ts - 1
+        # Records it will never see (purged) still deduplicate there, should it be elected:
+        # a page with the answer, later pages (if any) one per acknowledgement.
+        feed = DedupFeed(self.log, -1 if reset else agree)
+        dedup = feed.page(self.dedup_page)
+        more = not feed.done
         # A follower that truncates already holds everything up to ``agree``. One that
         # starts by reset holds nothing of it until it has applied our answer: it may not
-        # join the ISR before its first ack (a heartbeat or the next entries bring one).
-        self.followers[fid] = FollowerProgress(fid, boot, agree, now, confirmed=not reset)
+        # join the ISR before its first ack (a heartbeat or the next entries bring one),
+        # nor one still to be sent dedup pages.
+        self.followers[fid] = FollowerProgress(
+            fid, boot, agree, now, confirmed=not reset and not more, feed=feed if more else None
+        )
         self.absent_since.pop(fid, None)
-        # Records it will never see (purged) still deduplicate there, should it be elected.
-        dedup = self.log.dedup_after(-1 if reset else agree)
         purged = self.log.purge_points()
-        return Leader(self.epoch, agree, list(self.log.epochs), reset, dedup, purged)
+        return Leader(self.epoch, agree, list(self.log.epochs), reset, dedup, purged, more)
 
     def detach(self, fid: str, now: float) -> None:
         if self.followers.pop(fid, None) is not None:
             self.absent_since[fid] = now
 
-    def pump(self, fid: str) -> list[Action]:
-        """Send a lagging follower its next chunk, within its in-flight allowance."""
+    def pump(self, fid: str, acked: bool = False) -> list[Action]:
+        """Send a lagging follower its next chunk, within its in-flight allowance; one
+        still to be sent dedup pages gets the next one instead (``acked``: the last one
+        was acknowledged), and entries only after the last."""
         f = self.followers.get(fid)
+        if f is not None and f.feed is not None:
+            if not acked:
+                return []
+            page = f.feed.page(self.dedup_page)
+            more = not f.feed.done
+            if more:
+                return [ReplicateDedup(fid, DedupPage(self.epoch, page, True))]
+            f.feed = None
+            return [ReplicateDedup(fid, DedupPage(self.epoch, page)), *self.pump(fid)]
         last = self.log.last_ts
         if f is None or f.sent >= last or f.sent - f.acked >= MAX_INFLIGHT_ENTRIES:
             return []
@@ -395,9 +466,9 @@ class PrimaryCore:
         if ts > f.acked:
             f.acked = min(ts, f.sent)
             f.last_progress = now
-        f.confirmed = True
+        f.confirmed = f.feed is None
         out = self._advance_commit()
-        out.extend(self.pump(fid))
+        out.extend(self.pump(fid, acked=True))
         if self.proposal is None:
             p = self._maybe_admit(f)
             if p is not None:
@@ -564,6 +635,14 @@ class BackupCore:
         if ap.commit > self.commit_ts:
             self.commit_ts = min(ap.commit, self.log.last_ts)
         return self.log.last_ts
+
+    def on_dedup(self, page: DedupPage) -> None:
+        """A later page of the leader answer's dedup state (the purged uuids we lack)."""
+        if page.epoch != self.epoch:
+            raise StaleEpoch(f"dedup page from epoch {page.epoch}, we follow {self.epoch}")
+        if not self.synced:
+            raise LogGap("dedup page before the follow handshake")
+        self.log.adopt_dedup(page.dedup)
 
     def on_purge(self, p: Purge) -> None:
         """Purge in step with the primary (it never purges past what ZooKeeper holds)."""

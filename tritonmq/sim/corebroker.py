@@ -30,7 +30,9 @@ from tritonmq.core.actions import (
     ReadState,
     RegisterSubscription,
     Replicate,
+    ReplicateDedup,
     SendCommitted,
+    SendDedup,
     SendEntries,
     SendError,
     SendFetched,
@@ -141,7 +143,7 @@ class SimCoreBroker:
             ephemeral_grace=params.grace,
             shared_resume_hold_s=params.shared_hold,
             dedup_window_s=params.dedup_window,
-            handover_page=3,  # a handover of more pairs comes in pages, as a hot slot's
+            dedup_page=3,  # more uuids come in pages (a handover, a reset), as millions do
             offset_interval=params.offset_interval,
         )
         self.me = Member(name, name, boot)
@@ -391,6 +393,8 @@ class SimCoreBroker:
                 entries, published = self.core.entries_for(start, end) if start <= end else ([], [])
                 frame = Append(epoch, commit, start, entries, tuple(published))
                 out.extend(Send(link, frame) for link in links)
+            case SendDedup(link=link, page=page):
+                out.append(Send(link, page))
             case SendLeader(link=link, leader=leader):
                 out.append(Send(link, leader))
                 out.append(
@@ -449,7 +453,7 @@ class SimCoreBroker:
                 out.append(Note(message))
             case Stopped():
                 pass
-            case Replicate() | ProposeIsr():
+            case Replicate() | ReplicateDedup() | ProposeIsr():
                 raise AssertionError(f"BrokerCore never returns {a!r}")
             case SendSubInfo() | DeleteSubscription() | SendStats():
                 raise AssertionError(f"simulated clients send no admin ops: {a!r}")

@@ -563,6 +563,19 @@ class Leader:
     # catches up over purged entries (``None``) never learns their topics otherwise, and
     # once elected would let a reader resuming below them skip them silently (S6)
     purged: tuple[tuple[str, int], ...] = ()
+    # ``dedup`` is the first page: ``dedup`` frames follow, each acknowledged, before any entry
+    more: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DedupPage:
+    """A later page of the ``leader`` answer's ``dedup`` (millions of uuids in one frame
+    held the primary's event loop for seconds); ``more``: another follows, once this one
+    is acknowledged (a ``rack`` of the follower's last ts)."""
+
+    epoch: int
+    dedup: tuple[tuple[int, bytes, int], ...]
+    more: bool = False
 
 
 # ``(first ts, last ts)``: every record of one topic with a ts in that range
@@ -616,6 +629,7 @@ ReplFrame: TypeAlias = (
     | ReplAck
     | SharedAck
     | Leader
+    | DedupPage
     | Purge
     | SharedState
     | Challenge

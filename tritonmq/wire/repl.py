@@ -17,6 +17,7 @@ from tritonmq.wire.fields import bin_field, int_field, published_pairs, str_fiel
 from tritonmq.wire.frames import (
     Append,
     Challenge,
+    DedupPage,
     Entry,
     Follow,
     HandoverAsk,
@@ -148,7 +149,10 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             obj.get("reset") is True,
             _dedup(obj.get("dedup", ())),
             _topic_points(obj.get("purged", ()), "purged"),
+            obj.get("more") is True,
         )
+    if op == "dedup":
+        return DedupPage(int_field(obj, "epoch"), _dedup(obj.get("dedup")), obj.get("more") is True)
     if op == "handover":
         return HandoverAsk(
             str_field(obj, "group", max_len=MAX_NAME_LEN),
@@ -278,6 +282,15 @@ def enc_leader(lead: Leader) -> bytes:
         frame["dedup"] = lead.dedup
     if lead.purged:
         frame["purged"] = lead.purged
+    if lead.more:
+        frame["more"] = True
+    return _packb(frame)
+
+
+def enc_dedup(page: DedupPage) -> bytes:
+    frame: dict[str, Any] = {"op": "dedup", "epoch": page.epoch, "dedup": page.dedup}
+    if page.more:
+        frame["more"] = True
     return _packb(frame)
 
 
