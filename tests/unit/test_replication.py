@@ -26,7 +26,7 @@ from tritonmq.core.replication import (
 )
 from tritonmq.errors import LogGap, StaleEpoch
 from tritonmq.wire import repl
-from tritonmq.wire.frames import Append, ErrorCode, Leader, PubRecord
+from tritonmq.wire.frames import Append, DedupPage, ErrorCode, Leader, PubRecord
 
 BOOTS = {m: f"boot-{m}" for m in "abcdxy"}
 LAG = 5.0
@@ -75,11 +75,20 @@ def replicates(actions: Sequence[Action]) -> list[tuple[set[str], int, int]]:
 def run(
     p: PrimaryCore, backups: Mapping[str, BackupCore], actions: Iterable[Action], now: float = 0.0
 ) -> list[Action]:
-    """Carry Replicates over the codec to the backups, feed acks back; return other actions."""
+    """Carry Replicates and dedup pages over the codec to the backups, feed acks back;
+    return other actions."""
     out: list[Action] = []
     queue = list(actions)
     while queue:
         a = queue.pop(0)
+        if isinstance(a, ReplicateDedup) and a.follower in backups:
+            page = repl.decode_repl(repl.enc_dedup(a.page))
+            assert isinstance(page, DedupPage)
+            b = backups[a.follower]
+            b.on_dedup(page)
+            if page.more:
+                queue += p.acked(a.follower, page.epoch, b.log.last_ts, now)
+            continue
         if not isinstance(a, Replicate):
             out.append(a)
             continue
@@ -632,6 +641,29 @@ def test_a_follower_sent_its_dedup_state_in_pages_gets_no_entry_and_no_isr_befor
     proposed = [a for a in run(x, {"y": y}, out, 1.3) if isinstance(a, ProposeIsr)]
     assert [a.isr for a in proposed] == [("x", "y")]
     assert all(y.log.lookup(f"u{n}".encode()) for n in range(1, 8))
+
+
+def test_records_purged_before_a_catching_up_follower_was_sent_them_still_dedup_there() -> None:
+    """Found while paging the dedup state: the primary purged committed records a follower
+    still catching up had not been sent; they reached it as ``None``, without their uuids,
+    and it joined the ISR; elected, it stored a late retry again. Their uuids go to it
+    first now, as a dedup page before the entries."""
+    x = primary("x", "xy", members="xy", min_insync=1)
+    x.catchup_chunk = 1
+    x.publish("prod", 0, "keep", recs("k0"))
+    x.publish("prod", 1, "chat", recs("u1", "u2", "u3"))
+    x.isr_changed(state(1, "x", "x", 1))
+    y = BackupCore(GroupLog(), 1)
+    y.on_leader(repl.decode_repl(repl.enc_leader(attach(x, "y"))))  # type: ignore[arg-type]
+    first = x.pump("y")  # ts 1, a chunk of one
+    x.purge({"chat": x.commit_ts}, forget=0)  # ts 2..4, not sent to y yet
+    proposed = [a for a in run(x, {"y": y}, first, 1.1) if isinstance(a, ProposeIsr)]
+    assert [a.isr for a in proposed] == [("x", "y")] and y.log.last_ts == 4
+    st = state(2, "y", "y", y.log.last_ts + 1)
+    py = PrimaryCore("y", y.log, st, min_insync=1, lag_timeout=LAG, commit_ts=0, now=2.0)
+    assert py.publish("prod", 7, "chat", recs("u2")) + py.tick(2.1) == [
+        SendPubAck("prod", 7, (3,))
+    ], "the retry was stored again"
 
 
 def test_a_dedup_feed_hands_every_purged_uuid_after_the_point_once_whatever_the_page() -> None:

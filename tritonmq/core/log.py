@@ -14,6 +14,7 @@ import heapq
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 from tritonmq.core.slots import slot_of
@@ -428,6 +429,14 @@ class GroupLog:
             elif ts > self.freed.get(topic, 0):
                 self.freed[topic] = ts
                 heapq.heappush(self.freed_order, (ts, topic))
+
+    def purged_tail(self, topic: str, n: int) -> tuple[int, list[tuple[int, bytes]]]:
+        """The slot of ``topic`` and the (ts, uuid) of its ``n`` records purged last (by
+        the :meth:`purge` just done: they end their slot's list)."""
+        slot = slot_of(topic, self.slots) if self.slots else UNKNOWN_SLOT
+        tail = list(islice(reversed(self.purged_by_slot.get(slot, ())), n))
+        tail.reverse()
+        return slot, tail
 
     def purge(self, topic: str, upto: int) -> int:
         """Drop ``topic``'s records with ``ts <= upto``; returns how many. Their uuids stay

@@ -78,13 +78,14 @@ class FollowerProgress:
 
 class DedupFeed:
     """The purged uuids after ``after`` a follower is to be sent, a page at a time: each
-    slot's deque copied as it was (a copy in C), cut and filtered a page per call."""
+    slot's deque copied as it was (a copy in C), cut and filtered a page per call; and
+    those purged later before it was sent them (:meth:`add`). ``log`` None: only those."""
 
     __slots__ = ("after", "parts", "slot", "pos")
 
-    def __init__(self, log: GroupLog, after: int) -> None:
+    def __init__(self, log: GroupLog | None, after: int) -> None:
         self.after = after
-        held = log.purged_by_slot.items() if log.purged_max > after else ()
+        held = log.purged_by_slot.items() if log is not None and log.purged_max > after else ()
         self.parts = [(slot, list(d)) for slot, d in held]
         self.slot = 0  # index into parts
         self.pos = 0  # index into that slot's uuids
@@ -92,6 +93,9 @@ class DedupFeed:
     @property
     def done(self) -> bool:
         return self.slot >= len(self.parts)
+
+    def add(self, slot: int, pairs: list[tuple[int, bytes]]) -> None:
+        self.parts.append((slot, pairs))
 
     def page(self, size: int) -> tuple[tuple[int, bytes, int], ...]:
         """The next (ts, uuid, slot) after ``after``, from at most ``size`` looked at."""
@@ -571,10 +575,17 @@ class PrimaryCore:
         records up to that ``ts`` (the caller's dedup window; never earlier, whatever
         the count: memory is bounded by refusing writes, see ``dedup_max``).
         """
-        done = [(t, min(ts, self.commit_ts)) for t, ts in upto.items()]
-        # Each topic's newest record purged, not the bound asked for: a backup that holds
-        # none of them (caught up over them as ``None``) remembers exactly that (S6).
-        done = [(t, self.log.last_purged(t)) for t, ts in done if self.log.purge(t, ts)]
+        lagging = [f for f in self.followers.values() if f.sent < self.commit_ts]
+        done = []
+        for t, ts in upto.items():
+            n = self.log.purge(t, min(ts, self.commit_ts))
+            if not n:
+                continue
+            # Each topic's newest record purged, not the bound asked for: a backup that
+            # holds none of them (caught up over them as ``None``) remembers that (S6).
+            done.append((t, self.log.last_purged(t)))
+            if lagging:
+                self._send_purged_uuids(lagging, *self.log.purged_tail(t, n))
         forget = min(forget, self.commit_ts)
         if forget > self._forgot:
             self.log.forget_uuids_upto(forget)
@@ -582,6 +593,20 @@ class PrimaryCore:
         elif not done:
             return None
         return Purge(self.epoch, done, self._forgot)
+
+    def _send_purged_uuids(
+        self, followers: Sequence[FollowerProgress], slot: int, pairs: list[tuple[int, bytes]]
+    ) -> None:
+        """Purged records a catching-up follower was not sent yet reach it as ``None``:
+        their uuids go to it first, with its dedup pages, or elected it would store a
+        retry of one again (R6). Not in sync, it is not confirmed before it has them."""
+        for f in followers:
+            missed = [p for p in pairs if p[0] > f.sent]
+            if missed:
+                if f.feed is None:
+                    f.feed = DedupFeed(None, -1)
+                f.feed.add(slot, missed)
+                f.confirmed = False
 
 
 def _eras(
