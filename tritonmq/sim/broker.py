@@ -18,6 +18,7 @@ from tritonmq.core.actions import (
     ProposeIsr,
     RegisterSubscription,
     Replicate,
+    ReplicateDedup,
     SendError,
     SendPubAck,
 )
@@ -55,7 +56,18 @@ from tritonmq.sim.node import (
     ZkWatch,
 )
 from tritonmq.sim.zkmodel import Outcome, SessionState, ZkCreate, ZkList, ZkSet, Znode
-from tritonmq.wire.frames import Ack, Append, ErrorCode, Follow, Leader, Pub, Purge, ReplAck, Sub
+from tritonmq.wire.frames import (
+    Ack,
+    Append,
+    DedupPage,
+    ErrorCode,
+    Follow,
+    Leader,
+    Pub,
+    Purge,
+    ReplAck,
+    Sub,
+)
 
 DEAD_AFTER_REFUSALS = 3
 DEAD_AFTER_SECONDS = 0.1
@@ -482,6 +494,12 @@ class SimBroker:
                 if cut:
                     out.append(Note(f"truncated {cut} entries"))
                 self.backoff = 0.05
+                if msg.more:
+                    out.append(Send(conn, ReplAck(self.following[1], core.log.last_ts)))
+            elif isinstance(msg, DedupPage):
+                core.on_dedup(msg)
+                if msg.more:
+                    out.append(Send(conn, ReplAck(self.following[1], core.log.last_ts)))
             elif isinstance(msg, Append):
                 ts = core.on_append(msg)
                 self.commit_ts = core.commit_ts
@@ -658,6 +676,9 @@ class SimBroker:
                     for f in followers:
                         if f in self.repl_links:
                             out.append(Send(self.repl_links[f], frame))
+            case ReplicateDedup(follower=f, page=page):
+                if f in self.repl_links:
+                    out.append(Send(self.repl_links[f], page))
             case Deliver(conn=conn, sid=sid, topic=topic, records=records):
                 out.append(Send(conn, Delivered(sid, topic, tuple(records))))
             case SendError(conn=conn, code=code, message=message, id=pub_id):
