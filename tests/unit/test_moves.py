@@ -52,7 +52,14 @@ from tritonmq.core.handover import (
 from tritonmq.core.log import GroupLog
 from tritonmq.core.moves import SlotMoves
 from tritonmq.core.peerauth import handover_proof
-from tritonmq.core.slothistory import Position, SlotHistory, begin_move, complete, roll_back, seal
+from tritonmq.core.slothistory import (
+    Position,
+    SlotHistory,
+    begin_move,
+    complete,
+    roll_back,
+    seal,
+)
 from tritonmq.core.slots import SlotMap, slot_of
 from tritonmq.wire.frames import (
     Append,
@@ -386,6 +393,38 @@ def ask_frame(
 ) -> HandoverAsk:
     proof = handover_proof(secret, nonce, "g2", "x", "boot-x", 0, until)
     return HandoverAsk("g2", "x", "boot-x", 0, until, proof, after)
+
+
+def test_a_retry_straddling_two_moves_is_answered_at_the_third_group() -> None:
+    """Simulator seed 357 of ``--groups 4 --moves 8 --faults 8 --refusals --check-whole``:
+    a record stored in era 0 (g1) whose producer had no puback retried after the slot
+    moved to g2 and then to g0; g2's handover carried only its own era's uuids, and g0
+    stored the record again. g2 forwards what it was handed (era 0's) with its own."""
+    x = leading("x", "g2")
+    [ask] = only(view(x, sealed_to_g2(), 0.2), AskHandover)
+    out = x.handle(
+        HandoverAnswered(ask.request, HandoverPairs(0, 2, ((1, b"u1"), (2, b"u2"))), 0.3)
+    )
+    [step] = only([*out, *x.handle(Tick(0.4))], ProposeSlotStep)
+    done = complete(sealed_to_g2()[0], "g2")
+    x.handle(SlotStepDone(step.request, CasOutcome.OK, done, 0.5))
+    view(x, (done, SlotHistory("g1")), 0.6)
+    pub(x, 1, T0, "n1", now=0.7)  # era 1's own record
+    x.handle(Tick(0.8))
+    sealed = seal(begin_move(done, "g0"), "g2", x.log.last_ts)
+    view(x, (sealed, SlotHistory("g1")), 0.9)
+    asked = HandoverAsked("l", ask_frame(None, b"n", x.log.last_ts, 0), 1.0, b"n")
+    [ans] = only(x.handle(asked), SendHandover)
+    assert ans.pairs.earlier == ((0, ((1, b"u1"), (2, b"u2"))),)
+    y = leading("y", "g0")
+    [ask] = only(view(y, (sealed, SlotHistory("g1")), 1.1), AskHandover)
+    out = y.handle(HandoverAnswered(ask.request, ans.pairs, 1.2))
+    [step] = only([*out, *y.handle(Tick(1.3))], ProposeSlotStep)
+    y.handle(SlotStepDone(step.request, CasOutcome.OK, complete(sealed, "g0"), 1.4))
+    view(y, (complete(sealed, "g0"), SlotHistory("g1")), 1.5)
+    [ack] = only(pub(y, 9, T0, "u1", "n1", now=1.6), SendPubAck)
+    assert ack.eras == (0, 1) and ack.ts[0] == 1, "each stored once, where it was"
+    assert not y.log.topics.get(T0), "nothing stored again"
 
 
 def test_a_hot_slot_is_handed_over_a_page_at_a_time_and_completes_after_the_last_page() -> None:

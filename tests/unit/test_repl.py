@@ -109,6 +109,9 @@ def test_a_handover_ask_round_trips(frame: HandoverAsk) -> None:
         st.lists(st.tuples(ids, uuids), max_size=8).map(tuple),
         st.none() | ids,
         st.booleans(),
+        st.lists(
+            st.tuples(ids, st.lists(st.tuples(ids, uuids), max_size=3).map(tuple)), max_size=2
+        ).map(tuple),
     )
 )
 def test_handover_pairs_round_trip(frame: HandoverPairs) -> None:

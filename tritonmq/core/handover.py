@@ -59,6 +59,14 @@ def handover_page_uuid(slot: int, era: int, until: int, after: int, last: int) -
     )
 
 
+def handover_forward_uuid(slot: int, era: int, until: int) -> bytes:
+    """The entry uuid of an earlier era's uuids forwarded with the handover sealed at
+    ``until`` (one per era and handover)."""
+    return f"tritonmq handover of slot {slot} era {era} forwarded at {until} ".encode().ljust(
+        _UUID_LEN, b"."
+    )
+
+
 def entry_slot_era(uuid: bytes) -> tuple[int, int]:
     """(slot, era) of a handover entry's uuid (either kind)."""
     words = uuid.split()

@@ -43,6 +43,7 @@ from tritonmq.core.handover import (
     HandedOver,
     encode_entry,
     entry_slot_era,
+    handover_forward_uuid,
     handover_page,
     handover_page_uuid,
     handover_pairs,
@@ -351,6 +352,19 @@ class SlotMoves:
             return [LogLine(L.INFO, f"slot {n}: no broker of {h.owner} handed over; asking again")]
         more = got.more and got.after is not None
         last = got.pairs[-1][0] if more else 0
+        out: list[Action] = []
+        for era, pairs in got.earlier if not more else ():
+            if era >= h.era or not pairs:
+                continue
+            # forwarded: a retry of an older era's record must be recognised here too
+            fwd = handover_forward_uuid(n, era, got.until)
+            written = p.append_internal(
+                HANDOVER_TOPIC, fwd, encode_entry(n, era, pairs), ev.wall_ms
+            )
+            if written is None:
+                self.ask_after[n] = ev.now + ASK_AGAIN_S
+                return [LogLine(L.INFO, f"slot {n}: cannot write the handover now; asking again")]
+            out.extend(written)
         uuid = (
             handover_page_uuid(n, h.era, got.until, after, last)
             if more
@@ -363,7 +377,7 @@ class SlotMoves:
             self.ask_after[n] = ev.now + ASK_AGAIN_S
             return [LogLine(L.INFO, f"slot {n}: cannot write the handover now; asking again")]
         note = f"slot {n}: {len(got.pairs)} uuid(s) handed over by {h.owner}"
-        out: list[Action] = [*written, LogLine(L.INFO, note)]
+        out += [*written, LogLine(L.INFO, note)]
         if more:  # the next page, as its own event: our loop serves others between pages
             self.paged[n] = last
             self._requests += 1
@@ -394,14 +408,28 @@ class SlotMoves:
             return [CloseLink(ev.link, msg, ErrorCode.UNAVAILABLE)]
         if f.after is None:  # an earlier version's ask: every pair at once
             pairs = handover_pairs(log, f.slot, len(hs), f.until)
-            return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, pairs))]
+            earlier = self._forwarded(log, f.slot, hs[f.slot], f.until)
+            return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, pairs, earlier=earlier))]
         key = (f.slot, f.until)
         if self._answering is None or self._answering[0] != key or f.after == 0:
             # selected once per handover (a first page asks afresh): what we forget of
             # the slot meanwhile is handed over still, and deduplicates a little longer
             self._answering = (key, handover_pairs(log, f.slot, len(hs), f.until))
         page, more = handover_page(self._answering[1], f.after, self.page)
-        return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, page, f.after, more))]
+        fwd = () if more else self._forwarded(log, f.slot, hs[f.slot], f.until)
+        return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, page, f.after, more, fwd))]
+
+    def _forwarded(
+        self, log: GroupLog, n: int, h: SlotHistory, until: int
+    ) -> tuple[tuple[int, tuple[tuple[int, bytes], ...]], ...]:
+        """(era, pairs) of the eras before the one we sealed at ``until`` that we were
+        handed and still hold (their entries leave our log at the forget point)."""
+        era = next((e.era for e in h.history if e.group == self.group and e.until == until), h.era)
+        return tuple(
+            (e, tuple(sorted((ts, u) for u, ts in uuids.items())))
+            for _, slot, e, uuids in self.handed(log).batches
+            if slot == n and e < era and uuids
+        )
 
 
 def _sealed_by(h: SlotHistory, group: str, until: int) -> bool:

@@ -278,6 +278,9 @@ class HandoverPairs:
     pairs: tuple[tuple[int, bytes], ...]
     after: int | None = None
     more: bool = False
+    # on the last page: (era, pairs) of earlier eras this group was itself handed over and
+    # still deduplicates, forwarded: a retry straddling two moves is still recognised
+    earlier: tuple[tuple[int, tuple[tuple[int, bytes], ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,14 @@ def _pairs(raw: Any) -> tuple[tuple[int, bytes], ...]:
     return raw
 
 
+def _earlier(raw: Any) -> tuple[tuple[int, tuple[tuple[int, bytes], ...]], ...]:
+    if not isinstance(raw, tuple) or not all(
+        type(e) is tuple and len(e) == 2 and type(e[0]) is int and e[0] >= 0 for e in raw
+    ):
+        raise MalformedFrame("'earlier' must be an array of [era, pairs]")
+    return tuple((era, _pairs(pairs)) for era, pairs in raw)
+
+
 def _opt_after(obj: Any) -> int | None:
     return None if obj.get("after") is None else int_field(obj, "after")
 
@@ -170,6 +178,7 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             _pairs(obj.get("pairs")),
             _opt_after(obj),
             obj.get("more") is True,
+            _earlier(obj.get("earlier", ())),
         )
     raise UnknownOp(f"unknown replication op {op[:40]!r}")
 
@@ -315,4 +324,6 @@ def enc_handover_pairs(h: HandoverPairs) -> bytes:
         frame["after"] = h.after
     if h.more:
         frame["more"] = True
+    if h.earlier:
+        frame["earlier"] = h.earlier
     return _packb(frame)
