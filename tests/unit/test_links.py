@@ -43,7 +43,7 @@ from tritonmq.core.events import (
     ZkView,
 )
 from tritonmq.errors import ErrorCode
-from tritonmq.wire.frames import Follow, From, Pub, Purge, ReplAck, Sub
+from tritonmq.wire.frames import Ack, Follow, From, Pub, Purge, ReplAck, Sub
 
 # --- the follow handshake ----------------------------------------------------------
 
@@ -125,6 +125,45 @@ def test_a_primary_keeps_what_a_follower_purged_while_a_subscriber_of_its_own_ho
     [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.5)), SendToPrimary)
     assert not only(a.handle(FollowerFrame("link-b2", hello.frame, 0.5)), SendPurge)
     assert a.log.topics["t"].first_ts() == 1, "not purged under a reader"
+
+
+def lacking_follower() -> tuple[BrokerCore, BrokerCore]:
+    """a's unnamed subscriber s holds t's ts 1, 2, which b purged (a's purge frame to b
+    only, as an earlier primary's would be); b follows a again, lacking them."""
+    a = leading(isr="ab", live="ab", min_insync=1, ephemeral_grace=0.0, offset_interval=0.1)
+    b = following(me="b", primary="a", isr="ab", live="ab", min_insync=1)
+    assert b.follow is not None
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.1)), SendToPrimary)
+    replicate(a, b, a.handle(FollowerFrame(LINK_B, hello.frame, 0.1)), 0.1)
+    a.handle(ClientFrameIn("s", Sub(1, "t", None, From.EARLIEST), 0.15))
+    replicate(a, b, a.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2")), 0.2)), 0.2)
+    b.handle(PrimaryFrame(b.follow.id, Purge(1, [("t", 2)], 0), 0.3))
+    b.handle(LinkEvent(b.follow.id, LinkEnd.CLOSED, 0.4))
+    a.handle(ClientFrameIn("s", Sub(2, "t2", None, From.EARLIEST), 0.4))  # a's log moves on
+    [hello] = only(b.handle(LinkEvent(b.follow.id, LinkEnd.CONNECTED, 0.5)), SendToPrimary)
+    replicate(a, b, a.handle(FollowerFrame(LINK_B, hello.frame, 0.5)), 0.5)
+    return a, b
+
+
+def test_a_follower_lacking_records_a_reader_of_ours_holds_is_out_of_the_isr_until_we_purge() -> (
+    None
+):
+    """Simulator seed 317 of ``--groups 4 --moves 8 --faults 8 --refusals --check-whole``:
+    g0b1 purged g0.m up to 34 as primary; g0b2, elected without that purge, created a
+    shared subscription at ``earliest`` and handed 29..34 to a member; g0b1 followed it
+    and was in sync; elected, it had none of them and the offset was stored past them.
+    A follower lacking records we keep for a reader is no in-sync replica until we
+    purged them too."""
+    a, b = lacking_follower()
+    [prop] = only(a.handle(Tick(1.0)), ProposeState)
+    assert prop.state.isr == ("a",) and "lacks" in prop.reason
+    a.handle(CasDone(prop.request, CasOutcome.OK, replace(prop.state, version=2), 1.0))
+    assert a.primary is not None and a.primary.isr == {"a"}
+    assert not only(a.handle(Tick(1.5)), ProposeState), "not back while it lacks them"
+    a.handle(ClientFrameIn("s", Ack(1, 2), 1.6))  # the reader lets go; a purges them
+    rest = replicate(a, b, a.handle(Tick(2.0)), 2.0)  # the purge; b acknowledges its beat
+    [prop] = only([*rest, *a.handle(Tick(3.0))], ProposeState)
+    assert prop.state.isr == ("a", "b") and a.log.last_purged("t") == 2
 
 
 def purged_primary_and_follower(**cfg: object) -> tuple[BrokerCore, BrokerCore]:

@@ -116,6 +116,7 @@ class ReplicationLinks:
         out.append(SendLeader(link, res))
         out.append(LogLine(L.INFO, f"{frame.id} follows from ts {res.truncate_to}"))
         out.extend(self._purge_as_follower(p, frame.purged, res.truncate_to))
+        p.purged_by(frame.id, frame.purged, res.truncate_to)
         # Our shared state before any append: whatever admits it to the ISR later comes
         # after it on this link, so no in-sync backup lacks it (S8).
         out.extend(self._send_shared(p))

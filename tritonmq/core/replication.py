@@ -55,7 +55,7 @@ class FollowerProgress:
     retry again).
     """
 
-    __slots__ = ("id", "boot", "sent", "acked", "last_progress", "confirmed", "feed")
+    __slots__ = ("id", "boot", "sent", "acked", "last_progress", "confirmed", "feed", "lacking")
 
     def __init__(
         self,
@@ -74,6 +74,9 @@ class FollowerProgress:
         self.last_progress = now
         self.confirmed = confirmed
         self.feed = feed
+        # (topic, ts): records it purged (under another primary) that we still hold, for a
+        # reader of ours; it is no in-sync replica while it lacks any (S3)
+        self.lacking: tuple[tuple[str, int], ...] = ()
 
 
 class DedupFeed:
@@ -479,11 +482,37 @@ class PrimaryCore:
                 out.append(p)
         return out
 
+    def purged_by(self, fid: str, points: Sequence[tuple[str, int]], kept: int) -> None:
+        """Follower ``fid`` purged ``points`` (topic, newest ts) under another primary and
+        keeps its log up to ``kept``; what of that we still hold, it lacks."""
+        f = self.followers.get(fid)
+        if f is not None:
+            f.lacking = tuple((t, min(ts, kept)) for t, ts in points)
+            self._lacks(f)
+
+    def _lacks(self, f: FollowerProgress) -> bool:
+        """Does ``f`` lack records we hold? (Points we purged past since are dropped.)"""
+        if not f.lacking:
+            return False
+        topics = self.log.topics
+        f.lacking = tuple(
+            (t, ts)
+            for t, ts in f.lacking
+            if (tl := topics.get(t)) is not None
+            and (first := tl.first_ts()) is not None
+            and first <= ts
+        )
+        return bool(f.lacking)
+
     def _maybe_admit(self, f: FollowerProgress) -> ProposeIsr | None:
         """A follower that holds everything committed and everything before our epoch's
         start joins the ISR (counted at once). Our commit point alone is not enough: a new
-        primary inherits it from its backup role, possibly behind what was acknowledged."""
+        primary inherits it from its backup role, possibly behind what was acknowledged.
+        Nor is holding them: one that purged records we keep for a reader waits until we
+        purged them too (S3; elected without them, it would lose them for that reader)."""
         if f.id in self.isr or self.members.get(f.id) != f.boot or not f.confirmed:
+            return None
+        if self._lacks(f):
             return None
         if f.acked < max(self.commit_ts, self.start_ts - 1):
             return None
@@ -519,6 +548,8 @@ class PrimaryCore:
                     since = self.absent_since.setdefault(m, now)
                     if now - since > self.lag_timeout:
                         reason = f"{m} has not followed for {now - since:.1f}s"
+                elif self._lacks(f):
+                    reason = f"{m} lacks records it purged under another primary that we keep"
                 elif f.acked >= last:
                     f.last_progress = now
                 elif now - f.last_progress > self.lag_timeout:
