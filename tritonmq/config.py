@@ -11,6 +11,8 @@ from typing import Any
 
 from tritonmq.errors import ConfigError
 
+DEDUP_PAGE = 100_000  # BrokerConfig.dedup_page's default, the cores' too
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
@@ -39,9 +41,8 @@ class BrokerConfig:
     topic_retention: dict[str, float] = dataclasses.field(default_factory=dict)
     dedup_window_s: float = 60.0
     dedup_max: int = 2_000_000
-    dedup_page: int = (
-        100_000  # uuids a frame when a broker hands another its dedup state (about 4 MB)
-    )
+    # uuids a frame when a broker hands another its dedup state (about 4 MB)
+    dedup_page: int = DEDUP_PAGE
     max_bytes: int = 1024 * 1024 * 1024
     offset_interval: float = 0.2
     # a new primary that got no shared-subscription state from the old one (or whose members

@@ -146,9 +146,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.state: GroupState | None = None
         self.members: dict[str, Member] = {}
         self.slots: SlotMap | None = None
-        self.moves = SlotMoves(
-            cfg.group, cluster_secret, cfg.dedup_page
-        )  # slots' histories, move steps
+        # slots' histories, move steps
+        self.moves = SlotMoves(cfg.group, cluster_secret, cfg.dedup_page)
         self.readers = SlotReaders(self.moves)  # readers of moved slots: which era, when on
         self.viewed = False
         self.primary: PrimaryCore | None = None

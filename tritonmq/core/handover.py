@@ -44,9 +44,7 @@ def handover_uuid(slot: int, era: int, until: int) -> bytes:
     dedup table makes a repeated handover (a new primary after a crash, M7) find the entry
     it already has, while a move sealed again after a roll back (same era, a later seal
     point, more records) is handed over afresh."""
-    return f"tritonmq handover of slot {slot} era {era} until {until} ".encode().ljust(
-        _UUID_LEN, b"."
-    )
+    return _entry_uuid(slot, era, f"until {until}")
 
 
 def handover_page_uuid(slot: int, era: int, until: int, after: int, last: int) -> bytes:
@@ -54,17 +52,19 @@ def handover_page_uuid(slot: int, era: int, until: int, after: int, last: int) -
     pairs above ``after`` up to ``last``. A new primary handed the same page again (M7)
     finds the entry it already has; one the old group answers differently since (it
     forgot uuids meanwhile) is written afresh, so no pair of it is skipped."""
-    return f"tritonmq handover of slot {slot} era {era} until {until} after {after} to {last} ".encode().ljust(
-        _UUID_LEN, b"."
-    )
+    return _entry_uuid(slot, era, f"until {until} after {after} to {last}")
 
 
 def handover_forward_uuid(slot: int, era: int, until: int) -> bytes:
     """The entry uuid of an earlier era's uuids forwarded with the handover sealed at
     ``until`` (one per era and handover)."""
-    return f"tritonmq handover of slot {slot} era {era} forwarded at {until} ".encode().ljust(
-        _UUID_LEN, b"."
-    )
+    return _entry_uuid(slot, era, f"forwarded at {until}")
+
+
+def _entry_uuid(slot: int, era: int, rest: str) -> bytes:
+    """Longer than any client uuid (at most 64 bytes), so no client record collides; its
+    slot and era are its 5th and 7th words (:func:`entry_slot_era`)."""
+    return f"tritonmq handover of slot {slot} era {era} {rest} ".encode().ljust(_UUID_LEN, b".")
 
 
 def entry_slot_era(uuid: bytes) -> tuple[int, int]:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tritonmq.config import DEDUP_PAGE
 from tritonmq.core.actions import (
     Action,
     AskHandover,
@@ -133,7 +134,7 @@ class Origins:
 class SlotMoves:
     """The histories of the latest view, and this broker's steps in the moves they show."""
 
-    def __init__(self, group: str, secret: bytes | None, page: int = 100_000) -> None:
+    def __init__(self, group: str, secret: bytes | None, page: int = DEDUP_PAGE) -> None:
         self.group = group
         self.secret = secret
         self.page = page  # pairs per handover answer
@@ -352,32 +353,28 @@ class SlotMoves:
             return [LogLine(L.INFO, f"slot {n}: no broker of {h.owner} handed over; asking again")]
         more = got.more and got.after is not None
         last = got.pairs[-1][0] if more else 0
+        # on the last page, older eras' uuids forwarded (a retry of an older era's record
+        # must be recognised here too), then the entry whose commit completes the move
+        entries = [
+            (handover_forward_uuid(n, era, got.until), era, pairs)
+            for era, pairs in (got.earlier if not more else ())
+            if era < h.era and pairs
+        ]
+        if more:
+            entries.append((handover_page_uuid(n, h.era, got.until, after, last), h.era, got.pairs))
+        else:
+            entries.append((handover_uuid(n, h.era, got.until), h.era, got.pairs))
         out: list[Action] = []
-        for era, pairs in got.earlier if not more else ():
-            if era >= h.era or not pairs:
-                continue
-            # forwarded: a retry of an older era's record must be recognised here too
-            fwd = handover_forward_uuid(n, era, got.until)
+        for uuid, era, pairs in entries:
             written = p.append_internal(
-                HANDOVER_TOPIC, fwd, encode_entry(n, era, pairs), ev.wall_ms
+                HANDOVER_TOPIC, uuid, encode_entry(n, era, pairs), ev.wall_ms
             )
             if written is None:
                 self.ask_after[n] = ev.now + ASK_AGAIN_S
                 return [LogLine(L.INFO, f"slot {n}: cannot write the handover now; asking again")]
             out.extend(written)
-        uuid = (
-            handover_page_uuid(n, h.era, got.until, after, last)
-            if more
-            else handover_uuid(n, h.era, got.until)
-        )
-        written = p.append_internal(
-            HANDOVER_TOPIC, uuid, encode_entry(n, h.era, got.pairs), ev.wall_ms
-        )
-        if written is None:
-            self.ask_after[n] = ev.now + ASK_AGAIN_S
-            return [LogLine(L.INFO, f"slot {n}: cannot write the handover now; asking again")]
         note = f"slot {n}: {len(got.pairs)} uuid(s) handed over by {h.owner}"
-        out += [*written, LogLine(L.INFO, note)]
+        out.append(LogLine(L.INFO, note))
         if more:  # the next page, as its own event: our loop serves others between pages
             self.paged[n] = last
             self._requests += 1

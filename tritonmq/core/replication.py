@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tritonmq.config import DEDUP_PAGE
 from tritonmq.core.actions import (
     Action,
     ProposeIsr,
@@ -150,7 +151,7 @@ class PrimaryCore:
         max_bytes: int = 1 << 62,
         dedup_max: int = 2_000_000,
         catchup_chunk: int = CATCHUP_CHUNK,
-        dedup_page: int = 100_000,
+        dedup_page: int = DEDUP_PAGE,
     ) -> None:
         if state.start_ts != log.last_ts + 1:
             raise ValueError("the epoch must start right after the primary's log end")
