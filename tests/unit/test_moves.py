@@ -427,6 +427,25 @@ def test_a_retry_straddling_two_moves_is_answered_at_the_third_group() -> None:
     assert not y.log.topics.get(T0), "nothing stored again"
 
 
+def test_a_group_the_slot_came_back_to_hands_its_older_eras_records_in_their_own_era() -> None:
+    """g1 held slot 0 in era 0 (to ts 1) and, after g2's era 1, again in era 2; sealing era
+    2 it hands over every retained record of the slot. A retry of era 0's record at the
+    next group is answered with era 0, where it was stored, not with era 2."""
+    back = complete(seal(begin_move(complete(sealed_to_g2(1)[0], "g2"), "g1"), "g2", 7), "g1")
+    sealed = seal(begin_move(back, "g3"), "g1", 3)
+    x = leading("x", "g3", dedup_page=1)
+    [ask] = only(view(x, (sealed, SlotHistory("g1")), 0.2), AskHandover)
+    page = HandoverPairs(0, 3, ((1, b"u1"),), 0, True)  # a page of era 0's record alone
+    [nxt] = only(x.handle(HandoverAnswered(ask.request, page, 0.3)), AskHandover)
+    out = x.handle(HandoverAnswered(nxt.request, HandoverPairs(0, 3, ((3, b"u3"),), 1), 0.4))
+    [step] = only([*out, *x.handle(Tick(0.5))], ProposeSlotStep)
+    x.handle(SlotStepDone(step.request, CasOutcome.OK, complete(sealed, "g3"), 0.6))
+    view(x, (complete(sealed, "g3"), SlotHistory("g1")), 0.7)
+    [ack] = only(pub(x, 9, T0, "u1", "u3", now=0.8), SendPubAck)
+    assert (ack.eras, ack.ts) == ((0, 2), (1, 3))
+    assert not x.log.topics.get(T0), "nothing stored again"
+
+
 def test_a_hot_slot_is_handed_over_a_page_at_a_time_and_completes_after_the_last_page() -> None:
     """One slot's 2,000,000 uuids in one frame and one entry held the new primary's event
     loop about 3 s and each replica's 1.4 s (replication.md M2.3): they go a page at a

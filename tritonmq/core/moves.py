@@ -360,10 +360,20 @@ class SlotMoves:
             for era, pairs in (got.earlier if not more else ())
             if era < h.era and pairs
         ]
+        # the old group's records of an era it held before this one (the slot came back
+        # to it) keep their own era: a retry of one is answered with where it was stored
+        eras: dict[int, list[tuple[int, bytes]]] = {}
+        for pair in got.pairs:
+            eras.setdefault(_era_in(h, pair[0]), []).append(pair)
+        own = tuple(eras.pop(h.era, ()))
+        entries.extend(
+            (handover_page_uuid(n, era, got.until, after, last), era, tuple(pairs))
+            for era, pairs in sorted(eras.items())
+        )
         if more:
-            entries.append((handover_page_uuid(n, h.era, got.until, after, last), h.era, got.pairs))
+            entries.append((handover_page_uuid(n, h.era, got.until, after, last), h.era, own))
         else:
-            entries.append((handover_uuid(n, h.era, got.until), h.era, got.pairs))
+            entries.append((handover_uuid(n, h.era, got.until), h.era, own))
         out: list[Action] = []
         for uuid, era, pairs in entries:
             written = p.append_internal(
@@ -427,6 +437,12 @@ class SlotMoves:
             for _, slot, e, uuids in self.handed(log).batches
             if slot == n and e < era and uuids
         )
+
+
+def _era_in(h: SlotHistory, ts: int) -> int:
+    """The era of the sealing group's record at ``ts`` (the sealed one if no other)."""
+    era = h.era_of(h.owner, ts)
+    return h.era if era is None else era
 
 
 def _sealed_by(h: SlotHistory, group: str, until: int) -> bool:
