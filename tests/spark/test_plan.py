@@ -90,7 +90,7 @@ def test_an_earliest_range_skips_to_the_first_retained_record_and_is_not_needed(
 
 
 def test_commit_points_acknowledge_up_to_the_last_ts_of_the_batch() -> None:
-    assert commit_points(off({"g1": 21, "g2": 1}), TOPICS) == [("a", 20, None), ("b", 20, None)]
+    assert commit_points(off({"g1": 21, "g2": 1}), TOPICS) == [("a", 20, "g1"), ("b", 20, "g1")]
 
 
 def test_resolve_start() -> None:
@@ -219,7 +219,7 @@ def test_a_moved_topic_is_committed_at_every_group_that_held_an_era_in_its_own_t
     assert commit_points(end, TOPICS, {"a": MOVED}) == [
         ("a", 60, "g1"),
         ("a", 30, "g2"),
-        ("c", 69, None),
+        ("c", 69, "g2"),
     ]
 
 

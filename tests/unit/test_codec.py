@@ -576,6 +576,8 @@ def test_any_msgpack_value_only_raises_protocol_errors(value: Any) -> None:
         {"op": "commit", "id": 1, "topic": "t", "subscription": "s"},
         {"op": "commit", "id": 1, "topic": "t", "subscription": "", "ts": 3},
         {"op": "commit", "id": 1, "topic": "t", "subscription": "s", "ts": -1},
+        {"op": "commit", "id": 1, "topic": "t", "subscription": "s", "ts": 3, "group": 7},
+        {"op": "commit", "id": 1, "topic": "t", "subscription": "s", "ts": 3, "group": ""},
         {"op": "fetch", "id": 1, "topic": "t", "from": 1, "to": 2, "skip_purged": 1},
     ],
 )

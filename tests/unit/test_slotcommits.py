@@ -38,7 +38,8 @@ NO_GRACE = {"ephemeral_grace": 0.0}  # purge from the start: nothing unnamed to 
 
 
 def commit(c: BrokerCore, rid: int, ts: int, now: float) -> list[Action]:
-    return c.handle(ClientFrameIn("spark", Commit(rid, T0, "q", ts), now))
+    """A commit of ``c``'s own ts, naming its group, as Spark's source sends them."""
+    return c.handle(ClientFrameIn("spark", Commit(rid, T0, "q", ts, c.cfg.group), now))
 
 
 def purged(out: Sequence[Action]) -> dict[str, int]:
@@ -159,3 +160,24 @@ def test_a_commit_at_the_old_group_while_the_move_runs_creates_no_subscription()
     pub(c, 1, T0, "u1", "u2")
     view(c, sealed(2), 0.2)
     assert only(commit(c, 2, 1, 0.3), SendCommitted) == [SendCommitted("spark", 2, 1, 2)]
+
+
+def test_a_commit_naming_no_group_at_a_group_that_no_longer_owns_the_topic_is_re_routed() -> None:
+    """``commit()`` without ``group=`` means the owner's ts. Sent on a stale map to the
+    group the slot left, it used to be read in that group's ts and answered with an empty
+    success; now WRONG_GROUP names the owner, and nothing changes here. One naming another
+    group's ts is a client's mistake: BAD_REQUEST."""
+    c = leading("a", **NO_GRACE)
+    [reg] = only(commit(c, 1, 0, 0.1), RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "q", reg.offset, 0.1))
+    pub(c, 1, T0, "u1", "u2")
+    view(c, completed(2), 0.2)
+    [err] = c.handle(ClientFrameIn("app", Commit(2, T0, "q", 2), 0.3))
+    assert isinstance(err, SendError)
+    assert (err.code, err.id, err.group) == (ErrorCode.WRONG_GROUP, 2, "g2")
+    assert c.delivery.durables[(T0, "q")].offset == 0, "nothing acknowledged here"
+    [err] = c.handle(ClientFrameIn("app", Commit(3, T0, "q", 2, "g2"), 0.3))
+    assert isinstance(err, SendError)
+    assert (err.code, err.id) == (ErrorCode.BAD_REQUEST, 3)
+    out = c.handle(ClientFrameIn("app", Commit(4, T0, "q", 2, "g1"), 0.4))
+    assert only(out, SendCommitted) and c.delivery.durables[(T0, "q")].offset == 2

@@ -504,12 +504,14 @@ class Client:
 
         Registers the subscription if it does not exist (so the broker keeps every later
         record for it); never lowers its offset. Returns ``(offset, head)``: the offset
-        now and the group's commit point (its newest committed ts). ``group``: ``ts`` is
+        now and the group's commit point (its newest committed ts). Without ``group``,
+        ``ts`` is the topic's owner's: a group that no longer owns it (the client's map was
+        stale) answers WRONG_GROUP and the commit goes to the owner. ``group``: ``ts`` is
         that group's, which held an era of the topic's moved slot (:meth:`slot_history`):
         it acknowledges the subscription if it serves it at such an era, up to the era's
         seal point (docs/replication.md M5), else changes nothing.
         """
-        frame = Commit(0, topic, subscription, ts)
+        frame = Commit(0, topic, subscription, ts, group)
         got = await (self._ask(frame) if group is None else self._link(group).request(frame))
         if not isinstance(got, frames.Committed):
             raise ProtocolError(f"commit answered with {type(got).__name__}")

@@ -88,8 +88,11 @@ class ClientFrames:
             return None
         if isinstance(frame, Pub | Sub) and self.moves.history_of(frame.topic) is not None:
             return None  # the slot moved: its history decides (M2, M4, M8)
-        if isinstance(frame, Fetch | Commit) and self.moves.serves_fetch(frame.topic):
-            return None  # our own ts of an era we held (a commit: core/slotcommits.py)
+        named = isinstance(frame, Fetch) or (isinstance(frame, Commit) and frame.group is not None)
+        if named and self.moves.serves_fetch(frame.topic):
+            # our own ts of an era we held (a commit: core/slotcommits.py); a commit naming
+            # no group is of the owner's ts, and one sent here on a stale map re-routes
+            return None
         g = self.slots.group_of(frame.topic)
         return g if g != self.cfg.group else None
 
@@ -104,6 +107,9 @@ class ClientFrames:
             return [refused]
         if (bad_name := limits.check_names(conn, frame, self.caps)) is not None:
             return [bad_name]
+        if isinstance(frame, Commit) and frame.group not in (None, self.cfg.group):
+            msg = f"the commit is of group {frame.group}'s ts; this is group {self.cfg.group}"
+            return [SendError(conn, ErrorCode.BAD_REQUEST, msg, id=frame.id)]
         if isinstance(frame, Pub | Sub | Fetch | Commit | SubDelete | SubReset | Presence) and (
             owner := self._other_owner(frame)
         ):

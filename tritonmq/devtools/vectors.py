@@ -88,6 +88,7 @@ CLIENT: list[tuple[str, ClientFrame]] = [
     ("fetch", Fetch(9, "chat.lobby", 100, 200, 50)),
     ("fetch skip purged", Fetch(10, "chat.lobby", 0, 2**53 - 1, 10_000, True)),
     ("commit", Commit(11, "chat.lobby", "alice", 150)),
+    ("commit of a named group's ts", Commit(19, "chat.lobby", "spark-9f3c", 150, "g2")),
     ("subdel", SubDelete(12, "chat.lobby", "alice", True)),
     ("subreset to ts", SubReset(13, "chat.lobby", "alice", 99, False)),
     ("subreset to earliest", SubReset(14, "chat.lobby", "alice", From.EARLIEST, True)),

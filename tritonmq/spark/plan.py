@@ -186,16 +186,18 @@ def commit_points(
     end: Offset,
     topics: Mapping[str, str],
     histories: Mapping[str, SlotHistory] | None = None,
-) -> list[tuple[str, int, str | None]]:
+) -> list[tuple[str, int, str]]:
     """(topic, ts, group) to acknowledge the query's subscription at once ``end`` is
-    processed; group None: the topic's owner. A topic in ``histories`` (its slot moved) is
+    processed, each named by the group whose ts it is (the owner may change before the
+    commit reaches it: a ts sent without its group would be read in the new owner's ts;
+    the commit names it, docs/protocol.md ``commit``). A topic in ``histories`` (its slot moved) is
     acknowledged at every group that held an era of it up to the one ``end`` was planned
     in, each in its own ts: an earlier era to its seal point, that era to the batch's end.
     The subscription is stored at one era, and only that era's group writes its offset and
     hands it on (docs/replication.md M5), so each group gets the query's position in its
     ts; one holding several eras, the furthest (it acknowledges the one it serves, up to
     that era's seal point). Older eras first: the group of the stored era hands it on."""
-    out: list[tuple[str, int, str | None]] = []
+    out: list[tuple[str, int, str]] = []
     for t in end.topics:
         h = (histories or {}).get(t)
         if h is not None:  # by era even if planned in era 0: the owner may have changed
@@ -204,7 +206,7 @@ def commit_points(
             continue
         g = topics.get(t)
         if g is not None and g in end.groups and end.groups[g] > 1:
-            out.append((t, end.groups[g] - 1, None))
+            out.append((t, end.groups[g] - 1, g))
     return out
 
 

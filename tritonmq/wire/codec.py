@@ -329,6 +329,7 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
             str_field(obj, "topic", max_len=MAX_TOPIC_LEN),
             str_field(obj, "subscription", max_len=MAX_NAME_LEN),
             int_field(obj, "ts"),
+            str_field(obj, "group", max_len=MAX_NAME_LEN, optional=True) or None,
         )
     if op in ("subdel", "subreset"):
         return _sub_admin(obj, op)
@@ -689,15 +690,16 @@ def enc_client(frame: ClientFrame) -> bytes:
             f["skip_purged"] = True
         return _packb(f)
     if isinstance(frame, Commit):
-        return _packb(
-            {
-                "op": "commit",
-                "id": frame.id,
-                "topic": frame.topic,
-                "subscription": frame.subscription,
-                "ts": frame.ts,
-            }
-        )
+        c: dict[str, Any] = {
+            "op": "commit",
+            "id": frame.id,
+            "topic": frame.topic,
+            "subscription": frame.subscription,
+            "ts": frame.ts,
+        }
+        if frame.group is not None:
+            c["group"] = frame.group
+        return _packb(c)
     if isinstance(frame, SubDelete | SubReset):
         a: dict[str, Any] = {
             "op": "subdel" if isinstance(frame, SubDelete) else "subreset",

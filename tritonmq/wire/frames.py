@@ -147,12 +147,15 @@ class Fetch:
 class Commit:
     """Acknowledge a durable subscription up to ``ts`` without consuming (Spark's commit).
 
-    Registers the subscription if it is missing; never lowers its offset."""
+    Registers the subscription if it is missing; never lowers its offset. ``group``: the
+    group whose ``ts`` it is, when the committer says so (a moved slot's earlier era); None:
+    the topic's owner's, and a group that does not own it answers WRONG_GROUP."""
 
     id: int
     topic: str
     subscription: str
     ts: int
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
