@@ -185,6 +185,7 @@ class GroupLog:
         "_head",
         "_deleted",
         "records",
+        "cuts",
     )
 
     def __init__(self, base_ts: int = 1) -> None:
@@ -213,6 +214,9 @@ class GroupLog:
         # recorded once per batch by the primary and replicated, so every replica agrees.
         self.published: list[tuple[int, int]] = []
         self._head = 0  # entries before it are purged placeholders (see _compact)
+        # per topic, how many of its records truncations took: what reads a topic's new
+        # records from the last ts it saw knows whether that ts still holds what it saw
+        self.cuts: dict[str, int] = {}
         self._deleted = 0  # keys deleted from uuids, topics, freed since they were rebuilt
 
     @property
@@ -384,6 +388,7 @@ class GroupLog:
             t = self.topics[topic]
             self.bytes -= memory_size(rec, t.bytes_in(len(t.records) - 1, len(t.records)))
             self.records -= 1
+            self.cuts[topic] = self.cuts.get(topic, 0) + 1
             t.pop()
             if not t.records:
                 self.free_if_unused(topic)

@@ -151,7 +151,7 @@ class SlotMoves:
         self.ask_after: dict[int, float] = {}  # slot -> no new ask before this
         self._requests = 0
         self._table: HandedOver = HandedOver()
-        self._table_key: tuple[int, int, int] | None = None
+        self._table_key: tuple[int, int, int, int] | None = None
         self.fences = PubFences()
 
     # --- the view -------------------------------------------------------------------------
@@ -206,11 +206,12 @@ class SlotMoves:
     def handed(self, log: GroupLog) -> HandedOver:
         """The handed-over uuids our log holds, rebuilt only when its handover entries change."""
         t = log.topics.get(HANDOVER_TOPIC)
-        key = (len(t.records), t.records[0][0], t.records[-1][0]) if t and t.records else None
+        cut = log.cuts.get(HANDOVER_TOPIC, 0)  # entries a truncation took (never committed)
+        key = (len(t.records), t.records[0][0], t.records[-1][0], cut) if t and t.records else None
         old = self._table_key
         if key == old:
             return self._table
-        if key is None or old is None:
+        if key is None or old is None or key[3] != old[3]:
             self._table = table_of(log) if key is not None else HandedOver()
         elif key[1] == old[1] and key[2] > old[2]:
             self._table = table_of(log, self._table, old[2])  # the next pages: theirs only
