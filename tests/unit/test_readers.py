@@ -620,3 +620,37 @@ def test_a_roll_back_delivers_what_was_written_before_the_cap_was_lifted() -> No
     out = pub(c, 2, T0, "u3", now=0.45)  # committed while the caps still hold
     out += c.handle(Tick(0.5))
     assert sorted(delivered(out)) == [(0, 3), (0, 3)]
+
+
+def test_a_stored_hand_on_purges_nothing_of_a_later_era_we_hold_for_it() -> None:
+    """Slot 0: era 0 g2 (up to its ts 5), era 1 g1, era 2 g2 (from its ts 5), era 3 g1 (from
+    its ts 1). g1 hands `d` on to era 2 at that era's start, (2, 5): g2's ts. When the write
+    of that hand-on came back stored, g1 purged at once, before the tick that holds `d`
+    pending for era 3, holding only its offset, 5, in g1's ts: era 3's ts 2 and 3 went, which
+    `d` never received (simulator seeds 4588, `--groups 4`, and 6689, `--groups 3`, of
+    `--moves 10 --faults 10 --refusals --check-whole`: `g0.m purged up to 27 in g2; md never
+    received era 3 ts 22`)."""
+    g2_era0 = seal(begin_move(SlotHistory("g2"), "g1"), "g2", 5)
+    era1 = complete(g2_era0, "g1")
+    era2 = complete(seal(begin_move(era1, "g2"), "g1", 1), "g2")
+    era3 = complete(seal(begin_move(era2, "g1"), "g2", 5), "g1")
+    c = leading("a", ephemeral_grace=0.0)
+    [load] = only(view(c, (era1, SlotHistory("g1")), 0.1), LoadSubscriptions)
+    c.handle(SubscriptionsLoaded(load.request, [], 0.1))
+    [load] = only(sub(c, Sub(1, T0, "d", From.LATEST), now=0.2), LoadSubscriptions)
+    [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.2)), RegisterSubscription)
+    assert reg.era == 1
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.2))
+    pub(c, 1, T0, "u1", now=0.3)
+    c.handle(ClientFrameIn("reader", Ack(1, 1), 0.4))
+    [load] = only(view(c, (era3, SlotHistory("g1")), 0.5), LoadSubscriptions)
+    era_1 = {(T0, "d"): 1}
+    c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 1)], 0.5, eras=era_1))
+    pub(c, 2, T0, "u2", "u3", now=0.6)  # era 3's ts 2 and 3
+    [store] = only(c.handle(Tick(0.7)), StoreOffsets)
+    assert (store.offsets, store.eras) == (((T0, "d", 5),), (2,)), "handed on to era 2"
+    out = c.handle(OffsetsStored(store.offsets, True, 0.8, store.eras))
+    out += ticks(c, 1.0)
+    assert purged(out).get(T0, 0) <= 1, "era 3's records are kept for d"
+    d = c.delivery.durables[(T0, "d")]
+    assert (d.pending, d.era, d.stored_era) == (True, 3, 2)

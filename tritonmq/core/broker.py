@@ -622,6 +622,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self._storing = False
         if ev.ok:
             self.delivery.stored(ev.offsets, ev.eras)
+            self.readers.stored(self.delivery)  # a stored hand-on lets go before the purge
         if self.role is Role.STEPPING_DOWN:
             return self._finish_stop()
         p = self.primary
