@@ -42,6 +42,8 @@ from tritonmq.core.events import (
     LinkEnd,
     LinkEvent,
     PrimaryFrame,
+    SessionChanged,
+    SessionState,
     StopRequested,
     SubscriptionRegistered,
     SubscriptionsLoaded,
@@ -562,6 +564,30 @@ def test_a_durable_subscription_whose_registration_failed_is_registered_again() 
     c.handle(SubscriptionRegistered("t", "keep", 0, 2.3))
     assert only(c.handle(Tick(3.0)), RegisterSubscription) == [], "registered: done"
     assert c.delivery.durables[("t", "keep")].stored == 0
+
+
+def test_a_primary_without_a_connected_session_registers_no_subscription() -> None:
+    """Simulator, seed 7288 of --groups 3 --moves 10 --faults 10 --refusals --check-whole:
+    a primary cut from ZooKeeper (suspended) kept asking for the registration of `durable`;
+    its session expired, a successor loaded the subscriptions, and the last ask reached
+    ZooKeeper on the session opened after the old one expired, before the old primary heard
+    it was lost. The successor never knew of `durable` and purged past its offset. A primary
+    asks ZooKeeper for none while its session is not connected; back connected, it asks."""
+    c = leading(isr="a", live="a", min_insync=1)
+    c.handle(SessionChanged(SessionState.SUSPENDED, 0.1))
+    out = c.handle(ClientFrameIn("s1", Sub(1, "t", "keep", From.EARLIEST), 0.2))
+    assert only(out, RegisterSubscription) == [] and only(out, SendSubOk) == []
+    assert only(c.handle(Tick(0.8)), RegisterSubscription) == [], "suspended: not asked"
+    c.handle(SessionChanged(SessionState.CONNECTED, 1.0))
+    [reg] = only(c.handle(Tick(1.1)), RegisterSubscription)
+    assert (reg.topic, reg.name) == ("t", "keep")
+    c.handle(SubscriptionRegistered("t", "keep", None, 1.2))  # failed: asked again later
+    c.handle(SessionChanged(SessionState.SUSPENDED, 1.3))
+    assert only(c.handle(Tick(1.9)), RegisterSubscription) == [], "suspended again: not asked"
+    c.handle(SessionChanged(SessionState.LOST, 2.0))
+    c.handle(SessionChanged(SessionState.CONNECTED, 2.1))  # a new session, no longer primary
+    assert c.primary is None
+    assert only(c.handle(Tick(2.7)), RegisterSubscription) == [], "stepped down: never asked"
 
 
 def test_a_new_durable_sub_is_answered_only_once_zookeeper_holds_it() -> None:

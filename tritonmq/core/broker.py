@@ -242,7 +242,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         scan of the actions on the hot path (a client frame), as before."""
         if not any(type(a) is RegisterSubscription for a in actions):
             return actions
-        return self.registrations.issued(self.auth.owned(actions))
+        connected = self.session is SessionState.CONNECTED
+        return self.registrations.issued(self.auth.owned(actions), connected)
 
     def _registered_subs(
         self, topic: str, name: str, offset: int | None, now: float
@@ -659,7 +660,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             # again. Let our clients go to the new primary instead of waiting for that.
             return self._step_down("ZooKeeper unreachable for longer than the session timeout")
         out = self._primary_out(p, p.tick(now), now)
-        out.extend(self.registrations.due(now))  # failed ones, asked again
+        connected = self.session is SessionState.CONNECTED
+        out.extend(self.registrations.due(now, connected))  # failed ones, asked again
         out.extend(self.moves.plan(p, self.log, now, self._unregistered))
         out.extend(self.readers.check(self.delivery, self.presence, now, self._load_request))
         self.rates.tick(now)
