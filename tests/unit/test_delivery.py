@@ -725,3 +725,28 @@ def test_a_member_back_without_what_the_old_primary_said_it_held_waits_for_the_o
     _, late = failed_over(grace=10.0)
     assert resub(late, "b", 0.5, (), ()) == {}
     assert sorted(shared_ts(late.tick(8, 10.0))["b"]) == [1, 2, 3, 4]
+
+
+def test_a_new_primary_hands_out_nothing_above_an_ended_eras_seal_point_from_the_gap() -> None:
+    """A moved slot came back to us: `t`'s ts 1..3 are an ended era (sealed at 3), 4 and 5
+    a later era of ours. The old primary served `s` at the ended era, handed member a 1..3
+    and died; the new one's gap (what the old one may have handed out after its last
+    frame) runs to its epoch's start, over 4 and 5. Walked once a was back, it handed them
+    out as the ended era's (simulator seed 5471 of `--groups 3 --moves 10 --faults 10
+    --refusals --check-whole`: `g0s7 got g0.m ts 23 from g0 in era 2, outside the eras g0
+    held`, era 2 sealed at 15). Nor does a primary after it, which restores them from the
+    gap as free records, hand them out."""
+    log = make_log(ALL_T[:5])
+    old = Delivery(log, window=3, window_bytes=BIG)
+    old.subscribe("a", 1, "t", "s", From.EARLIEST, None, 3, mode=Mode.SHARED, member="ma")
+    old.durables[("t", "s")].until = 3
+    primary = old
+    for now in (0.0, 20.0):  # two failovers in a row
+        new = Delivery(log, window=3, window_bytes=BIG, grace=10.0, shared_hold=1.0)
+        new.mirror.adopt(SharedState(1, primary.shared_state()))
+        new.load([("t", "s", "shared", 0)], now=now, start_ts=6)
+        new.durables[("t", "s")].until = 3  # the readers cap it at its era's seal point
+        assert resub(new, "a", now + 0.5, (1, 2, 3), ()) == {}
+        assert shared_ts(new.tick(5, now + 11.0)) == {}, "a later era's records went out"
+        assert new.durables[("t", "s")].offset == 3
+        primary = new

@@ -130,6 +130,9 @@ class Durable:
         self.gap, self.gap_skip, self.gap_open = (0, -1), set(), True
 
     def low_watermark(self) -> int:
+        """Every record up to here is acknowledged; never past the era's seal point: a new
+        primary's cursor starts at its epoch's, and above the seal point lie a later era's
+        records of ours (the slot came back), which purge would take (M5)."""
         low = self.cursor
         if self.inflight:
             low = min(low, min(self.inflight))
@@ -139,7 +142,7 @@ class Durable:
             low = min(low, min(self.reserved))
         if self.gap[0] <= self.gap[1]:
             low = min(low, self.gap[0])
-        return low - 1
+        return low - 1 if self.until is None else min(low - 1, self.until)
 
     def hold(self) -> int:
         return self.offset if self.stored is None else min(self.stored, self.offset)
