@@ -79,6 +79,48 @@ def test_earliest_on_an_empty_topic_moves_no_durable_offset() -> None:
     assert d.offsets_to_store() is None
 
 
+def test_earliest_on_a_durable_declared_empty_moves_no_offset_over_other_topics() -> None:
+    """Simulator, seeds 2327, 2881, 3557, 4453 of ``--groups 4 --moves 10 --faults 10
+    --refusals --check-whole``: as seed 1340, but the topic's first records came while the
+    registration was on its way; attached at the oldest of them (ts 5), its offset jumped
+    over ts 3..4, other topics' records, and was stored though nothing was acknowledged."""
+    log = make_log(["x", "x"])
+    d = delivery(log)
+    d.declare("t", "keep", Mode.BROADCAST, From.EARLIEST, commit_ts=2)
+    for topic in ("x", "x", "t", "t"):
+        log.append_new(topic, b"n%d" % len(log), None, b"v", None)
+    d.registered("t", "keep", 2)
+    next_ts, frames = d.subscribe("c1", 1, "t", "keep", From.EARLIEST, None, commit_ts=6)
+    assert (next_ts, ts_of(frames)) == (3, [5, 6])  # the same records, from the offset on
+    assert d.durables[("t", "keep")].offset == 2
+    assert d.offsets_to_store() is None
+    d.ack("c1", 1, 6, commit_ts=6)
+    assert d.offsets_to_store() == StoreOffsets((("t", "keep", 6),))
+
+
+@pytest.mark.parametrize("found_by", ["registration", "load"])
+def test_a_sub_declaring_a_subscription_zookeeper_already_held_reads_from_its_offset(
+    found_by: str,
+) -> None:
+    """Simulator, seed 3833 (as above): a primary deposed while alive registered the shared
+    ``mls`` at offset 13 after the new primary had loaded; a member's `sub` at the new one
+    declared it afresh at the commit point (65), and that was stored over ts 14..65, never
+    handed out. ZooKeeper's offset is the subscription's."""
+    d = delivery(make_log(ALL_T), window=10)
+    d.declare("t", "s", Mode.SHARED, From.LATEST, commit_ts=8)
+    if found_by == "registration":
+        d.registered("t", "s", 2)  # the create found it: ZooKeeper's offset
+    else:
+        d.load([("t", "s", "shared", 2)])  # a reload found it first
+        d.registered("t", "s", 2)
+    _, out = d.subscribe(
+        "a", 1, "t", "s", From.LATEST, None, 8, mode=Mode.SHARED, resume=True, member="m"
+    )
+    assert ts_of(out, "a") == [3, 4, 5, 6, 7, 8]
+    assert d.durables[("t", "s")].offset == 2
+    assert d.offsets_to_store() is None
+
+
 def test_explicit_ts_replays_from_there() -> None:
     d = delivery(make_log(MIXED), window=10)
     next_ts, frames = d.subscribe("c1", 1, "t", None, 4, None, commit_ts=8)

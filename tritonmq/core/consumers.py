@@ -82,6 +82,7 @@ class Durable:
         "stored_era",
         "until",
         "pending",
+        "declared",
     )
 
     def __init__(self, topic: str, name: str, mode: Mode, offset: int, stored: int | None) -> None:
@@ -117,6 +118,9 @@ class Durable:
         self.stored_era = 0
         self.until: int | None = None
         self.pending = False
+        # the offset a `sub` here asked ZooKeeper to create it at, until ZooKeeper is known
+        # to hold it: a start, not an acknowledgement (None: loaded, or made by a commit)
+        self.declared: int | None = None
 
     def start_afresh(self, offset: int) -> None:
         """Acknowledged up to ``offset``, nothing handed out above it: a moved slot's
