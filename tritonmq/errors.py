@@ -174,6 +174,11 @@ class CoordinationError(TritonError):
     code = "COORDINATION"
 
 
+class Fenced(CoordinationError):
+    """A primary's write to ZooKeeper was refused: the group state moved past the version
+    it holds (another broker was elected). Nothing was written."""
+
+
 class SlotHistoryError(CoordinationError):
     """A slot znode that cannot be read as a slot history (docs/replication.md, M1)."""
 

@@ -16,6 +16,7 @@ from tritonmq.coord import paths
 from tritonmq.coord.bridge import to_future
 from tritonmq.coord.offsets import Offsets
 from tritonmq.coord.zkclient import new_client
+from tritonmq.errors import Fenced
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +40,42 @@ async def test_offsets_keep_their_era_and_an_offset_without_one_is_era_0(zk_serv
         assert eras == {("t", "moved"): 3}
         raw, _ = zk.get(paths.offset(chroot, "t", "moved"))
         assert json.loads(raw) == {"ts": 3, "era": 3}
+    finally:
+        zk.delete(chroot, recursive=True)
+        zk.stop()
+        zk.close()
+
+
+async def test_a_primary_whose_group_state_moved_on_registers_and_stores_nothing(
+    zk_server: Any,
+) -> None:
+    """A primary deposed while alive names the group state's version it holds: once a
+    successor's election moved the state znode on, its registration and its offset
+    writes are refused (Fenced) and ZooKeeper holds nothing of them (replication.md S1)."""
+    zk = new_client(zk_server.hostport)
+    zk.start(timeout=10)
+    loop = asyncio.get_running_loop()
+    chroot = f"/offsets-{uuid.uuid4().hex[:8]}"
+    state_path = f"{chroot}/groups/g1/state"
+    zk.create(state_path, b"{}", makepath=True)
+    coord = SimpleNamespace(
+        zk=zk, chroot=chroot, acls=None, call=lambda r: to_future(loop, r), state_path=state_path
+    )
+    try:
+        offsets = Offsets(coord)  # type: ignore[arg-type]
+        assert await offsets.register("t", "kept", "broadcast", 5, fence=0) == 5
+        assert await offsets.register("t", "kept", "broadcast", 8, fence=0) == 5, "idempotent"
+        await offsets.store([("t", "kept", 6)], fence=0)
+        zk.set(state_path, b'{"epoch": 2}')  # a successor elected: version 1
+        with pytest.raises(Fenced):
+            await offsets.register("t", "late", "shared", 13, fence=0)
+        with pytest.raises(Fenced):
+            await offsets.store([("t", "kept", 9)], fence=0)
+        assert zk.exists(paths.subscription(chroot, "t", "late")) is None
+        assert zk.exists(paths.offset(chroot, "t", "late")) is None
+        found = await offsets.load(lambda t: True)
+        assert found == [("t", "kept", "broadcast", 6)], "the deposed primary wrote nothing"
+        assert await offsets.register("t", "late", "shared", 13, fence=1) == 13
     finally:
         zk.delete(chroot, recursive=True)
         zk.stop()

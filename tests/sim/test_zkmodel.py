@@ -92,3 +92,23 @@ def test_a_multi_writes_all_or_nothing_and_a_multi_prefix_list_reads_several_sub
     assert fired == [(w, "/cluster")]
     got, _ = zk.apply(s, ZkListMany(("/cluster", "/slots/")))
     assert sorted(got.value) == ["/cluster", "/slots/0"]
+
+
+def test_a_fenced_write_happens_only_while_its_fence_is_at_its_version() -> None:
+    """A primary's subscription writes are fenced by its group state's version, as a
+    real ZooKeeper transaction with a check: once a successor moved the state on, the
+    deposed primary writes nothing (replication.md S1)."""
+    zk = ZkModel(session_timeout=2.0)
+    s = zk.open_session("a", 0.0)
+    zk.apply(s, ZkCreate("/state", "epoch 1"))
+    made, _ = zk.apply(s, ZkCreate("/offsets/t/q", 5, fence=("/state", 0)))
+    assert made.outcome is Outcome.OK
+    zk.apply(s, ZkSet("/state", "epoch 2"))
+    late, _ = zk.apply(s, ZkCreate("/offsets/t/late", 13, fence=("/state", 0)))
+    stale, _ = zk.apply(s, ZkSet("/offsets/t/q", 9, fence=("/state", 0)))
+    assert late.outcome is stale.outcome is Outcome.CONFLICT
+    assert late.value is None, "not a create that found the znode: it held no offset"
+    got, _ = zk.apply(s, ZkList("/offsets/"))
+    assert {p: n.data for p, n in got.value.items()} == {"/offsets/t/q": 5}
+    now, _ = zk.apply(s, ZkSet("/offsets/t/q", 9, fence=("/state", 1)))
+    assert now.outcome is Outcome.OK

@@ -257,7 +257,7 @@ def test_hijacking_locking_and_jumping_a_subscription_are_refused_by_the_core() 
     c.handle(ClientFrameIn("alice", Pub(1, "orders", recs("u1", "u2")), 0.1, at()))
     out = c.handle(ClientFrameIn("alice", Sub(1, "orders", "alice.app", From.EARLIEST), 0.2, at()))
     assert only(out, RegisterSubscription) == [
-        RegisterSubscription("orders", "alice.app", "broadcast", 0, "alice")
+        RegisterSubscription("orders", "alice.app", "broadcast", 0, "alice", fence=1)
     ]
     c.handle(SubscriptionRegistered("orders", "alice.app", 0, 0.3))
     for frame in (

@@ -663,7 +663,7 @@ def test_a_commit_registers_a_new_subscription_and_answers_once_zookeeper_holds_
     c = leading(isr="a", live="a", replicas=1)
     c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.1))
     out = c.handle(ClientFrameIn("spark", Commit(5, "t", "q", 2), 0.2))
-    assert out == [RegisterSubscription("t", "q", "broadcast", 2)]
+    assert out == [RegisterSubscription("t", "q", "broadcast", 2, fence=1)]
     again = c.handle(ClientFrameIn("spark2", Commit(6, "t", "q", 1), 0.25))
     assert again == [], "one registration in flight answers both"
     done = c.handle(SubscriptionRegistered("t", "q", 2, 0.3))
@@ -683,7 +683,27 @@ def test_a_commit_whose_registration_failed_is_refused_retriably_and_registers_o
     assert isinstance(err, SendError) and (err.code, err.id) == (ErrorCode.UNAVAILABLE, 5)
     assert err.code.retriable
     retry = c.handle(ClientFrameIn("spark", Commit(6, "t", "q", 0), 0.3))
-    assert retry == [RegisterSubscription("t", "q", "broadcast", 0)]
+    assert retry == [RegisterSubscription("t", "q", "broadcast", 0, fence=1)]
+
+
+def test_subscription_and_offset_writes_are_fenced_by_the_group_state_the_primary_holds() -> None:
+    """A primary deposed while alive (its successor loaded the subscriptions before it
+    heard) registered a subscription the successor never learned of, and the successor
+    purged what it needed (simulator seed 3833). Each registration and offset write names
+    the group state's version the primary holds, and ZooKeeper takes it only while the
+    state is still there; a retry names the version held then (our own CAS moves it)."""
+    c = leading(isr="a", live="a", replicas=1)
+    [reg] = c.handle(ClientFrameIn("spark", Commit(5, "t", "q", 0), 0.1))
+    assert isinstance(reg, RegisterSubscription) and reg.fence == 1
+    c.handle(SubscriptionRegistered("t", "q", None, 0.2))  # fenced out, or lost: failed
+    c.handle(ZkView(state(1, "a", "a", version=2), members("a"), None, 0.3))
+    [again] = only(c.handle(Tick(0.8)), RegisterSubscription)
+    assert again.fence == 2
+    c.handle(SubscriptionRegistered("t", "q", 0, 0.9))
+    c.handle(ClientFrameIn("app", Pub(1, "t", recs("u1")), 1.0))
+    c.handle(ClientFrameIn("spark", Commit(6, "t", "q", 1), 1.1))
+    [store] = only(c.handle(Tick(1.5)), StoreOffsets)
+    assert (store.offsets, store.fence) == ((("t", "q", 1),), 2)
 
 
 def test_a_commit_waits_for_a_new_primary_to_load_subscriptions_and_is_refused_elsewhere() -> None:

@@ -328,7 +328,9 @@ def test_a_shared_subscription_at_the_new_group_hands_out_its_era_and_stores_it(
     out = pub(x, 1, T0, "n1", "n2", now=0.3) + ticks(x, 0.5, 2)
     assert delivered(out) == [(1, 1), (1, 2)]
     x.handle(ClientFrameIn("reader", Ack(1, 1, (2,)), 1.5))
-    assert only(ticks(x, 1.6, 2), StoreOffsets)[-1] == StoreOffsets(((T0, "work", 2),), (1,))
+    assert only(ticks(x, 1.6, 2), StoreOffsets)[-1] == StoreOffsets(
+        ((T0, "work", 2),), (1,), fence=1
+    )
 
 
 def test_a_durable_subscription_handed_on_and_not_let_go_is_not_served_by_the_owner_again() -> None:

@@ -411,9 +411,9 @@ class Broker:
                 case LoadSubscriptions(request=request):
                     self.tasks.spawn(self._load(request), "load-subscriptions")
                 case StoreOffsets(offsets=offsets, eras=eras):
-                    self.tasks.spawn(self._store(offsets, eras), "store-offsets")
+                    self.tasks.spawn(self._store(offsets, eras, a.fence), "store-offsets")
                 case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
-                    reg = self._register(topic, name, mode, offset, a.owner, a.era)
+                    reg = self._register(topic, name, mode, offset, a.owner, a.era, a.fence)
                     self.tasks.spawn(reg, "register")
                 case DeleteSubscription(topic=topic, name=name):
                     self.tasks.spawn(self._delete(topic, name), "delete-subscription")
@@ -505,12 +505,15 @@ class Broker:
         self.feed(SubscriptionsLoaded(request, found, time.monotonic(), owners, eras))
 
     async def _store(
-        self, offsets: tuple[tuple[str, str, int], ...], eras: tuple[int, ...] = ()
+        self,
+        offsets: tuple[tuple[str, str, int], ...],
+        eras: tuple[int, ...] = (),
+        fence: int | None = None,
     ) -> None:
         assert self.offsets is not None
         ok = True
         try:
-            await asyncio.wait_for(self.offsets.store(offsets, eras), STOP_FLUSH_S)
+            await asyncio.wait_for(self.offsets.store(offsets, eras, fence), STOP_FLUSH_S)
         except Exception as e:
             log.warning("storing %d offset(s) failed: %r", len(offsets), e)
             ok = False
@@ -524,12 +527,19 @@ class Broker:
             log.error("deleting subscription %s/%s from ZooKeeper failed: %s", topic, name, e)
 
     async def _register(
-        self, topic: str, name: str, mode: str, offset: int, owner: str, era: int = 0
+        self,
+        topic: str,
+        name: str,
+        mode: str,
+        offset: int,
+        owner: str,
+        era: int = 0,
+        fence: int | None = None,
     ) -> None:
         assert self.offsets is not None
         held: int | None
         try:
-            held = await self.offsets.register(topic, name, mode, offset, owner, era)
+            held = await self.offsets.register(topic, name, mode, offset, owner, era, fence)
         except Exception as e:
             log.warning("registering subscription %s/%s failed: %s", topic, name, e)
             held = None

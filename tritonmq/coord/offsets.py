@@ -14,9 +14,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from tritonmq.coord import paths
+from tritonmq.errors import Fenced
 
 if TYPE_CHECKING:
     from tritonmq.coord.group import GroupCoordinator
@@ -33,15 +34,28 @@ class Offsets:
         return paths.subscription(chroot, topic, name), paths.offset(chroot, topic, name)
 
     async def register(
-        self, topic: str, name: str, mode: str, offset: int, owner: str = "", era: int = 0
+        self,
+        topic: str,
+        name: str,
+        mode: str,
+        offset: int,
+        owner: str = "",
+        era: int = 0,
+        fence: int | None = None,
     ) -> int:
-        """Create the subscription (idempotent); returns the offset ZooKeeper holds for it."""
+        """Create the subscription (idempotent); returns the offset ZooKeeper holds for it.
+        ``fence``: the group state's version the primary holds; created only while the
+        state is still at it (one transaction), else :class:`Fenced` and nothing written."""
         zk, call = self.coord.zk, self.coord.call
         sub_path, off_path = self._paths(topic, name)
         data: dict[str, str] = {"mode": mode}
         if owner:
             data["owner"] = owner
         acl = self.coord.acls.private if self.coord.acls is not None else None  # no reader
+        if fence is not None:
+            return await self._register_fenced(
+                sub_path, off_path, json.dumps(data).encode(), _offset(offset, era), fence
+            )
         try:
             await call(zk.create_async(sub_path, json.dumps(data).encode(), acl=acl, makepath=True))
         except NodeExistsError:
@@ -53,18 +67,49 @@ class Offsets:
             return int(json.loads(raw)["ts"])
         return offset
 
+    async def _register_fenced(
+        self, sub_path: str, off_path: str, data: bytes, value: bytes, fence: int
+    ) -> int:
+        zk, call = self.coord.zk, self.coord.call
+        acl = self.coord.acls.private if self.coord.acls is not None else None
+        for path in (sub_path, off_path):  # parents: a transaction makes no paths
+            await call(zk.ensure_path_async(path.rsplit("/", 1)[0]))
+        for _ in range(3):  # a create of ours raced by another: look again
+            have_sub = await call(zk.exists_async(sub_path)) is not None
+            tx = zk.transaction()
+            tx.check(self.coord.state_path, fence)
+            if not have_sub:
+                tx.create(sub_path, data, acl=acl)
+            tx.create(off_path, value, acl=acl)
+            results = await call(tx.commit_async())
+            if not any(isinstance(r, Exception) for r in results):
+                return int(json.loads(value)["ts"])
+            if isinstance(results[0], BadVersionError | NoNodeError):
+                raise Fenced(f"the group state moved past version {fence}")
+            if isinstance(results[-1], NodeExistsError):
+                raw, _ = await call(zk.get_async(off_path))
+                return int(json.loads(raw)["ts"])
+        raise Fenced(f"registering {off_path} kept racing another writer")
+
     async def store(
-        self, offsets: Iterable[tuple[str, str, int]], eras: Sequence[int] = ()
+        self,
+        offsets: Iterable[tuple[str, str, int]],
+        eras: Sequence[int] = (),
+        fence: int | None = None,
     ) -> None:
         """Write offsets in one transaction (they are one coalesced batch); ``eras``: each
-        one's era (empty: all 0)."""
+        one's era (empty: all 0). ``fence``: as :meth:`register`'s (:class:`Fenced`)."""
         tx = self.coord.zk.transaction()
+        if fence is not None:
+            tx.check(self.coord.state_path, fence)
         for i, (topic, name, ts) in enumerate(offsets):
             tx.set_data(self._paths(topic, name)[1], _offset(ts, eras[i] if eras else 0))
         results = await self.coord.call(tx.commit_async())
+        if fence is not None and isinstance(results[0], BadVersionError | NoNodeError):
+            raise Fenced(f"the group state moved past version {fence}")
         errors = [r for r in results if isinstance(r, Exception)]
-        if errors:
-            raise errors[0]
+        if errors:  # the op that failed, not the ones rolled back with it
+            raise next((e for e in errors if not isinstance(e, RolledBackError)), errors[0])
 
     async def delete(self, topic: str, name: str) -> None:
         """Delete a subscription and its offset (admin op); one already gone is fine."""

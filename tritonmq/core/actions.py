@@ -105,6 +105,9 @@ class RegisterSubscription:
     offset: int
     owner: str = ""
     era: int = 0  # the era ``offset`` is a ts of (a moved slot's current era, M5)
+    # the group state's version the primary holds: written only while the state znode is
+    # still at it, so a primary deposed while alive registers nothing (S1; None: unfenced)
+    fence: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,7 @@ class StoreOffsets:
 
     offsets: tuple[tuple[str, str, int], ...]
     eras: tuple[int, ...] = ()  # the era of each (empty: all 0; a moved slot's, M5)
+    fence: int | None = None  # as RegisterSubscription's: a deposed primary writes none
 
 
 @dataclass(frozen=True, slots=True)

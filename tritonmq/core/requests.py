@@ -149,20 +149,20 @@ class Registrations:
         self.delivery = delivery
         self.asked: dict[tuple[str, str], tuple[RegisterSubscription, float | None]] = {}
 
-    def issued(self, actions: list[Action], connected: bool = True) -> list[Action]:
-        """Track the registrations among ``actions``; without a connected ZooKeeper session
-        they are kept back, asked once it is (see :meth:`due`)."""
-        if connected:
-            for a in actions:
-                if type(a) is RegisterSubscription:
-                    self.asked[(a.topic, a.name)] = (a, None)
-            return actions
+    def issued(
+        self, actions: list[Action], connected: bool = True, fence: int | None = None
+    ) -> list[Action]:
+        """Track the registrations among ``actions``, each fenced by the group state's
+        version we hold (``fence``); without a connected ZooKeeper session they are kept
+        back, asked once it is (see :meth:`due`)."""
         out: list[Action] = []
         for a in actions:
             if type(a) is RegisterSubscription:
-                self.asked[(a.topic, a.name)] = (a, 0.0)  # due at the first connected tick
-            else:
-                out.append(a)
+                a = replace(a, fence=fence)
+                self.asked[(a.topic, a.name)] = (a, None if connected else 0.0)
+                if not connected:
+                    continue  # due at the first connected tick
+            out.append(a)
         return out
 
     def answered(self, topic: str, name: str, ok: bool, now: float) -> None:
@@ -172,7 +172,7 @@ class Registrations:
         elif got is not None:
             self.asked[(topic, name)] = (got[0], now + REGISTER_RETRY_S)
 
-    def due(self, now: float, connected: bool = True) -> list[Action]:
+    def due(self, now: float, connected: bool = True, fence: int | None = None) -> list[Action]:
         """The failed registrations to ask again now (of subscriptions still unregistered).
         None while the session is not connected: a create asked then may reach ZooKeeper on
         the session the client opens once ours expired (kazoo fails the calls it queued at
@@ -191,6 +191,7 @@ class Registrations:
             if d is None or d.stored is not None:
                 del self.asked[key]
                 continue
+            a = replace(a, fence=fence)  # the state's version now (our own CAS moves it)
             self.asked[key] = (a, None)
             out.append(a)
         return out

@@ -439,15 +439,17 @@ class SimCoreBroker:
                 out.append(ZkRequest(f"load:{req}", ZkList("/offsets/")))
             case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
                 # (mode, offset, the era the offset is a ts of: a moved slot's, M5)
-                op2 = ZkCreate(offset_path(topic, name), (mode, offset, a.era))
+                fence = None if a.fence is None else (state_path(self.group), a.fence)
+                op2 = ZkCreate(offset_path(topic, name), (mode, offset, a.era), fence=fence)
                 out.append(ZkRequest("register-sub", op2))
             case StoreOffsets(offsets=offsets):
                 self._batches += 1
                 self.stores[self._batches] = [len(offsets), True, offsets, a.eras]
                 eras = a.eras or (0,) * len(offsets)
+                fence = None if a.fence is None else (state_path(self.group), a.fence)
                 for (topic, name, offset), era in zip(offsets, eras, strict=True):
                     mode = self._mode_of(topic, name)
-                    op3 = ZkSet(offset_path(topic, name), (mode, offset, era))
+                    op3 = ZkSet(offset_path(topic, name), (mode, offset, era), fence=fence)
                     out.append(ZkRequest(f"store:{self._batches}", op3))
             case LogLine(message=message):
                 out.append(Note(message))

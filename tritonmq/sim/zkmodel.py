@@ -63,6 +63,9 @@ class ZkCreate:
     path: str
     data: Any
     ephemeral: bool = False
+    # (path, version): made only while that znode is at that version, as a transaction
+    # with a check (a primary's subscription writes, fenced by its group state)
+    fence: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,7 @@ class ZkSet:
     path: str
     data: Any
     version: int = -1  # -1: unconditional
+    fence: tuple[str, int] | None = None  # as ZkCreate's
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +173,13 @@ class ZkModel:
 
     # --- operations ---------------------------------------------------------------
 
+    def _at(self, fence: tuple[str, int] | None) -> bool:
+        """No fence, or its znode is still at its version."""
+        if fence is None:
+            return True
+        node = self.nodes.get(fence[0])
+        return node is not None and node.version == fence[1]
+
     def apply(self, sid: int, op: ZkOp) -> tuple[ZkResult, list[tuple[int, str]]]:
         """Apply one request that reached the server: its result and the watches it fires."""
         if not self.alive(sid):
@@ -189,6 +200,8 @@ class ZkModel:
                     if any(p.startswith(x) for x in prefixes)
                 }
                 return ZkResult(Outcome.OK, found), []
+            case ZkCreate(fence=fence) | ZkSet(fence=fence) if not self._at(fence):
+                return ZkResult(Outcome.CONFLICT), []  # fenced out: nothing written
             case ZkCreate(path=path, data=data, ephemeral=ephemeral):
                 if path in self.nodes:
                     return ZkResult(Outcome.CONFLICT, self.nodes[path]), []
