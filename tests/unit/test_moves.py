@@ -184,20 +184,26 @@ def follower_of(primary: BrokerCore, me: str, isr: str) -> BrokerCore:
     return c
 
 
-def carry(p: BrokerCore, b: BrokerCore, out: Sequence[Action], now: float) -> list[Action]:
-    """Carry what primary ``p`` sends follower ``b`` (link "link-b") until both are quiet;
-    returns ``p``'s other actions."""
+def carry(
+    p: BrokerCore, b: BrokerCore, out: Sequence[Action], now: float, link: str = "link-b"
+) -> list[Action]:
+    """Carry what primary ``p`` sends follower ``b`` (on ``link``) until both are quiet;
+    returns ``p``'s other actions (what it sends other links among them)."""
     rest: list[Action] = []
     todo = list(out)
     while todo:
         a = todo.pop(0)
         frame: object
-        if isinstance(a, SendEntries):
+        if isinstance(a, (SendEntries, SendPurge)) and link in a.links:
+            others = tuple(x for x in a.links if x != link)
+            if others:  # theirs, for another carry
+                rest.append(dataclasses.replace(a, links=others))
+        if isinstance(a, SendEntries) and link in a.links:
             entries, published = p.entries_for(a.start, a.end)
             frame = Append(a.epoch, a.commit, a.start, entries, tuple(published))
-        elif isinstance(a, SendLeader):
+        elif isinstance(a, SendLeader) and a.link == link:
             frame = a.leader
-        elif isinstance(a, SendPurge):
+        elif isinstance(a, SendPurge) and link in a.links:
             frame = a.purge
         else:
             rest.append(a)
@@ -205,7 +211,7 @@ def carry(p: BrokerCore, b: BrokerCore, out: Sequence[Action], now: float) -> li
         assert b.follow is not None
         for back in b.handle(PrimaryFrame(b.follow.id, frame, now)):  # type: ignore[arg-type]
             if isinstance(back, SendToPrimary):
-                todo.extend(p.handle(FollowerFrame("link-b", back.frame, now)))
+                todo.extend(p.handle(FollowerFrame(link, back.frame, now)))
     return rest
 
 
@@ -251,6 +257,49 @@ def test_a_later_primary_of_the_old_group_finding_moving_seals_at_its_own_last_t
     assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
     steps = only([*out, *b.handle(Tick(1.4))], ProposeSlotStep)
     assert [(s.step, s.until) for s in steps] == [(SlotStep.SEAL, 2)]
+
+
+def test_a_later_primary_of_the_old_group_seals_only_once_its_isr_followed_it() -> None:
+    """M7, found by the simulator (seed 3174 of `--groups 4 --moves 10 --faults 10
+    --refusals --check-whole`): g1's primary stored a record of the slot at ts 32 on one
+    backup only and died; the other backup, elected with last_ts 31 and commit point 31,
+    sealed at 31 at once. The backup holding ts 32 had not followed it (so not truncated
+    it), was elected next, and committed ts 32: a record of the slot above the seal point,
+    acknowledged to the producer's retry. A new primary's inherited commit point says
+    nothing of an ISR member's tail from an earlier epoch: it seals only once every ISR
+    member followed it (and cut that tail)."""
+    a = leading("a", isr="abc", min_insync=2)
+    b, c = follower_of(a, "b", "abc"), follower_of(a, "c", "abc")
+    for x, link in ((b, "link-b"), (c, "link-c")):
+        hello = Follow("g1", x.cfg.id, f"boot-{x.cfg.id}", 1, 0, [])
+        carry(a, x, a.handle(FollowerFrame(link, hello, 0.0)), 0.0, link)
+    out = pub(a, 1, T0, "u1")
+    carry(a, c, carry(a, b, out, 0.1), 0.1, "link-c")
+    beat = a.handle(Tick(0.15))  # the commit point, 1, reaches both
+    carry(a, c, carry(a, b, beat, 0.15), 0.15, "link-c")
+    a.handle(FollowerGone("link-b", 0.2))  # b is cut off from a, still in the ISR
+    carry(a, c, pub(a, 2, T0, "u2", now=0.2), 0.2, "link-c")
+    assert (b.log.last_ts, c.log.last_ts, a.commit_ts) == (1, 2, 1)
+    # a is gone; the slot begins to move; b claims epoch 2 with c, which it cannot reach
+    live = {"b": member("b"), "c": member("c")}
+    gone = ZkView(state(1, "a", "abc"), live, b.slots, 1.0, moving())
+    [claim] = only(b.handle(gone), ProposeState)
+    assert claim.state.isr == ("b", "c")
+    st = dataclasses.replace(claim.state, version=2)
+    [load] = only(b.handle(CasDone(claim.request, CasOutcome.OK, st, 1.1)), LoadSubscriptions)
+    out = b.handle(SubscriptionsLoaded(load.request, [], 1.1))
+    out += b.handle(ZkView(st, live, b.slots, 1.15, moving()))
+    assert b.commit_ts == 1
+    out += b.handle(Tick(1.2))
+    assert not only(out, ProposeSlotStep), "sealed at 1 while c holds ts 2 of the slot"
+    # c follows b: it cuts ts 2, and b seals
+    c.handle(ZkView(st, live, c.slots, 1.3, moving()))
+    hello = Follow("g1", "c", "boot-c", 2, c.log.last_ts, list(c.log.epochs))
+    rest = carry(b, c, b.handle(FollowerFrame("link-c", hello, 1.3)), 1.3, "link-c")
+    rest = carry(b, c, [*rest, *b.handle(Tick(1.4))], 1.4, "link-c")
+    assert c.log.last_ts == 1
+    [step] = only([*rest, *b.handle(Tick(1.5))], ProposeSlotStep)
+    assert (step.step, step.until) == (SlotStep.SEAL, 1)
 
 
 def test_a_roll_back_lets_the_old_primary_write_the_slot_again_in_the_same_era() -> None:

@@ -278,11 +278,14 @@ class SlotMoves:
             if self._sealing_here(n):
                 until = self.seal_at.setdefault(n, log.last_ts)
                 # committed *and* on min_insync copies, as a puback is: the new group
-                # answers retries of the sealed records from the handover; and every
-                # durable subscription of the slot in ZooKeeper: the new owner reads them
-                # at complete, after the seal, and would purge for nobody one it missed
+                # answers retries of the sealed records from the handover; every ISR member
+                # following us, so none holds the slot's records above it (a new primary's
+                # backup that did not cut its tail, elected next, would commit them, M7);
+                # and every durable subscription of the slot in ZooKeeper: the new owner
+                # reads them at complete, after the seal, and would purge for nobody one
+                # it missed
                 strong = len(p.isr) >= p.min_insync
-                if p.commit_ts >= until and strong and self.step is None:
+                if p.commit_ts >= until and strong and self.step is None and p.isr_followed():
                     if waiting is None:  # read once a plan, and only when a seal is due
                         waiting = {slot_of(t, len(hs)) for t in unregistered()}
                     if n in waiting:

@@ -176,6 +176,10 @@ class PrimaryCore:
         self.start_ts = state.start_ts
         self.commit_ts = min(commit_ts, log.last_ts)
         self.followers: dict[str, FollowerProgress] = {}
+        # followers that acknowledged in our epoch: they applied our `leader` answer, so
+        # hold nothing of an earlier epoch above the point where our logs agree
+        self.heard: set[str] = set()
+        self._beat_unheard = False  # the next heartbeat goes to followers not heard yet
         self.absent_since: dict[str, float] = {m: now for m in self.isr if m != me}
         self.members: dict[str, str] = {}
         self.accepting = True
@@ -471,6 +475,7 @@ class PrimaryCore:
         f = self.followers.get(fid)
         if f is None or epoch != self.epoch:
             return []
+        self.heard.add(fid)
         if ts > f.acked:
             f.acked = min(ts, f.sent)
             f.last_progress = now
@@ -482,6 +487,15 @@ class PrimaryCore:
             if p is not None:
                 out.append(p)
         return out
+
+    def isr_followed(self) -> bool:
+        """Has every other ISR member acknowledged us in our epoch? Until then one may hold
+        records of an earlier epoch above our log end (never committed, so not ours) that
+        a primary elected from it after us would commit: our inherited commit point says
+        nothing of them, so a seal point taken from our log is none before this (M7)."""
+        unheard = self._voters() - self.heard
+        self._beat_unheard = bool(unheard)  # an idle group would send them nothing to ack
+        return not unheard
 
     def purged_by(self, fid: str, points: Sequence[tuple[str, int]], kept: int) -> None:
         """Follower ``fid`` purged ``points`` (topic, newest ts) under another primary and
@@ -584,10 +598,16 @@ class PrimaryCore:
 
         A caught-up follower that has not confirmed its reset yet is beaten on every
         call: its acknowledgement is what lets it into the ISR, and in a group below
-        ``min_insync`` no write (and so no new commit point) would ever bring one.
+        ``min_insync`` no write (and so no new commit point) would ever bring one. So is
+        one not heard in our epoch yet, after :meth:`isr_followed` said we wait for it.
         """
         last = self.log.last_ts
-        waiting = tuple(f.id for f in self.followers.values() if f.sent == last and not f.confirmed)
+        unheard, self._beat_unheard = self._beat_unheard, False
+        waiting = tuple(
+            f.id
+            for f in self.followers.values()
+            if f.sent == last and (not f.confirmed or (unheard and f.id not in self.heard))
+        )
         if self._beat_commit == self.commit_ts:
             return waiting
         self._beat_commit = self.commit_ts
