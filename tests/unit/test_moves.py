@@ -46,11 +46,8 @@ from tritonmq.core.group import GroupState, Member
 from tritonmq.core.handover import (
     HANDOVER_TOPIC,
     encode_entry,
-    handover_page_uuid,
     handover_uuid,
 )
-from tritonmq.core.log import GroupLog
-from tritonmq.core.moves import SlotMoves
 from tritonmq.core.peerauth import handover_proof
 from tritonmq.core.slothistory import (
     Position,
@@ -670,7 +667,6 @@ def test_a_retry_is_answered_with_its_own_slots_position_not_that_of_the_handove
     written then may still be in a log): a uuid of slot 1 that came with slot 0's handover
     (era 1) answered a retry of slot 1 with era 1, an era slot 1 never had (its record is
     era 0's, in g1)."""
-    from tritonmq.core.handover import encode_entry
 
     x = leading("x", "g2")
     back = complete(seal(begin_move(SlotHistory("g2"), "g1"), "g2", 0), "g1")  # era 1: g1's
@@ -770,51 +766,3 @@ def test_a_new_primary_takes_no_write_before_it_read_the_map_as_primary() -> Non
     view(c, hs, 0.3, done)
     [moved] = only(pub(c, 3, T0, "u3", now=0.4), SendError)
     assert (moved.code, moved.group) == (ErrorCode.WRONG_GROUP, "g2")
-
-
-def test_the_handed_over_table_follows_its_entries_a_page_at_a_time() -> None:
-    """Pages arrive and leave (at the forget point) one by one: read whole each time, a
-    hot slot's handover would cost the primary's loop a full rebuild per page."""
-    moves, log = SlotMoves("g2", None), GroupLog()
-    entries = (
-        (handover_page_uuid(0, 0, 4, 0, 2), 0, ((1, b"u1"), (2, b"u2"))),
-        (handover_uuid(0, 0, 4), 0, ((4, b"u4"),)),
-        (handover_uuid(1, 0, 4), 1, ((3, b"o3"),)),  # another slot's handover
-    )
-    for uuid, slot, page in entries:
-        log.append_new(HANDOVER_TOPIC, uuid, None, encode_entry(slot, 0, page), None)
-        table = moves.handed(log)
-    assert [table.lookup(u, 0) for u in (b"u1", b"u4")] == [Position(0, 1), Position(0, 4)]
-    log.purge(HANDOVER_TOPIC, 1)  # slot 0's first page left
-    assert moves.handed(log) is table and table.lookup(b"u1", 0) == Position(0, 1)
-    log.purge(HANDOVER_TOPIC, 2)  # and its last
-    assert moves.handed(log).lookup(b"u4", 0) is None, "none of its entries is left"
-    assert moves.handed(log).lookup(b"o3", 1) == Position(0, 3)
-
-
-def test_the_handed_over_table_drops_entries_a_truncation_took_and_reads_those_written_again() -> (
-    None
-):
-    """A backup truncates (a new primary's `leader`) before it reads its table again: the
-    entry it held above the cut was never committed, and the new primary writes another
-    at the same ts. Read from the old last ts on, the table kept the one that went and
-    missed the one that came (a retry of its uuid would be stored again once elected)."""
-    moves, log = SlotMoves("g2", None), GroupLog()
-    first = (handover_page_uuid(0, 0, 9, 0, 1), ((1, b"u1"),))
-    gone = (handover_page_uuid(0, 0, 9, 1, 2), ((2, b"u2"),))
-    for uuid, page in (first, gone):
-        log.append_new(HANDOVER_TOPIC, uuid, None, encode_entry(0, 0, page), None)
-    assert moves.handed(log).lookup(b"u2", 0) == Position(0, 2)
-    assert log.truncate_after(1) == 1
-    again = (handover_page_uuid(0, 0, 9, 1, 3), ((2, b"v2"), (3, b"v3")))
-    last = (handover_uuid(0, 0, 9), ((4, b"v4"),))
-    for uuid, page in (again, last):
-        log.append_new(HANDOVER_TOPIC, uuid, None, encode_entry(0, 0, page), None)
-    table = moves.handed(log)
-    assert [table.lookup(u, 0) for u in (b"u1", b"v2", b"v3", b"v4")] == [
-        Position(0, 1),
-        Position(0, 2),
-        Position(0, 3),
-        Position(0, 4),
-    ]
-    assert table.lookup(b"u2", 0) is None, "its entry was truncated"
