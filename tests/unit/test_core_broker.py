@@ -267,6 +267,26 @@ def test_a_member_that_registers_while_an_isr_cas_is_in_flight_is_admitted_after
     assert [p.state.isr for p in only(out, ProposeState)] == [("a", "b", "c")]
 
 
+def test_a_view_read_before_an_isr_cas_landed_does_not_undo_it() -> None:
+    """Simulator, seed 12523 of --groups 4 --moves 10 --faults 10 --refusals --check-whole:
+    the CAS admitting g0b0 succeeded (version 4), then a view read before it (version 3,
+    without g0b0) arrived and was applied: the primary's ISR lost g0b0 while ZooKeeper's
+    kept it, and the next records committed and were acknowledged without g0b0's copy."""
+    c = leading(isr="a", live="ab")
+    attach(c, "b", LINK_B, 0.1)
+    [prop] = only(c.handle(FollowerFrame(LINK_B, ReplAck(1, 0), 0.2)), ProposeState)
+    assert prop.state.isr == ("a", "b")
+    ok = dataclasses.replace(prop.state, version=2)
+    c.handle(CasDone(prop.request, CasOutcome.OK, ok, 0.3))
+    c.handle(ZkView(state(1, "a", "a", version=1), members("ab"), None, 0.31))  # stale
+    assert c.primary is not None and c.primary.isr == {"a", "b"}
+    assert c.state == ok
+    out = c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.4))
+    assert only(out, SendPubAck) == [], "b has not acknowledged it"
+    out = c.handle(FollowerFrame(LINK_B, ReplAck(1, 1), 0.5))
+    assert only(out, SendPubAck) == [SendPubAck("prod", 1, (1,))]
+
+
 # --- bug 6: a lost claim and the refusal counter ---------------------------------------------
 
 

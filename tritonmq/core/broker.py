@@ -446,7 +446,11 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         return out + self._reconcile(ev.now)
 
     def _view(self, ev: ZkView) -> list[Action]:
-        self.state = ev.state
+        st, cur = ev.state, self.state
+        # A view read before our CAS landed can arrive after its answer: its state is
+        # older than the one we hold and would shrink our ISR below ZooKeeper's (R2)
+        if st is None or cur is None or st.version >= cur.version:
+            self.state = st
         self.members = dict(ev.members)
         self.slots = ev.slots
         if ev.slots is not None:
