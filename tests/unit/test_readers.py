@@ -656,3 +656,42 @@ def test_a_stored_hand_on_purges_nothing_of_a_later_era_we_hold_for_it() -> None
     assert purged(out).get(T0, 0) <= 1, "era 3's records are kept for d"
     d = c.delivery.durables[(T0, "d")]
     assert (d.pending, d.era, d.stored_era) == (True, 3, 2)
+
+
+def test_a_load_read_before_a_stored_hand_on_does_not_bring_the_subscription_back() -> None:
+    """g1 hands shared `s` on to era 1 (g2's); a `sub` of it asks ZooKeeper again, which
+    answers what it held before the hand-on was written, (era 0, ts 0), only after the
+    write came back stored and g1 let `s` go. Taken as found, `s` was g1's again at its
+    last stored offset, ts 0, and ts 1 and 2 went out a second time, to another member (simulator seeds 12275 and
+    12507 of `--groups 4 --moves 10 --faults 10 --refusals --check-whole`: `g3s8 received
+    g3p2:13 (ts 46), which g3s7 of shared subscription ms had received`)."""
+    c = leading("a")
+    out = sub(c, Sub(1, T0, "s", From.LATEST, None, "shared", member="m1"))
+    [reg] = only(out, RegisterSubscription)
+    c.handle(SubscriptionRegistered(T0, "s", reg.offset, 0.1))
+    pub(c, 1, T0, "u1", "u2")
+    c.handle(ClientFrameIn("reader", Ack(1, 2, (1,)), 0.15))
+    view(c, completed(2), 0.2)
+    [store] = only(c.handle(Tick(0.3)), StoreOffsets)
+    assert (store.offsets, store.eras) == (((T0, "s", 0),), (1,)), "handed on to era 1"
+    again = Sub(2, T0, "s", From.LATEST, None, "shared", member="m2")
+    [load] = only(sub(c, again, now=0.35, conn="other"), LoadSubscriptions)
+    c.handle(OffsetsStored(store.offsets, True, 0.4, store.eras))  # let go
+    stale = [(T0, "s", "shared", 0)]  # read before the hand-on was stored: era 0
+    out = c.handle(SubscriptionsLoaded(load.request, stale, 0.45))
+    assert not delivered(out + ticks(c, 0.5))
+    [err] = only(out, SendError)
+    assert (err.code, err.group) == (ErrorCode.WRONG_GROUP, "g2")
+    assert (T0, "s") not in c.delivery.durables
+
+
+def test_a_load_read_before_a_stored_hand_on_leaves_it_pending_at_a_group_holding_again() -> None:
+    """As above, at g1 holding era 2 again: `d`, let go pending for era 2 when its hand-on
+    to era 1 was stored, stays pending when a load read before that store answers."""
+    c, load, store = handed_on_holding_again()
+    c.handle(OffsetsStored(store.offsets, True, 0.4, store.eras))  # pending for era 2
+    c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 1)], 0.45))
+    d = c.delivery.durables[(T0, "d")]
+    assert (d.pending, d.era, d.stored_era) == (True, 2, 1)
+    out = ticks(c, 0.5)
+    assert not only(out, StoreOffsets), "pending: g2 writes it, not g1"

@@ -60,6 +60,9 @@ class SlotReaders:
         self.asked: set[tuple[str, str]] = set()  # named subs waiting for a fresh load
         self.reload_at = 0.0  # pending durables: when to read ZooKeeper again
         self.owned: frozenset[tuple[int, int]] = frozenset()  # (slot, era) of moved slots we own
+        # durable subscriptions we handed on and let go -> the era their offset was stored at
+        # then: a load that finds one at an older era read ZooKeeper before that store
+        self.handed: dict[tuple[str, str], int] = {}
 
     # --- durable subscriptions (M5, M6) ---------------------------------------------------
 
@@ -81,6 +84,11 @@ class SlotReaders:
         pending: dict[tuple[str, str], tuple[int, int]] = {}  # key -> (our era, its after)
         for topic, name, mode, offset in ev.found or ():
             era = ev.eras.get((topic, name), 0)
+            if era < self.handed.get((topic, name), 0):
+                # read before the store of our hand-on: we let it go (or hold it pending)
+                # since; taken as found, it was ours again at its old offset, and what its
+                # members had acknowledged went out again (seeds 12275, 12507)
+                continue
             found = self.moves.history_of(topic)
             if found is None:
                 keep.append((topic, name, mode, offset))
@@ -186,7 +194,7 @@ class SlotReaders:
             d.era += 1
             d.offset = h.after_of(d.era)
             return out
-        _let_go(delivery, d, h, group)
+        self._let_go(delivery, d, h, group)
         return []
 
     def stored(self, delivery: Delivery) -> None:
@@ -200,7 +208,23 @@ class SlotReaders:
             h = self._history(d.topic)
             if h is None or d.pending or d.era > h.era or h.group_of_era(d.era) == group:
                 continue
-            _let_go(delivery, d, h, group)
+            self._let_go(delivery, d, h, group)
+
+    def _let_go(self, delivery: Delivery, d: Durable, h: SlotHistory, group: str) -> None:
+        """``d``, handed on by us to another group's era: once that is stored, we let it go,
+        unless we held the slot again later: stored at an older era, it is pending here (it
+        needs every record of our era) until its offset reaches it. A load still on its way
+        may have read ZooKeeper before that store: :meth:`load` skips what it finds of ``d``
+        below the era stored."""
+        if d.stored_era != d.era or d.stored != d.offset:
+            return  # the hand-on is not stored yet: we still write it
+        self.handed[(d.topic, d.name)] = d.era
+        ours = _next_era_of(h, group, d.era)
+        if ours is not None:
+            d.era, d.stored_era, d.stored, d.pending = ours, d.era, None, True
+            d.start_afresh(h.after_of(ours))
+        else:
+            delivery.durables.pop((d.topic, d.name), None)
 
     def admit(self, delivery: Delivery, conn: Any, frame: Sub) -> SendError | Admitted | str | None:
         """A ``sub`` of ``frame.topic``: None when its slot never moved (the owner decided),
@@ -329,20 +353,6 @@ def _set_until(c: Consumer, until: int | None, lifted: set[str]) -> None:
     if c.until is not None and (until is None or until > c.until):
         lifted.add(c.topic)
     c.until = until
-
-
-def _let_go(delivery: Delivery, d: Durable, h: SlotHistory, group: str) -> None:
-    """``d``, handed on by us to another group's era: once that is stored, we let it go,
-    unless we held the slot again later: stored at an older era, it is pending here (it
-    needs every record of our era) until its offset reaches it."""
-    if d.stored_era != d.era or d.stored != d.offset:
-        return  # the hand-on is not stored yet: we still write it
-    ours = _next_era_of(h, group, d.era)
-    if ours is not None:
-        d.era, d.stored_era, d.stored, d.pending = ours, d.era, None, True
-        d.start_afresh(h.after_of(ours))
-    else:
-        delivery.durables.pop((d.topic, d.name), None)
 
 
 def _next_era_of(h: SlotHistory, group: str, era: int) -> int | None:
