@@ -72,8 +72,8 @@ class Offsets:
     ) -> int:
         zk, call = self.coord.zk, self.coord.call
         acl = self.coord.acls.private if self.coord.acls is not None else None
-        for path in (sub_path, off_path):  # parents: a transaction makes no paths
-            await call(zk.ensure_path_async(path.rsplit("/", 1)[0]))
+        for path in (sub_path, off_path):  # parents (private too): a transaction makes none
+            await call(zk.ensure_path_async(path.rsplit("/", 1)[0], acl=acl))
         for _ in range(3):  # a create of ours raced by another: look again
             have_sub = await call(zk.exists_async(sub_path)) is not None
             tx = zk.transaction()
