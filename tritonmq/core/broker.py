@@ -447,9 +447,11 @@ class BrokerCore(ClientFrames, ReplicationLinks):
 
     def _view(self, ev: ZkView) -> list[Action]:
         st, cur = ev.state, self.state
-        # A view read before our CAS landed can arrive after its answer: its state is
-        # older than the one we hold and would shrink our ISR below ZooKeeper's (R2)
-        if st is None or cur is None or st.version >= cur.version:
+        # A view read before our ISR CAS landed can arrive after its answer: of our epoch,
+        # its state is older than the one we hold and would shrink our ISR below
+        # ZooKeeper's (R2). One of an older epoch is still taken: we step down and claim
+        # again from it, as a late watch has always made us do (seed 1215)
+        if st is None or cur is None or st.epoch != cur.epoch or st.version >= cur.version:
             self.state = st
         self.members = dict(ev.members)
         self.slots = ev.slots
