@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.security import ACL
 
 from tritonmq.coord import paths
 from tritonmq.errors import Fenced
@@ -51,11 +52,10 @@ class Offsets:
         data: dict[str, str] = {"mode": mode}
         if owner:
             data["owner"] = owner
-        acl = self.coord.acls.private if self.coord.acls is not None else None  # no reader
+        acl = self._acl()
         if fence is not None:
-            return await self._register_fenced(
-                sub_path, off_path, json.dumps(data).encode(), _offset(offset, era), fence
-            )
+            encoded = json.dumps(data).encode()
+            return await self._register_fenced(sub_path, off_path, encoded, offset, era, fence)
         try:
             await call(zk.create_async(sub_path, json.dumps(data).encode(), acl=acl, makepath=True))
         except NodeExistsError:
@@ -67,11 +67,15 @@ class Offsets:
             return int(json.loads(raw)["ts"])
         return offset
 
+    def _acl(self) -> list[ACL] | None:
+        """Subscriptions and offsets are the brokers' alone: no reader credential."""
+        return self.coord.acls.private if self.coord.acls is not None else None
+
     async def _register_fenced(
-        self, sub_path: str, off_path: str, data: bytes, value: bytes, fence: int
+        self, sub_path: str, off_path: str, data: bytes, offset: int, era: int, fence: int
     ) -> int:
         zk, call = self.coord.zk, self.coord.call
-        acl = self.coord.acls.private if self.coord.acls is not None else None
+        acl = self._acl()
         for path in (sub_path, off_path):  # parents (private too): a transaction makes none
             await call(zk.ensure_path_async(path.rsplit("/", 1)[0], acl=acl))
         for _ in range(3):  # a create of ours raced by another: look again
@@ -80,10 +84,10 @@ class Offsets:
             tx.check(self.coord.state_path, fence)
             if not have_sub:
                 tx.create(sub_path, data, acl=acl)
-            tx.create(off_path, value, acl=acl)
+            tx.create(off_path, _offset(offset, era), acl=acl)
             results = await call(tx.commit_async())
             if not any(isinstance(r, Exception) for r in results):
-                return int(json.loads(value)["ts"])
+                return offset
             if isinstance(results[0], BadVersionError | NoNodeError):
                 raise Fenced(f"the group state moved past version {fence}")
             if isinstance(results[-1], NodeExistsError):

@@ -59,6 +59,7 @@ from tritonmq.core.actions import (
     SendError,
     SendPurge,
     Stopped,
+    StoreOffsets,
 )
 from tritonmq.core.actions import Level as L
 from tritonmq.core.auth import ClientAuth
@@ -253,6 +254,11 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         purged what it needed (simulator seed 3833 of ``--groups 4 --moves 10 --faults
         10 --refusals --check-whole``, and 7288's remaining case)."""
         return self.state.version if self.state is not None else None
+
+    def _offsets_due(self) -> StoreOffsets | None:
+        """The changed offsets to write, fenced as every write of ours."""
+        due = self.delivery.offsets_to_store()
+        return None if due is None else dataclasses.replace(due, fence=self._fence())
 
     def _registered_subs(
         self, topic: str, name: str, offset: int | None, now: float
@@ -638,7 +644,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self._storing = False
         if ev.ok:
             self.delivery.stored(ev.offsets, ev.eras)
-            self.readers.stored(self.delivery)  # a stored hand-on lets go before the purge
+            self.readers.stored(self.delivery, ev.offsets)  # a hand-on lets go before the purge
         if self.role is Role.STEPPING_DOWN:
             return self._finish_stop()
         p = self.primary
@@ -698,10 +704,10 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 out.append(refuse_waiting(w, ErrorCode.UNAVAILABLE, msg))
         if now >= self._next_offsets_at and not self._storing:
             self._next_offsets_at = now + self.cfg.offset_interval
-            due = self.delivery.offsets_to_store()
+            due = self._offsets_due()
             if due is not None:
                 self._storing = True
-                out.append(dataclasses.replace(due, fence=self._fence()))
+                out.append(due)
             else:
                 out.extend(self._purge(p, now))
         return out
@@ -713,14 +719,14 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if self.primary is None:
             self.role = Role.STOPPED
             return [*out, Stopped()]
-        due = self.delivery.offsets_to_store()
+        due = self._offsets_due()
         out.extend(self._step_down("shutting down"))
         self.role = Role.STEPPING_DOWN
         self.stop_deadline = now + STOP_FLUSH_S
         if due is None:
             return out + self._finish_stop()
         self._storing = True
-        out.append(dataclasses.replace(due, fence=self._fence()))
+        out.append(due)
         return out
 
     def _finish_stop(self) -> list[Action]:

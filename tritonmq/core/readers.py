@@ -19,6 +19,7 @@ stored era's group, and reads ZooKeeper again until the offset reaches its era.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -197,16 +198,23 @@ class SlotReaders:
         self._let_go(delivery, d, h, group)
         return []
 
-    def stored(self, delivery: Delivery) -> None:
-        """Offsets were just stored: a hand-on among them is let go (or held pending, when
-        we hold a later era) now, before the purge that follows the store. Until then its
-        offset is the next era's ``after``, another group's ts, and purge held only that:
-        it purged the records of our later era the subscription still needs (simulator
-        seeds 4588 and 6689 of ``--moves 10 --faults 10 --refusals --check-whole``)."""
+    def stored(self, delivery: Delivery, offsets: Iterable[tuple[str, str, int]]) -> None:
+        """``offsets`` were just stored: a hand-on among them is let go (or held pending,
+        when we hold a later era) now, before the purge that follows the store. Until then
+        its offset is the next era's ``after``, another group's ts, and purge held only
+        that: it purged the records of our later era the subscription still needs
+        (simulator seeds 4588 and 6689 of ``--moves 10 --faults 10 --refusals --check-whole``)."""
         group = self.moves.group
-        for d in list(delivery.durables.values()):
-            h = self._history(d.topic)
-            if h is None or d.pending or d.era > h.era or h.group_of_era(d.era) == group:
+        for topic, name, _ in offsets:
+            d = delivery.durables.get((topic, name))
+            h = self._history(topic) if d is not None else None
+            if (
+                d is None
+                or h is None
+                or d.pending
+                or d.era > h.era
+                or h.group_of_era(d.era) == group
+            ):
                 continue
             self._let_go(delivery, d, h, group)
 

@@ -439,14 +439,14 @@ class SimCoreBroker:
                 out.append(ZkRequest(f"load:{req}", ZkList("/offsets/")))
             case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
                 # (mode, offset, the era the offset is a ts of: a moved slot's, M5)
-                fence = None if a.fence is None else (state_path(self.group), a.fence)
+                fence = self._fence(a.fence)
                 op2 = ZkCreate(offset_path(topic, name), (mode, offset, a.era), fence=fence)
                 out.append(ZkRequest("register-sub", op2))
             case StoreOffsets(offsets=offsets):
                 self._batches += 1
                 self.stores[self._batches] = [len(offsets), True, offsets, a.eras]
                 eras = a.eras or (0,) * len(offsets)
-                fence = None if a.fence is None else (state_path(self.group), a.fence)
+                fence = self._fence(a.fence)
                 for (topic, name, offset), era in zip(offsets, eras, strict=True):
                     mode = self._mode_of(topic, name)
                     op3 = ZkSet(offset_path(topic, name), (mode, offset, era), fence=fence)
@@ -484,6 +484,10 @@ class SimCoreBroker:
         if slots is None:
             return topic.startswith(f"{self.group}.")
         return slots.group_of(topic) == self.group or bool(self.core.moves.serves_fetch(topic))
+
+    def _fence(self, version: int | None) -> tuple[str, int] | None:
+        """A write's fence: our group state znode at the version the core holds."""
+        return None if version is None else (state_path(self.group), version)
 
     def _mode_of(self, topic: str, name: str) -> str:
         d = self.core.delivery.durables.get((topic, name))
