@@ -378,6 +378,20 @@ def test_a_new_primary_purges_nothing_during_the_grace_unnamed_subscribers_get()
     assert only(sub, SendSubOk) == [SendSubOk("sub", 1, 1)]
 
 
+def test_a_primary_cut_from_zookeeper_purges_nothing_until_its_session_is_back() -> None:
+    """Suspended, it may already be deposed, and a durable subscription its successor
+    registered is one it cannot know: its purge took that subscription's records from its
+    own log, which it would keep as a follower and serve if elected again (simulator, seed
+    18684 of ``--groups 3 --moves 10 --faults 10 --refusals --check-whole``)."""
+    c = leading(isr="a", live="a", replicas=1, ephemeral_grace=0.0, offset_interval=0.1)
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.1))
+    c.handle(SessionChanged(SessionState.SUSPENDED, 0.5))
+    assert not only(c.handle(Tick(1.0)), SendPurge) and len(c.log.topics["t"].records) == 3
+    c.handle(SessionChanged(SessionState.CONNECTED, 1.1))
+    out = c.handle(Tick(1.5))
+    assert [p.purge.topics for p in only(out, SendPurge)] == [[("t", 3)]]
+
+
 # --- shared subscriptions across a failover ---------------------------------------------------
 
 

@@ -651,9 +651,13 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         return self._purge(p, ev.now) if p is not None else []
 
     def _purge(self, p: PrimaryCore, now: float) -> list[Action]:
-        """Purge what every subscription has let go of, as far as ZooKeeper holds it."""
+        """Purge what every subscription has let go of, as far as ZooKeeper holds it; not
+        while cut from ZooKeeper: we may be deposed already, and a durable subscription our
+        successor registered is one we cannot know (simulator, seed 18684). S3 would keep
+        our cut log out of the successor's ISR; purging only as a primary sure of its role
+        keeps it whole instead."""
         d = self.delivery
-        if not d.may_purge(now):
+        if not d.may_purge(now) or self.session is not SessionState.CONNECTED or not p.accepting:
             return []
         topics = [t for t, tl in self.log.topics.items() if tl.records and t != HANDOVER_TOPIC]
         points = self.retention.purge_points(topics, d.holds(), p.commit_ts, now)
