@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tests.unit.test_moves import T0, T1, leading, member, moving, only, pub, view
+from tests.unit.test_moves import NORMAL, T0, T1, leading, member, moving, only, pub, state, view
 from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import (
     Action,
@@ -15,6 +15,7 @@ from tritonmq.core.actions import (
     LoadSubscriptions,
     ProposeSlotStep,
     ProposeState,
+    ReadState,
     RegisterSubscription,
     SendError,
     SendPurge,
@@ -695,3 +696,29 @@ def test_a_load_read_before_a_stored_hand_on_leaves_it_pending_at_a_group_holdin
     assert (d.pending, d.era, d.stored_era) == (True, 2, 1)
     out = ticks(c, 0.5)
     assert not only(out, StoreOffsets), "pending: g2 writes it, not g1"
+
+
+def test_a_load_naming_an_era_the_view_has_not_seen_is_read_again_once_the_view_has_it() -> None:
+    """A new primary whose view of the slots is older than ZooKeeper's subscriptions: `d`
+    is stored at era 1 (g2's, handed on by g1's previous primary), but the view still shows
+    the slot never moved. Taken as found, `d` was g1's at offset 0 of era 0, held era 0's
+    records for good (its members had gone on) and kept g1's other brokers, which had
+    purged them, out of the ISR: a producer's batch waited forever for in-sync replicas
+    (simulator, seed 18110 of `--groups 3 --moves 10 --faults 10 --refusals --check-whole`)."""
+    cfg = BrokerConfig(id="a", group="g1", min_insync=1, ephemeral_grace=0.0)
+    c = BrokerCore(cfg, member("a"))
+    [prop] = only(c.handle(ZkView(None, {"a": member("a")}, None, 0.0)), ProposeState)
+    won = replace(prop.state, version=0)
+    [load] = only(c.handle(CasDone(prop.request, CasOutcome.OK, won, 0.0)), LoadSubscriptions)
+    view(c, NORMAL, 0.0, state(1, "a", "a"))  # the slots as we saw them before we were cut off
+    pub(c, 1, T0, "u1", "u2")
+    handed = [(T0, "d", "broadcast", 0)]
+    out = c.handle(SubscriptionsLoaded(load.request, handed, 0.2, eras={(T0, "d"): 1}))
+    assert (T0, "d") not in c.delivery.durables and not c.durables_ready
+    assert only(out, ReadState), "it asks for a fresh view"
+    assert T0 not in purged(ticks(c, 0.3, 1)), "nothing purged before the subscriptions are read"
+    view(c, completed(2), 0.5)
+    [again] = only(ticks(c, 0.6, 1), LoadSubscriptions)
+    c.handle(SubscriptionsLoaded(again.request, handed, 0.7, eras={(T0, "d"): 1}))
+    assert c.durables_ready and (T0, "d") not in c.delivery.durables, "g2's, not ours"
+    assert purged(ticks(c, 0.8, 2)).get(T0) == 2, "era 0 is let go of: d read it all"

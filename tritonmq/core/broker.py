@@ -618,6 +618,10 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if ev.found is None:
             self._load_retry_at = ev.now + 0.2
             return [LogLine(L.WARNING, "loading subscriptions failed; retrying")]
+        if self.readers.ahead_of_view(ev):  # understood only with a view as new as it
+            self._load_retry_at = ev.now + 0.2
+            msg = "the subscriptions name a slot era our view has not seen; reading both again"
+            return [LogLine(L.INFO, msg), ReadState()]
         self.readers.load(self.delivery, ev, p.start_ts)
         self.auth.loaded(ev.owners)
         self.durables_ready = True

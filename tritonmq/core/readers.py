@@ -77,6 +77,16 @@ class SlotReaders:
         gained, self.owned = bool(now - self.owned), now
         return gained
 
+    def ahead_of_view(self, ev: SubscriptionsLoaded) -> bool:
+        """Does ``ev`` name an era of a slot our view has not seen? Eras only grow, so the
+        view is older than the subscriptions: read as of it, one handed on past our era
+        looks like ours at that era's offset, an other group's ts (simulator, seed 18110)."""
+        for topic, name, _, _ in ev.found or ():
+            era = ev.eras.get((topic, name), 0)
+            if era and era > (h.era if (h := self._history(topic)) is not None else 0):
+                return True
+        return False
+
     def load(self, delivery: Delivery, ev: SubscriptionsLoaded, start_ts: int) -> None:
         """What ZooKeeper holds, by era: a subscription whose offset is of an era we held
         is served here from it; one at an older era than the owner's current one is pending
