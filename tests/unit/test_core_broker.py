@@ -145,9 +145,10 @@ def test_an_in_sync_backup_claims_when_the_primary_is_gone_and_leads_once_the_ca
 def test_a_claim_of_unknown_outcome_is_adopted_when_the_re_read_shows_it_written() -> None:
     c = following()
     [prop] = only(c.handle(ZkView(state(1, "a", "ab"), members("b"), None, 1.0)), ProposeState)
-    assert only(c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 1.1)), ReadState)
+    [read] = only(c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 1.1)), ReadState)
     assert c.role is Role.CLAIMING
-    c.handle(ZkView(dataclasses.replace(prop.state, version=1), members("b"), None, 1.2))
+    written = dataclasses.replace(prop.state, version=1)
+    c.handle(ZkView(written, members("b"), None, 1.2, read=read.request))
     assert c.role is Role.LEADING and c.primary is not None and c.primary.epoch == 2
 
 
@@ -177,9 +178,9 @@ def test_a_re_claim_from_a_stale_view_answered_with_our_own_epoch_leads_it_again
     re-read showed epoch 2 naming b (its first claim), so b became primary of an epoch its
     log had already begun: ``epoch 2 does not follow 2`` took the process down."""
     c, again = stale_reclaim()
-    assert only(c.handle(CasDone(again.request, CasOutcome.UNKNOWN, None, 2.1)), ReadState)
+    [read] = only(c.handle(CasDone(again.request, CasOutcome.UNKNOWN, None, 2.1)), ReadState)
     reread = dataclasses.replace(again.state, version=1)  # what the first claim wrote
-    c.handle(ZkView(reread, members("bc"), None, 2.2))
+    c.handle(ZkView(reread, members("bc"), None, 2.2, read=read.request))
     assert c.role is Role.LEADING and c.primary is not None and c.primary.epoch == 2
     assert c.log.epochs == [(2, 1)], "epoch 2 began once"
     attach(c, "c", "link-c2", 2.3)
@@ -204,8 +205,9 @@ def test_a_stale_re_claim_after_writing_in_our_epoch_claims_the_next_one_on_top(
     start 1, so it did not happen; b claims epoch 3 after u1 and keeps u1, which c holds."""
     c, again = stale_reclaim(first_reign=["u1"])
     assert again.state.start_ts == 2
-    c.handle(CasDone(again.request, CasOutcome.UNKNOWN, None, 2.1))
-    reread = c.handle(ZkView(state(2, "b", "bc", start_ts=1, version=1), members("bc"), None, 2.2))
+    [read] = only(c.handle(CasDone(again.request, CasOutcome.UNKNOWN, None, 2.1)), ReadState)
+    st = state(2, "b", "bc", start_ts=1, version=1)
+    reread = c.handle(ZkView(st, members("bc"), None, 2.2, read=read.request))
     [third] = only(reread, ProposeState)
     assert (third.state.epoch, third.state.start_ts) == (3, 2)
     c.handle(
@@ -227,8 +229,9 @@ def test_an_isr_cas_of_unknown_outcome_is_re_read_then_proposed_again_and_commit
     c.handle(FollowerFrame(LINK_B, ReplAck(1, 1), 0.2))
     [prop] = only(c.handle(Tick(3.0)), ProposeState)
     assert prop.state.isr == ("a", "b")
-    assert only(c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 3.1)), ReadState)
-    reread = c.handle(ZkView(state(1, "a", "abc", version=1), members("abc"), None, 3.2))
+    [read] = only(c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 3.1)), ReadState)
+    st = state(1, "a", "abc", version=1)
+    reread = c.handle(ZkView(st, members("abc"), None, 3.2, read=read.request))
     [again] = only(reread + c.handle(Tick(3.3)), ProposeState)  # it was not written: again
     assert again.state.isr == ("a", "b") and again.request != prop.request
     out = c.handle(
@@ -243,10 +246,35 @@ def test_an_isr_cas_of_unknown_outcome_that_happened_is_applied() -> None:
     c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.1))
     c.handle(FollowerFrame(LINK_B, ReplAck(1, 1), 0.2))
     [prop] = only(c.handle(Tick(3.0)), ProposeState)
-    c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 3.1))
-    out = c.handle(ZkView(dataclasses.replace(prop.state, version=2), members("abc"), None, 3.2))
+    [read] = only(c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 3.1)), ReadState)
+    written = dataclasses.replace(prop.state, version=2)
+    out = c.handle(ZkView(written, members("abc"), None, 3.2, read=read.request))
     assert only(out, SendPubAck) == [SendPubAck("prod", 1, (1,))]
     assert c.cas is None and c.primary is not None and c.primary.isr == {"a", "b"}
+
+
+def test_an_isr_cas_of_unknown_outcome_is_judged_only_by_a_read_begun_after_the_answer() -> None:
+    """Simulator, seed 22212 of ``--groups 3 --moves 10 --faults 10 --refusals
+    --check-whole``: the CAS admitting c ended in ConnectionLoss but was written; the view
+    that came next had been read before it landed, so the primary judged it not written,
+    stopped counting c, and acknowledged a record c lacked while ZooKeeper named c in the
+    ISR (elected, c would have lost it). A view read before the re-read was asked decides
+    nothing; c counts until one read after it does."""
+    c = leading(isr="ab", live="abc")
+    attach(c, "b", LINK_B)
+    attach(c, "c", "link-c")
+    [prop] = only(c.handle(FollowerFrame("link-c", ReplAck(1, 0), 0.2)), ProposeState)
+    assert prop.state.isr == ("a", "b", "c")
+    [read] = only(c.handle(CasDone(prop.request, CasOutcome.UNKNOWN, None, 0.3)), ReadState)
+    before = state(1, "a", "ab", version=1)  # read before the CAS landed
+    assert not only(c.handle(ZkView(before, members("abc"), None, 0.4)), ProposeState)
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1")), 0.5))
+    assert not only(c.handle(FollowerFrame(LINK_B, ReplAck(1, 1), 0.6)), SendPubAck), "c counts"
+    written = dataclasses.replace(prop.state, version=2)
+    c.handle(ZkView(written, members("abc"), None, 0.7, read=read.request))
+    assert c.cas is None and c.primary is not None and c.primary.isr == {"a", "b", "c"}
+    out = c.handle(FollowerFrame("link-c", ReplAck(1, 1), 0.8))
+    assert only(out, SendPubAck) == [SendPubAck("prod", 1, (1,))]
 
 
 def test_a_member_that_registers_while_an_isr_cas_is_in_flight_is_admitted_after_it() -> None:

@@ -8,7 +8,6 @@ action the core returns goes through the one ``match`` in :meth:`Broker.perform`
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import secrets
 import time
@@ -124,6 +123,7 @@ class Broker:
         self.follow_links: dict[int, Any] = {}
         self.repl_tls = tlsconfig.replication_context(cfg) if cfg.tls_ca else None
         self._session = None
+        self._read_covered = 0  # the latest ReadState request a finished read began after
         self._groups_read: asyncio.Task[dict[str, Any] | None] | None = None
         self.admission = Admission(cfg.max_connections)
         self._stopping = asyncio.Event()
@@ -273,8 +273,8 @@ class Broker:
             self._session = coord.session  # type: ignore[assignment]
             self.feed(SessionChanged(coord.session, now))
         if coord.registered:  # after a lost session, the view is stale until we are back
-            view = ZkView(coord.state, dict(coord.members), coord.slot_map, now)
-            self.feed(dataclasses.replace(view, histories=coord.slot_histories))
+            hs, read = coord.slot_histories, self._read_covered
+            self.feed(ZkView(coord.state, dict(coord.members), coord.slot_map, now, hs, read))
 
     def _learn_origins(self) -> None:
         """(Re)read the cluster's brokers, whose pages the Origin check allows: once at start
@@ -406,8 +406,8 @@ class Broker:
                                 assert_never(frame)
                 case ProposeState(request=request, state=state, reason=reason):
                     self.tasks.spawn(self._cas(request, state, reason), "cas")
-                case ReadState():
-                    self.tasks.spawn(self._read_state(), "read-state")
+                case ReadState(request=request):
+                    self.tasks.spawn(self._read_state(request), "read-state")
                 case LoadSubscriptions(request=request):
                     self.tasks.spawn(self._load(request), "load-subscriptions")
                 case StoreOffsets(offsets=offsets, eras=eras):
@@ -480,11 +480,15 @@ class Broker:
             log.warning("state CAS (%s) outcome unknown: %r", reason, e)
         self.feed(CasDone(request, outcome, written, time.monotonic()))
 
-    async def _read_state(self) -> None:
+    async def _read_state(self, request: int) -> None:
+        """Re-read the group; the views from then on say they were read after ``request``
+        (the core judges a CAS of unknown outcome only by such a read)."""
         coord = self.coord
         assert coord is not None
         while not await coord.refresh():
             await asyncio.sleep(0.2)
+        self._read_covered = max(self._read_covered, request)
+        self._zk_changed()
 
     async def _load(self, request: int) -> None:
         assert self.offsets is not None and self.core is not None

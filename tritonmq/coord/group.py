@@ -81,6 +81,7 @@ class GroupCoordinator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._refreshing = False
         self._again = False
+        self._refreshed: asyncio.Future[bool] | None = None  # the running refresh's outcome
         self._closing = False
         self._started = False
 
@@ -211,23 +212,28 @@ class GroupCoordinator:
 
     async def refresh(self) -> bool:
         """Re-read members and state, re-arming one-shot watches; coalesces concurrent calls.
-        False when the read failed (a concurrent caller's read counts as this one's)."""
-        if self._refreshing:
+        Returns once a read begun after the call is done (a caller that comes while one runs
+        waits for the read that runs again for it: what it then holds may judge a write
+        made before the call); False when the read failed."""
+        if self._refreshing and self._refreshed is not None:
             self._again = True
-            return True
+            return await asyncio.shield(self._refreshed)
         self._refreshing = True
-        ok = True
+        done = self._refreshed = asyncio.get_running_loop().create_future()
+        ok = False
         try:
             while True:
                 self._again = False
                 await self._read()
                 if not self._again:
                     break
+            ok = True
         except Exception as e:
             log.debug("refresh failed (%s); will retry on reconnect", e)
-            ok = False
         finally:
             self._refreshing = False
+            self._refreshed = None
+            done.set_result(ok)
         self._on_change()
         return ok
 

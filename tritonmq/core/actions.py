@@ -297,7 +297,11 @@ class ProposeState:
 
 @dataclass(frozen=True, slots=True)
 class ReadState:
-    """Re-read members, state and slot map; answer with a ZkView (retry until it succeeds)."""
+    """Re-read members, state and slot map; answer with a ZkView (retry until it succeeds)
+    whose ``read`` is ``request``: a read begun after this was asked (a view read before,
+    coalesced or cached, may predate a write whose outcome the core must judge)."""
+
+    request: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -470,7 +470,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.viewed = True
         out: list[Action] = self._owner_reload()
         cas = self.cas
-        if cas is not None and cas.unknown:
+        if cas is not None and cas.unknown and ev.read >= cas.read:
             out.extend(self._judge_unknown(cas, ev.now))
         out += self._reconcile(ev.now)
         for held in self.follow_gate.take_held():
@@ -512,10 +512,13 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             return []
         now = ev.now
         if ev.outcome is CasOutcome.UNKNOWN:
-            cas.unknown = True
+            # judged by a read begun after this answer: one begun before may predate the
+            # write (simulator, seed 22212: an ISR grow judged unwritten, which was written)
+            self._requests += 1
+            cas.unknown, cas.read = True, self._requests
             return [
                 LogLine(L.WARNING, f"{cas.kind.value} CAS outcome unknown; re-reading"),
-                ReadState(),
+                ReadState(self._requests),
             ]
         self.cas = None
         if cas.kind is CasKind.CLAIM:

@@ -130,6 +130,7 @@ class ZkView:
     slots: SlotMap | None
     now: float
     histories: tuple[SlotHistory, ...] | None = None
+    read: int = 0  # the latest ReadState request whose read began after it was asked
 
 
 @dataclass(frozen=True, slots=True)

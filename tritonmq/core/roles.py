@@ -34,6 +34,7 @@ class PendingCas:
     kind: CasKind
     state: GroupState
     unknown: bool = False  # the answer was UNKNOWN: a re-read decides
+    read: int = 0  # ... the re-read asked then (ReadState.request), not a view read before
 
 
 @dataclasses.dataclass(slots=True)

@@ -153,6 +153,8 @@ class SimCoreBroker:
         self.registering = False
         self.reading = False
         self.reread = False
+        self.read_asked = 0  # the latest ReadState request
+        self.read_covers = 0  # ... that the read in flight began after (ZkView.read)
         self.led = 0  # the last epoch we were primary of
         self.link: _Link | None = None
         self.kinds: dict[int, str] = {}  # accepted conn -> "repl" | "client"
@@ -231,6 +233,7 @@ class SimCoreBroker:
             self.reread = True
             return
         self.reading = True
+        self.read_covers = self.read_asked
         if self.slots:
             paths = (group_prefix(self.group), *slotmodel.SLOT_PATHS)
             out.append(ZkRequest("view", ZkListMany(paths)))
@@ -300,9 +303,10 @@ class SimCoreBroker:
         prefix = group_prefix(self.group) + "members/"
         members = {p[len(prefix) :]: n.data for p, n in nodes.items() if p.startswith(prefix)}
         slots = slotmodel.read(nodes) if self.slots else None
+        read = self.read_covers
         if slots is None:
-            return ce.ZkView(state, members, None, now)
-        return ce.ZkView(state, members, slots.smap, now, slots.histories)
+            return ce.ZkView(state, members, None, now, read=read)
+        return ce.ZkView(state, members, slots.smap, now, slots.histories, read)
 
     # --- connections -------------------------------------------------------------------
 
@@ -433,7 +437,8 @@ class SimCoreBroker:
                 )
                 out.append(Note(f"proposing epoch {state.epoch} isr {list(state.isr)}: {reason}"))
                 out.append(ZkRequest(f"cas:{req}", op))
-            case ReadState():
+            case ReadState(request=req):
+                self.read_asked = max(self.read_asked, req)
                 self._read(out)
             case LoadSubscriptions(request=req):
                 out.append(ZkRequest(f"load:{req}", ZkList("/offsets/")))
