@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ from tritonmq.core.consumers import Mode
 from tritonmq.core.delivery import Delivery
 from tritonmq.core.log import GroupLog
 from tritonmq.errors import RequestRejected
-from tritonmq.wire.frames import From, SharedState
+from tritonmq.wire.frames import From, SharedState, SharedSub
 from tritonmq.wire.repl import decode_repl, enc_shared
 
 BIG = 1 << 30
@@ -670,6 +671,24 @@ def failed_over(grace: float = 10.0) -> tuple[Delivery, Delivery]:
     new.mirror.adopt(SharedState(1, snap))
     new.load([("t", "s", "shared", 0)], now=0.0, start_ts=9)
     return old, new
+
+
+def test_a_shared_subscription_is_restored_only_from_a_state_of_the_era_it_is_loaded_at() -> None:
+    """The mirror keeps what the primary said last of a subscription: of one it handed on
+    to the next era (since let go), its offset is that era's ``after``, another group's
+    ts. Loaded later at our new era 6 from 28, restored from it the offset jumped to 47
+    over era 6's records 29..47, stored so and never handed out (simulator, seed 24551 of
+    ``--groups 3 --moves 10 --faults 10 --refusals --check-whole``)."""
+    handed_on = SharedSub("t", "s", 47, 48, (), (), (), (), era=4)
+    new = Delivery(make_log(["t"] * 50), window=4, window_bytes=BIG)
+    new.mirror.adopt(SharedState(1, (handed_on,)))
+    new.load([("t", "s", "shared", 28)], now=0.0, start_ts=51, eras={("t", "s"): 6})
+    d = new.durables[("t", "s")]
+    assert d.offset == 28, "from what ZooKeeper holds: 29.. wait for the members (S7)"
+    same = Delivery(make_log(["t"] * 50), window=4, window_bytes=BIG)
+    same.mirror.adopt(SharedState(1, (replace(handed_on, offset=30, cursor=31, era=6),)))
+    same.load([("t", "s", "shared", 28)], now=0.0, start_ts=51, eras={("t", "s"): 6})
+    assert same.durables[("t", "s")].offset == 30, "of its era: acknowledged up to 30"
 
 
 def resub(

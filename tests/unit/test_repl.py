@@ -183,6 +183,7 @@ ranges = st.lists(st.tuples(ids, ids), max_size=4).map(tuple)
             ranges,
             ranges,
             st.lists(short_names, max_size=3).map(tuple),
+            st.integers(0, 9),
         ),
         max_size=3,
     ).map(tuple),
@@ -192,6 +193,14 @@ ranges = st.lists(st.tuples(ids, ids), max_size=4).map(tuple)
 def test_shared_state_round_trips(subs: tuple[SharedSub, ...], epoch: int, seq: int) -> None:
     frame = SharedState(epoch, subs, seq)
     assert repl.decode_repl(repl.enc_shared(frame)) == frame
+
+
+def test_a_shared_sub_without_an_era_reads_as_era_0_and_one_of_era_0_is_sent_without() -> None:
+    """As brokers from before moves send and read it (a rolling upgrade)."""
+    old = ["t", "s", 3, 4, [], [], [], []]
+    [sub] = repl.decode_repl(msgpack.packb({"op": "shared", "epoch": 1, "subs": [old]})).subs
+    assert sub.era == 0
+    assert msgpack.unpackb(repl.enc_shared(SharedState(1, (sub,))))["subs"] == [old]
 
 
 def test_a_shared_state_without_seq_reads_as_seq_0() -> None:
@@ -211,7 +220,8 @@ def test_a_malformed_sack_is_refused() -> None:
 
 
 def test_a_malformed_shared_state_is_refused() -> None:
-    for subs in ([["t", "s", 0, 1, [], [[1]], [], []]], [["t", "s", 0]], "x"):
+    bad_era = [["t", "s", 0, 1, [], [], [], [], -1]]
+    for subs in ([["t", "s", 0, 1, [], [[1]], [], []]], [["t", "s", 0]], "x", bad_era):
         with pytest.raises(MalformedFrame):
             repl.decode_repl(msgpack.packb({"op": "shared", "epoch": 1, "subs": subs}))
 

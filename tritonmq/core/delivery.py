@@ -37,7 +37,7 @@ out once more.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tritonmq.core.actions import Deliver, RegisterSubscription, StoreOffsets
@@ -113,19 +113,27 @@ class Delivery:
         now: float = 0.0,
         *,
         start_ts: int | None = None,
+        eras: Mapping[tuple[str, str], int] | None = None,
     ) -> None:
-        """The subscriptions ZooKeeper holds for our topics: (topic, name, mode, offset).
+        """The subscriptions ZooKeeper holds for our topics: (topic, name, mode, offset),
+        ``eras``: the moved slot's era each offset is of, when not 0.
 
-        A shared one is restored from what the old primary last sent us about it; records
-        it may have handed out after that (below ``start_ts``, our epoch's first) wait for
-        its members (see the module's docstring)."""
+        A shared one is restored from what the old primary last sent us about it, if that
+        is of the same era; records it may have handed out after that (below ``start_ts``,
+        our epoch's first) wait for its members (see the module's docstring)."""
         for topic, name, mode, offset in durables:
             d = self.durables.get((topic, name))
             if d is None:
                 d = Durable(topic, name, Mode(mode), offset, offset)
                 if d.mode is Mode.SHARED:
                     end = self.log.last_ts if start_ts is None else start_ts - 1
-                    self._restore(d, self.mirror.subs.get((topic, name)), end, now)
+                    snap = self.mirror.subs.get((topic, name))
+                    if snap is not None and snap.era != (eras or {}).get((topic, name), 0):
+                        # another era's ts (one we handed on, since let go: the mirror
+                        # keeps what it was told last): restored, its offset jumped over
+                        # this era's records (simulator, seed 24551)
+                        snap = None
+                    self._restore(d, snap, end, now)
                 self.durables[(topic, name)] = d
             else:
                 if d.stored is None:
@@ -228,6 +236,7 @@ class Delivery:
             free_ranges,
             ahead,
             tuple(sorted(members)),
+            d.era,
         )
 
     def shared_due(self, epoch: int, links: Iterable[int]) -> SharedState | None:

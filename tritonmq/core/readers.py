@@ -113,7 +113,7 @@ class SlotReaders:
                 eras[(topic, name)] = era
                 pending[(topic, name)] = (ours, h.after_of(ours))
         before = {k for k, d in delivery.durables.items() if not d.pending}
-        delivery.load(keep, ev.now, start_ts=start_ts)
+        delivery.load(keep, ev.now, start_ts=start_ts, eras=eras)
         for key, era in eras.items():
             d = delivery.durables.get(key)
             if d is None or (key in before and d.era != era):

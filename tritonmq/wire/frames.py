@@ -597,6 +597,8 @@ class SharedSub:
     (acknowledged by nobody, held by nobody: to be handed out), or else acknowledged. At
     or above ``cursor``, only those in ``ahead`` are acknowledged and those in ``held`` out;
     the rest were never handed out. ``members``: the ids the primary waits for or serves.
+    ``era``: the moved slot's era these ts are of (M5); a new primary restores the state
+    only for the era ZooKeeper's offset is at (sent only when not 0).
     """
 
     topic: str
@@ -607,6 +609,7 @@ class SharedSub:
     free: TsRanges
     ahead: TsRanges
     members: tuple[str, ...]
+    era: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -192,14 +192,17 @@ def _ranges(raw: Any) -> TsRanges:
 
 
 def _shared_sub(raw: Any) -> SharedSub:
-    if type(raw) is not tuple or len(raw) != 8:
+    if type(raw) is not tuple or len(raw) not in (8, 9):
         raise MalformedFrame("a shared subscription is [topic, name, offset, cursor, held, ...]")
-    topic, name, offset, cursor, held, free, ahead, members = raw
+    topic, name, offset, cursor, held, free, ahead, members, *rest = raw
+    era = rest[0] if rest else 0
     if not (
         type(topic) is str
         and type(name) is str
         and type(offset) is int
         and type(cursor) is int
+        and type(era) is int
+        and era >= 0
         and type(held) is tuple
         and all(type(h) is tuple and len(h) == 2 and type(h[0]) is str for h in held)
         and type(members) is tuple
@@ -215,6 +218,7 @@ def _shared_sub(raw: Any) -> SharedSub:
         _ranges(free),
         _ranges(ahead),
         members,
+        era,
     )
 
 
@@ -246,7 +250,9 @@ def enc_purge(p: Purge) -> bytes:
 
 def enc_shared(st: SharedState) -> bytes:
     subs = [
-        (s.topic, s.name, s.offset, s.cursor, s.held, s.free, s.ahead, s.members) for s in st.subs
+        (s.topic, s.name, s.offset, s.cursor, s.held, s.free, s.ahead, s.members)
+        + ((s.era,) if s.era else ())  # as before moves existed, unless of a moved slot's era
+        for s in st.subs
     ]
     return _packb({"op": "shared", "epoch": st.epoch, "seq": st.seq, "subs": subs})
 
