@@ -339,6 +339,24 @@ def test_a_backup_whose_claim_loses_drops_its_suspicion_and_follows_again() -> N
     assert start.primary == member("a") and c.role is Role.FOLLOWING and c.suspect is None
 
 
+def test_a_backup_whose_suspect_answers_after_all_follows_the_epoch_the_view_names() -> None:
+    """Simulator, seed 30361 of ``--groups 2 --moves 8 --faults 8 --refusals --check-whole``:
+    c, out of the ISR, saw a refuse it and suspected it; a lost its session and claimed
+    epoch 2 (same process). With a suspect, c waited for an in-sync replica to take over.
+    Its old link then connected, which lifted the suspicion, but c did not decide again:
+    it kept following epoch 1, refused as stale, and never re-joined the ISR."""
+    c = following(me="c", isr="ab", live="abc")
+    refuse(c, 3, 1.0)
+    assert c.suspect == member("a") and c.follow is not None and c.follow.epoch == 1
+    assert not only(c.handle(ZkView(state(2, "a", "ab", version=1), members("abc"), None, 2.0)),
+                    StartFollowing), "a is suspect: c waits"  # fmt: skip
+    old = c.follow
+    out = c.handle(LinkEvent(old.id, LinkEnd.CONNECTED, 2.5))
+    [start] = only(out, StartFollowing)
+    assert start.primary == member("a") and c.follow is not None and c.follow.epoch == 2
+    assert c.suspect is None and only(out, StopFollowing) == [StopFollowing(old.id)]
+
+
 def test_refusals_count_only_in_a_row_a_connection_that_succeeded_resets_them() -> None:
     c = following()
     f = c.follow

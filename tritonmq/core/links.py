@@ -228,10 +228,16 @@ class ReplicationLinks:
             return []
         if ev.what is LinkEnd.CONNECTED:
             f.refused = 0
+            decided: list[Action] = []
             if self.suspect == f.primary:
                 # It answers after all: a later claim must not depose it on an old suspicion
-                # (simulator, seed 559 with refusals).
+                # (simulator, seed 559 with refusals). What we decided with it counted as
+                # gone is decided again: it may lead a later epoch that we waited out
+                # instead of following (seed 30361, which kept this link at the old epoch).
                 self.suspect = None
+                decided = self._reconcile(ev.now)
+                if self.follow is not f or self.backup is None:
+                    return decided
             self.backup.synced = False
             proof = follow_proof(
                 self.cluster_secret, ev.nonce, self.cfg.group, self.me.id, self.me.boot
@@ -246,7 +252,7 @@ class ReplicationLinks:
                 proof,
                 self.log.purge_points(),
             )
-            return [SendToPrimary(f.id, hello)]
+            return [*decided, SendToPrimary(f.id, hello)]
         if ev.what is LinkEnd.REFUSED:
             # Nothing listens on the primary's port: its process is gone. A few refusals in
             # a row let us claim before ZooKeeper expires its session (a freeze or a
