@@ -112,3 +112,17 @@ def test_a_fenced_write_happens_only_while_its_fence_is_at_its_version() -> None
     assert {p: n.data for p, n in got.value.items()} == {"/offsets/t/q": 5}
     now, _ = zk.apply(s, ZkSet("/offsets/t/q", 9, fence=("/state", 1)))
     assert now.outcome is Outcome.OK
+
+
+def test_an_era_ordered_offset_write_leaves_a_later_era_in_place() -> None:
+    """As the real store (coord.offsets): a hand-on written again after the subscription
+    went on past its era is left out and answered as done (simulator seed 34280)."""
+    zk = ZkModel(session_timeout=2.0)
+    s = zk.open_session("a", 0.0)
+    zk.apply(s, ZkCreate("/offsets/t/d", ("broadcast", 0, 0)))
+    zk.apply(s, ZkSet("/offsets/t/d", ("broadcast", 0, 2), era_ordered=True))
+    late, _ = zk.apply(s, ZkSet("/offsets/t/d", ("broadcast", 0, 1), era_ordered=True))
+    assert late.outcome is Outcome.OK
+    on, _ = zk.apply(s, ZkSet("/offsets/t/d", ("broadcast", 7, 2), era_ordered=True))
+    got, _ = zk.apply(s, ZkGet("/offsets/t/d"))
+    assert on.outcome is Outcome.OK and got.value.data == ("broadcast", 7, 2)

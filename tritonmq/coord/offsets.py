@@ -102,13 +102,26 @@ class Offsets:
         fence: int | None = None,
     ) -> None:
         """Write offsets in one transaction (they are one coalesced batch); ``eras``: each
-        one's era (empty: all 0). ``fence``: as :meth:`register`'s (:class:`Fenced`)."""
-        tx = self.coord.zk.transaction()
+        one's era (empty: all 0). ``fence``: as :meth:`register`'s (:class:`Fenced`).
+
+        An offset of a moved slot's era never replaces one of a later era: that one was
+        written by the group the subscription was handed on to, and ours (a hand-on
+        written again after its first answer was lost) would send it back a move (M5).
+        It is left out, as done: the subscription went on past our era."""
+        zk, call = self.coord.zk, self.coord.call
+        tx = zk.transaction()
         if fence is not None:
             tx.check(self.coord.state_path, fence)
         for i, (topic, name, ts) in enumerate(offsets):
-            tx.set_data(self._paths(topic, name)[1], _offset(ts, eras[i] if eras else 0))
-        results = await self.coord.call(tx.commit_async())
+            path, era = self._paths(topic, name)[1], eras[i] if eras else 0
+            if not era:  # a slot that never moved: only its group writes it
+                tx.set_data(path, _offset(ts, 0))
+                continue
+            raw, stat = await call(zk.get_async(path))
+            if int(json.loads(raw).get("era", 0)) > era:
+                continue
+            tx.set_data(path, _offset(ts, era), version=stat.version)
+        results = await call(tx.commit_async())
         if fence is not None and isinstance(results[0], BadVersionError | NoNodeError):
             raise Fenced(f"the group state moved past version {fence}")
         errors = [r for r in results if isinstance(r, Exception)]

@@ -454,7 +454,8 @@ class SimCoreBroker:
                 fence = self._fence(a.fence)
                 for (topic, name, offset), era in zip(offsets, eras, strict=True):
                     mode = self._mode_of(topic, name)
-                    op3 = ZkSet(offset_path(topic, name), (mode, offset, era), fence=fence)
+                    data = (mode, offset, era)
+                    op3 = ZkSet(offset_path(topic, name), data, fence=fence, era_ordered=era > 0)
                     out.append(ZkRequest(f"store:{self._batches}", op3))
             case LogLine(message=message):
                 out.append(Note(message))

@@ -74,6 +74,9 @@ class ZkSet:
     data: Any
     version: int = -1  # -1: unconditional
     fence: tuple[str, int] | None = None  # as ZkCreate's
+    # an offset (mode, ts, era) of a moved slot's era: left out, answered OK, when the
+    # znode holds a later era (the real shell reads it and sets by version, coord.offsets)
+    era_ordered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,10 +211,12 @@ class ZkModel:
                 node = Znode(data, 0, sid if ephemeral else None)
                 self.nodes[path] = node
                 return ZkResult(Outcome.OK, node), self._fire(path)
-            case ZkSet(path=path, data=data, version=version):
+            case ZkSet(path=path, data=data, version=version, era_ordered=ordered):
                 old = self.nodes.get(path)
                 if old is None or (version != -1 and old.version != version):
                     return ZkResult(Outcome.CONFLICT, old), []
+                if ordered and old.data[2] > data[2]:
+                    return ZkResult(Outcome.OK, old), []  # it went on past our era
                 node = Znode(data, old.version + 1, old.owner)
                 self.nodes[path] = node
                 return ZkResult(Outcome.OK, node), self._fire(path)
