@@ -23,6 +23,7 @@ from tritonmq.core.actions import (
     StoreOffsets,
 )
 from tritonmq.core.broker import BrokerCore
+from tritonmq.core.delivery import Delivery
 from tritonmq.core.events import (
     CasDone,
     CasOutcome,
@@ -33,9 +34,12 @@ from tritonmq.core.events import (
     Tick,
     ZkView,
 )
+from tritonmq.core.log import GroupLog
+from tritonmq.core.moves import SlotMoves
+from tritonmq.core.readers import SlotReaders
 from tritonmq.core.slothistory import SlotHistory, begin_move, complete, roll_back, seal
 from tritonmq.core.slots import SlotMap
-from tritonmq.wire.frames import Ack, Commit, ErrorCode, From, Sub
+from tritonmq.wire.frames import Ack, Commit, ErrorCode, From, SharedState, SharedSub, Sub
 
 
 def sub(c: BrokerCore, frame: Sub, now: float = 0.1, conn: str = "reader") -> list[Action]:
@@ -722,3 +726,27 @@ def test_a_load_naming_an_era_the_view_has_not_seen_is_read_again_once_the_view_
     c.handle(SubscriptionsLoaded(again.request, handed, 0.7, eras={(T0, "d"): 1}))
     assert c.durables_ready and (T0, "d") not in c.delivery.durables, "g2's, not ours"
     assert purged(ticks(c, 0.8, 2)).get(T0) == 2, "era 0 is let go of: d read it all"
+
+
+def test_a_new_primary_hands_on_again_what_its_predecessor_handed_on_and_did_not_store() -> None:
+    """g1's primary handed shared `s` on to era 1 (g2's): everything of era 0 was
+    acknowledged, and its backups' mirror says so (era 1, from era 1's `after`). The store
+    of the hand-on was lost with it; ZooKeeper still holds (era 0, 3). The backup elected
+    next hands it on again. Served from ts 3, its members were handed era 0's records a
+    second time, another member than had them (simulator, seed 41050 of `--groups 4
+    --moves 10 --faults 10 --refusals --check-whole`)."""
+    hs = completed(9)
+    moves = SlotMoves("g1", None)
+    moves.viewed(hs)
+    readers = SlotReaders(moves)
+    delivery = Delivery(GroupLog(), window=4, window_bytes=1 << 20)
+    after = hs[0].after_of(1)
+    handed = SharedSub(T0, "s", after, after + 1, (), (), (), (), era=1)
+    delivery.mirror.adopt(SharedState(1, (handed,)))
+    readers.load(delivery, SubscriptionsLoaded(1, [(T0, "s", "shared", 3)], 1.0), start_ts=10)
+    d = delivery.durables[(T0, "s")]
+    assert (d.era, d.offset) == (1, after)
+    assert delivery.offsets_to_store() == StoreOffsets(((T0, "s", after),), (1,))
+    delivery.stored(((T0, "s", after),), (1,))
+    readers.stored(delivery, ((T0, "s", after),))
+    assert (T0, "s") not in delivery.durables, "let go once stored"

@@ -127,6 +127,23 @@ class SlotReaders:
                 d.era = d.stored_era = era
                 if was_pending:  # its offset reached our era: ours from here on
                     d.start_afresh(d.stored if d.stored is not None else d.offset)
+                elif key not in before:
+                    self._handed_before(delivery, d)
+
+    def _handed_before(self, delivery: Delivery, d: Durable) -> None:
+        """A new primary's subscription that our previous primary had handed on to another
+        group's era (its mirror says the next era) while the store of that hand-on was
+        lost: everything of the era ZooKeeper holds is acknowledged, so it is handed on
+        again, not served from ZooKeeper's offset. Served, its members were handed the
+        era's records a second time (simulator, seed 41050 of ``--groups 4 --moves 10
+        --faults 10 --refusals --check-whole``; before the mirror said its era, a restore
+        took the next era's ``after`` as this era's offset, right only by chance)."""
+        snap = delivery.mirror.subs.get((d.topic, d.name))
+        h = self._history(d.topic)
+        if snap is None or h is None or not d.era < snap.era <= h.era:
+            return
+        if h.group_of_era(d.era) == self.moves.group != h.group_of_era(snap.era):
+            d.era, d.offset = snap.era, h.after_of(snap.era)  # written, then let go (M5)
 
     def current_era(self, topic: str) -> int:
         """The era a durable subscription of ``topic`` created here (a ``commit``) is at:
