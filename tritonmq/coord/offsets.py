@@ -109,18 +109,24 @@ class Offsets:
         written again after its first answer was lost) would send it back a move (M5).
         It is left out, as done: the subscription went on past our era."""
         zk, call = self.coord.zk, self.coord.call
+        writes = [
+            (self._paths(topic, name)[1], ts, eras[i] if eras else 0)
+            for i, (topic, name, ts) in enumerate(offsets)
+        ]
+        # a slot that never moved is written only by its group: read only moved slots' ones
+        moved = [path for path, _, era in writes if era]
+        got = await asyncio.gather(*(call(zk.get_async(p)) for p in moved))
+        held = dict(zip(moved, got, strict=True))
         tx = zk.transaction()
         if fence is not None:
             tx.check(self.coord.state_path, fence)
-        for i, (topic, name, ts) in enumerate(offsets):
-            path, era = self._paths(topic, name)[1], eras[i] if eras else 0
-            if not era:  # a slot that never moved: only its group writes it
+        for path, ts, era in writes:
+            if not era:
                 tx.set_data(path, _offset(ts, 0))
                 continue
-            raw, stat = await call(zk.get_async(path))
-            if int(json.loads(raw).get("era", 0)) > era:
-                continue
-            tx.set_data(path, _offset(ts, era), version=stat.version)
+            raw, stat = held[path]
+            if int(json.loads(raw).get("era", 0)) <= era:
+                tx.set_data(path, _offset(ts, era), version=stat.version)
         results = await call(tx.commit_async())
         if fence is not None and isinstance(results[0], BadVersionError | NoNodeError):
             raise Fenced(f"the group state moved past version {fence}")

@@ -664,7 +664,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         our cut log out of the successor's ISR; purging only as a primary sure of its role
         keeps it whole instead."""
         d = self.delivery
-        if not d.may_purge(now) or self.session is not SessionState.CONNECTED or not p.accepting:
+        if not d.may_purge(now) or not p.accepting:  # not accepting: session not connected
             return []
         topics = [t for t, tl in self.log.topics.items() if tl.records and t != HANDOVER_TOPIC]
         points = self.retention.purge_points(topics, d.holds(), p.commit_ts, now)
