@@ -5,6 +5,7 @@ answer to a handover ask, and each crash point of M7 (a later primary picks the 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 
 from tritonmq.config import BrokerConfig
@@ -92,11 +93,19 @@ def recs(*uuids: str) -> list[PubRecord]:
     return [(u.encode(), None, b"v-" + u.encode(), None) for u in uuids]
 
 
+READS = itertools.count(1)  # map versions: each view or step of a test is later than the last
+
+
 def view(
-    c: BrokerCore, hs: Sequence[SlotHistory], now: float, st: GroupState | None = None
+    c: BrokerCore,
+    hs: Sequence[SlotHistory],
+    now: float,
+    st: GroupState | None = None,
+    version: int | None = None,
 ) -> list[Action]:
-    """A fresh read: the group as it was (or ``st``), and the slots as ``hs``."""
-    smap = SlotMap(tuple(h.owner for h in hs))
+    """A fresh read: the group as it was (or ``st``), and the slots as ``hs`` (at map
+    ``version``: by default a later one than any before)."""
+    smap = SlotMap(tuple(h.owner for h in hs), next(READS) if version is None else version)
     ev = ZkView(st or c.state, dict(c.members), smap, now, tuple(hs))
     return c.handle(ev)
 
@@ -338,7 +347,7 @@ def test_the_new_primary_asks_for_the_handover_writes_it_and_completes_once_comm
     [ack] = only(pub(x, 3, T0, "u2", "u1", now=0.55), SendPubAck)
     assert (ack.ts, ack.eras) == ((2, 1), (0, 0))
     done = complete(sealed_to_g2()[0], "g2")
-    x.handle(SlotStepDone(step.request, CasOutcome.OK, done, 0.6))
+    x.handle(SlotStepDone(step.request, CasOutcome.OK, done, 0.6, next(READS)))
     view(x, (done, SlotHistory("g1")), 0.7)
     # new records are the new era's (no eras in the puback), mixed with handed-over ones
     [ack] = only(pub(x, 4, T0, "u1", "n4", now=0.8), SendPubAck)
@@ -441,6 +450,31 @@ def ask_frame(
     return HandoverAsk("g2", "x", "boot-x", 0, until, proof, after)
 
 
+def test_a_view_read_before_our_completing_step_landed_does_not_undo_the_move() -> None:
+    """Simulator seed 44767 of ``--groups 3 --moves 10 --faults 10 --refusals
+    --check-whole``: the new group's primary completed the move, then a view read before
+    its CAS landed arrived. It took that view's histories (the slot still sealed, the new
+    era unknown), read its subscriptions against them, and its group purged records of
+    the new era a subscription still needed. Histories older than the map version held,
+    ours included, are not taken (M1); here a producer of the slot is served at once."""
+    x = leading("x", "g2")
+    sealed_at, done_at = next(READS), next(READS)  # map versions: the seal's, then ours
+    [ask] = only(view(x, sealed_to_g2(), 0.2, version=sealed_at), AskHandover)
+    out = x.handle(
+        HandoverAnswered(ask.request, HandoverPairs(0, 2, ((1, b"u1"), (2, b"u2"))), 0.3)
+    )
+    [step] = only([*out, *x.handle(Tick(0.4))], ProposeSlotStep)
+    done = complete(sealed_to_g2()[0], "g2")
+    x.handle(SlotStepDone(step.request, CasOutcome.OK, done, 0.5, done_at))
+    stale = view(x, sealed_to_g2(), 0.6, version=sealed_at)  # read before our CAS landed
+    assert not only(stale, AskHandover), "nothing asked again"
+    [ack] = only(pub(x, 1, T0, "n1", now=0.7), SendPubAck)
+    assert ack.ts == (x.log.last_ts,) and not ack.eras, "the new era's own record"
+    view(x, (done, SlotHistory("g1")), 0.8, version=done_at)  # the read after it: the same
+    [ack] = only(pub(x, 2, T0, "n2", now=0.9), SendPubAck)
+    assert ack.ts == (x.log.last_ts,) and not ack.eras
+
+
 def test_a_retry_straddling_two_moves_is_answered_at_the_third_group() -> None:
     """Simulator seed 357 of ``--groups 4 --moves 8 --faults 8 --refusals --check-whole``:
     a record stored in era 0 (g1) whose producer had no puback retried after the slot
@@ -453,7 +487,7 @@ def test_a_retry_straddling_two_moves_is_answered_at_the_third_group() -> None:
     )
     [step] = only([*out, *x.handle(Tick(0.4))], ProposeSlotStep)
     done = complete(sealed_to_g2()[0], "g2")
-    x.handle(SlotStepDone(step.request, CasOutcome.OK, done, 0.5))
+    x.handle(SlotStepDone(step.request, CasOutcome.OK, done, 0.5, next(READS)))
     view(x, (done, SlotHistory("g1")), 0.6)
     pub(x, 1, T0, "n1", now=0.7)  # era 1's own record
     x.handle(Tick(0.8))
@@ -466,7 +500,7 @@ def test_a_retry_straddling_two_moves_is_answered_at_the_third_group() -> None:
     [ask] = only(view(y, (sealed, SlotHistory("g1")), 1.1), AskHandover)
     out = y.handle(HandoverAnswered(ask.request, ans.pairs, 1.2))
     [step] = only([*out, *y.handle(Tick(1.3))], ProposeSlotStep)
-    y.handle(SlotStepDone(step.request, CasOutcome.OK, complete(sealed, "g0"), 1.4))
+    y.handle(SlotStepDone(step.request, CasOutcome.OK, complete(sealed, "g0"), 1.4, next(READS)))
     view(y, (complete(sealed, "g0"), SlotHistory("g1")), 1.5)
     [ack] = only(pub(y, 9, T0, "u1", "n1", now=1.6), SendPubAck)
     assert ack.eras == (0, 1) and ack.ts[0] == 1, "each stored once, where it was"
@@ -485,7 +519,7 @@ def test_a_group_the_slot_came_back_to_hands_its_older_eras_records_in_their_own
     [nxt] = only(x.handle(HandoverAnswered(ask.request, page, 0.3)), AskHandover)
     out = x.handle(HandoverAnswered(nxt.request, HandoverPairs(0, 3, ((3, b"u3"),), 1), 0.4))
     [step] = only([*out, *x.handle(Tick(0.5))], ProposeSlotStep)
-    x.handle(SlotStepDone(step.request, CasOutcome.OK, complete(sealed, "g3"), 0.6))
+    x.handle(SlotStepDone(step.request, CasOutcome.OK, complete(sealed, "g3"), 0.6, next(READS)))
     view(x, (complete(sealed, "g3"), SlotHistory("g1")), 0.7)
     [ack] = only(pub(x, 9, T0, "u1", "u3", now=0.8), SendPubAck)
     assert (ack.eras, ack.ts) == ((0, 2), (1, 3))
@@ -591,7 +625,7 @@ def test_a_handover_ask_for_a_slot_not_sealed_here_or_not_committed_is_refused_r
 def test_a_handover_ask_without_the_cluster_proof_is_refused() -> None:
     secret = b"s" * 32
     c = BrokerCore(BrokerConfig(id="a", min_insync=1), member("a"), secret)  # type: ignore[arg-type]
-    c.moves.viewed(sealed_to_g2(0))
+    c.moves.viewed(sealed_to_g2(0), 1)
     bad = ask_frame(b"other" * 8, b"n", 0)
     [close] = only(c.handle(HandoverAsked("l", bad, 0.1, b"n")), CloseLink)
     assert close.code is ErrorCode.UNAUTHENTICATED

@@ -737,7 +737,7 @@ def test_a_new_primary_hands_on_again_what_its_predecessor_handed_on_and_did_not
     --moves 10 --faults 10 --refusals --check-whole`)."""
     hs = completed(9)
     moves = SlotMoves("g1", None)
-    moves.viewed(hs)
+    moves.viewed(hs, 1)
     readers = SlotReaders(moves)
     delivery = Delivery(GroupLog(), window=4, window_bytes=1 << 20)
     after = hs[0].after_of(1)

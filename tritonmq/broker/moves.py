@@ -24,7 +24,7 @@ from kazoo.exceptions import NoNodeError
 from tritonmq import tlsconfig
 from tritonmq.broker import replica
 from tritonmq.coord import paths
-from tritonmq.coord.slots import apply_slot_step
+from tritonmq.coord.slots import write_slot_step
 from tritonmq.core.actions import AskHandover, ProposeSlotStep, SlotStep
 from tritonmq.core.events import CasOutcome, Event, HandoverAnswered, SlotStepDone
 from tritonmq.core.group import Member
@@ -38,21 +38,25 @@ log = logging.getLogger("tritonmq.moves")
 ASK_TIMEOUT = 10.0  # one broker's answer to a handover ask, at most (connect included)
 
 
-def step_slot(zk: KazooClient, chroot: str, group: str, a: ProposeSlotStep) -> SlotHistory:
-    """Apply the core's step to ``/slots/<slot>`` (blocking: run it on a thread)."""
+def step_slot(
+    zk: KazooClient, chroot: str, group: str, a: ProposeSlotStep
+) -> tuple[SlotHistory, int]:
+    """Apply the core's step to ``/slots/<slot>`` (blocking: run it on a thread); what
+    was written and the map version it made."""
     if a.step is SlotStep.SEAL:
         until = a.until
         assert until is not None
-        return apply_slot_step(zk, chroot, a.slot, lambda h: seal(h, group, until))
-    return apply_slot_step(zk, chroot, a.slot, lambda h: complete(h, group))
+        return write_slot_step(zk, chroot, a.slot, lambda h: seal(h, group, until))
+    return write_slot_step(zk, chroot, a.slot, lambda h: complete(h, group))
 
 
 async def perform_step(
     zk: KazooClient, chroot: str, group: str, a: ProposeSlotStep, feed: Callable[[Event], None]
 ) -> None:
     history: SlotHistory | None = None
+    version = -1
     try:
-        history = await asyncio.to_thread(step_slot, zk, chroot, group, a)
+        history, version = await asyncio.to_thread(step_slot, zk, chroot, group, a)
         outcome = CasOutcome.OK
     except IllegalSlotTransition as e:
         log.info("slot %d: %s not allowed now: %s", a.slot, a.step.value, e)
@@ -60,7 +64,7 @@ async def perform_step(
     except Exception as e:  # ZooKeeper failed: the next view decides
         log.warning("slot %d: %s outcome unknown: %r", a.slot, a.step.value, e)
         outcome = CasOutcome.UNKNOWN
-    feed(SlotStepDone(a.request, outcome, history, time.monotonic()))
+    feed(SlotStepDone(a.request, outcome, history, time.monotonic(), version))
 
 
 def group_repl_urls(zk: KazooClient, chroot: str, group: str) -> list[str]:

@@ -200,17 +200,29 @@ def apply_slot_step(
     no longer allows raises IllegalSlotTransition. A write of unknown outcome (the
     connection dropped) is judged by re-reading, as R4a does for the group state. Reads
     ``/cluster`` and the slot only (a move's pause does not grow with the map)."""
+    return write_slot_step(zk, chroot, n, step, attempts)[0]
+
+
+def write_slot_step(
+    zk: KazooClient,
+    chroot: str,
+    n: int,
+    step: Callable[[SlotHistory], SlotHistory],
+    attempts: int = 20,
+) -> tuple[SlotHistory, int]:
+    """:func:`apply_slot_step`, with the map version the write made: a broker holds the
+    history it wrote against views read before the write landed (M1)."""
     for _ in range(attempts):
         read = read_slot(zk, chroot, n)
         new = step(read.history)
         try:
             if _cas_one(zk, chroot, n, new, read):
-                return new
+                return new, read.map_version + 1
         except (ConnectionLoss, SessionExpiredError):
             zk.retry(zk.sync, slot_path(chroot, n))
             now = read_slot(zk, chroot, n)
             if now.history == new and now.map_version > read.map_version:
-                return new
+                return new, read.map_version + 1
     raise CoordinationError(f"slot {n}: gave up after {attempts} lost races")
 
 

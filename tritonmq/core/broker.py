@@ -463,7 +463,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.slots = ev.slots
         if ev.slots is not None:
             self.log.slots = ev.slots.slots  # its purged uuids are kept per slot from now on
-        self.moves.viewed(ev.histories)
+        self.moves.viewed(ev.histories, ev.slots.version if ev.slots is not None else -1)
         p, st = self.primary, ev.state
         if p is not None and st is not None and (st.epoch, st.primary) == (p.epoch, self.me.id):
             self.moves.map_read = True  # read since we were elected (M7)

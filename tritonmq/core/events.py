@@ -189,12 +189,14 @@ class SubscriptionRegistered:
 class SlotStepDone:
     """The answer to ProposeSlotStep ``request``: OK with what was written, CONFLICT (the
     slot no longer allows the step: someone else moved it first), UNKNOWN (ZooKeeper
-    failed; the next view decides)."""
+    failed; the next view decides). ``map_version``: the map version the write made (it
+    bumps ``/cluster``'s), which a view read before it does not reach (M1)."""
 
     request: int
     outcome: CasOutcome
     history: SlotHistory | None
     now: float
+    map_version: int
 
 
 @dataclass(frozen=True, slots=True)

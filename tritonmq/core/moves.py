@@ -142,6 +142,7 @@ class SlotMoves:
         # ((slot, until), its pairs): selected once for the pages a new group asks for
         self._answering: tuple[tuple[int, int], tuple[tuple[int, bytes], ...]] | None = None
         self.histories: tuple[SlotHistory, ...] | None = None
+        self.version = -1  # the map version of ``histories`` (a view's, or our step's write)
         self.any_moved = False
         self.active = False
         self.seal_at: dict[int, int] = {}  # slot -> our seal point, taken as primary
@@ -156,7 +157,12 @@ class SlotMoves:
 
     # --- the view -------------------------------------------------------------------------
 
-    def viewed(self, histories: Sequence[SlotHistory] | None) -> None:
+    def viewed(self, histories: Sequence[SlotHistory] | None, version: int) -> None:
+        """Take the histories of map ``version``, unless ours are newer: a view read before
+        our own step's write landed arrives after its answer (M1, seed 44767)."""
+        if histories is not None and version < self.version:
+            return
+        self.version = version if histories is not None else -1
         self.histories = tuple(histories) if histories is not None else None
         # the hot path (every pub) costs nothing more in a cluster where no slot moved
         self.any_moved = any(h.moved for h in self.histories or ())
@@ -325,7 +331,7 @@ class SlotMoves:
         self.step = None
         hs = self.histories
         if ev.outcome is CasOutcome.OK and ev.history is not None and hs and n < len(hs):
-            self.viewed((*hs[:n], ev.history, *hs[n + 1 :]))  # the view follows
+            self.viewed((*hs[:n], ev.history, *hs[n + 1 :]), ev.map_version)  # the view follows
             return [
                 LogLine(L.INFO, f"slot {n} is now {ev.history.state.value} ({ev.history.owner})")
             ]

@@ -122,8 +122,9 @@ class MoveShell:
     def _done(
         self, req: int, outcome: ce.CasOutcome, h: SlotHistory | None, now: float
     ) -> ce.Event:
-        del self.steps[req]
-        return ce.SlotStepDone(req, outcome, h, now)
+        st = self.steps.pop(req)
+        written = -1 if h is None or st.read is None else st.read.map_version + 1  # M1
+        return ce.SlotStepDone(req, outcome, h, now, written)
 
     # --- the handover's connections ---------------------------------------------------------
 
