@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -100,3 +104,37 @@ def process_gone(pid: int) -> bool:
 
 def zk_url(c: DevCluster) -> str:
     return f"zk://{c.zk_hosts}{c.chroot}"
+
+
+# `tritonmq ARGS...` started so that a hang can be shown (a Ctrl-C test that fails shows
+# where): SIGUSR1 dumps every thread's stack, SIGUSR2 every asyncio task's.
+_SHOWABLE = """
+import asyncio, faulthandler, signal, sys
+faulthandler.register(signal.SIGUSR1, all_threads=True)
+def tasks(*_):
+    try:
+        running = asyncio.all_tasks()
+    except RuntimeError:
+        print("no event loop is running", file=sys.stderr)
+        return
+    for t in running:
+        print(f"--- {t!r}", file=sys.stderr)
+        t.print_stack(file=sys.stderr)
+    sys.stderr.flush()
+signal.signal(signal.SIGUSR2, tasks)
+from tritonmq.cli import main
+sys.argv[0] = "tritonmq"
+main()
+"""
+SHOWABLE_TRITONMQ = [sys.executable, "-c", _SHOWABLE]
+
+
+def show_and_kill(proc: subprocess.Popen[str]) -> str:
+    """What a hung ``SHOWABLE_TRITONMQ`` process was doing: its tasks and threads, then
+    it is killed; returns its stderr."""
+    for sig in (signal.SIGUSR2, signal.SIGUSR1):
+        proc.send_signal(sig)
+        time.sleep(1)  # for the dump to be written
+    proc.kill()
+    _, err = proc.communicate()
+    return str(err)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import process_gone
+from tests.integration.conftest import SHOWABLE_TRITONMQ, process_gone, show_and_kill
 
 pytestmark = pytest.mark.integration
 
@@ -93,16 +93,9 @@ def children(pid: int) -> set[int]:
 
 
 def test_ctrl_c_stops_every_process_the_run_started(tmp_path: Path) -> None:
-    # Started through faulthandler so that a hang can be shown: SIGUSR1 dumps every thread.
-    wrapper = (
-        "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True);"
-        " from tritonmq.cli import main; sys.argv[0] = 'tritonmq'; main()"
-    )
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-c",
-            wrapper,
+            *SHOWABLE_TRITONMQ,
             "chaos",
             "--seed",
             "5",
@@ -130,10 +123,7 @@ def test_ctrl_c_stops_every_process_the_run_started(tmp_path: Path) -> None:
         try:
             _, err = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGUSR1)
-            time.sleep(1)  # for the dump to be written; the process is killed next anyway
-            proc.kill()
-            _, err = proc.communicate()
+            err = show_and_kill(proc)
             alive = {p: cmdline(p) for p in started | children(proc.pid) if not process_gone(p)}
             pytest.fail(f"no exit 120 s after SIGINT; still alive: {alive}\nstderr:\n{err}")
     finally:

@@ -18,7 +18,7 @@ import msgpack
 import pytest
 import websockets
 
-from tests.integration.conftest import wait_new_primary, zk_url
+from tests.integration.conftest import SHOWABLE_TRITONMQ, show_and_kill, wait_new_primary, zk_url
 from tritonmq import Client
 from tritonmq.devtools.cluster import DevCluster, wait_for
 from tritonmq.tokens import mint
@@ -202,7 +202,7 @@ def test_top_counts_the_failover_it_watches_and_stops_on_ctrl_c(
     old = c.primary()
     assert old is not None
     top = subprocess.Popen(
-        [*TRITONMQ, "top", *at(c), "--interval", "0.5", "--timeout", "2"],
+        [*SHOWABLE_TRITONMQ, "top", *at(c), "--interval", "0.5", "--timeout", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -218,7 +218,10 @@ def test_top_counts_the_failover_it_watches_and_stops_on_ctrl_c(
         text = "".join(seen)
         assert f"g1: primary {old} -> {new}" in text
         top.send_signal(signal.SIGINT)
-        assert top.wait(timeout=30) == 0
+        try:
+            assert top.wait(timeout=30) == 0
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"top did not stop 30 s after Ctrl-C:\n{show_and_kill(top)}")
     finally:
         if top.poll() is None:
             top.kill()
