@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -123,13 +124,18 @@ def test_ctrl_c_stops_every_process_the_run_started(tmp_path: Path) -> None:
         try:
             _, err = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
+            started |= children(proc.pid)  # before it dies: its orphans are nobody's children
             err = show_and_kill(proc)
-            alive = {p: cmdline(p) for p in started | children(proc.pid) if not process_gone(p)}
+            alive = {p: cmdline(p) for p in started if not process_gone(p)}
             pytest.fail(f"no exit 120 s after SIGINT; still alive: {alive}\nstderr:\n{err}")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for p in started:  # a run that failed to stop them must not leave them to the next test
+            if not process_gone(p):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGKILL)
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert all(process_gone(p) for p in started), [p for p in started if not process_gone(p)]
