@@ -7,7 +7,7 @@ the old group's, so a retry that hits one is answered with the record's position
 ts in the old group), and the table forgets a handover at a deadline the caller passes
 in (the dedup window after the seal), never by the new group's own ``ts``.
 
-The pairs are asked for and answered a page at a time (:func:`handover_page`): a hot
+The pairs are asked for and answered a page at a time (:class:`SlotSelection`): a hot
 slot's millions in one frame held both groups' event loops for seconds. The new group's
 primary writes each page it was handed into its own log as one entry
 (:data:`HANDOVER_TOPIC`, value :func:`encode_entry`; uuid :func:`handover_page_uuid`,
@@ -19,14 +19,16 @@ leaves the log when the dedup window has passed it (purged at the forget point).
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from itertools import islice
+from typing import Any, cast
 
 import msgpack
 
-from tritonmq.core.log import GroupLog
+from tritonmq.core.log import UNKNOWN_SLOT, GroupLog
 from tritonmq.core.slothistory import Position
 from tritonmq.core.slots import slot_of
 from tritonmq.errors import SlotHistoryError
@@ -122,28 +124,59 @@ def handover_pairs(
     ``until`` that a retry may still name: the slot's retained records, and its purged
     records the log still remembers (kept per slot: a whole group's window, up to
     ``dedup_max``, in one frame held both groups' event loops for seconds)."""
-    retained = [
-        (rec[0], rec[1])
-        for name, t in log.topics.items()
-        if name != HANDOVER_TOPIC and slot_of(name, slots) == slot
-        for rec in t.records
-        if rec[0] <= until
-    ]
-    purged = [p for p in log.purged_of(slot) if p[0] <= until]
-    return tuple(sorted(retained + purged))  # disjoint: a purged record left its topic
+    sel = select_slot(log, slot, slots, until)
+    return sel.page(0, sel.size)[0]
 
 
-def handover_page(
-    pairs: Sequence[tuple[int, bytes]], after: int, size: int
-) -> tuple[tuple[tuple[int, bytes], ...], bool]:
-    """The page of ``pairs`` (ascending) above ts ``after``: at most ``size`` of them,
-    and whether more follow."""
-    i = bisect_right(pairs, after, key=_ts_of)
-    return tuple(pairs[i : i + size]), i + size < len(pairs)
+@dataclass(frozen=True, slots=True)
+class SlotSelection:
+    """What :func:`handover_pairs` hands over, kept as runs ascending by ts (each topic's
+    records up to the seal point, the slot's purged pairs), copied once per handover in C:
+    each page is cut from them by bisection and a merge of at most a page of each run.
+    Building and sorting every pair at once held the old group's event loop 0.39 s for a
+    hot slot's 2,000,000 uuids (M2.3); a copy takes 15 ms (0.1 s for purged ones, sorted)
+    and a page of 100,000 about 17 ms. The copies hold the records retained then, values
+    included, until the handover ends (a purge meanwhile frees them only after)."""
+
+    runs: tuple[Sequence[tuple[Any, ...]], ...]  # records (ts, uuid, ...) or pairs (ts, uuid)
+
+    @property
+    def size(self) -> int:
+        return sum(len(r) for r in self.runs)
+
+    def page(self, after: int, size: int) -> tuple[tuple[tuple[int, bytes], ...], bool]:
+        """At most ``size`` pairs above ts ``after``, ascending, and whether more follow."""
+        heads = []
+        for run in self.runs:
+            i = bisect_right(run, after, key=_ts_of)
+            if i < len(run):
+                heads.append(run[i : i + size + 1])
+        merged = heapq.merge(*heads, key=_ts_of)  # disjoint: a purged record left its topic
+        got = tuple((r[0], r[1]) for r in islice(merged, size + 1))
+        return got[:size], len(got) > size
 
 
-def _ts_of(pair: tuple[int, bytes]) -> int:
-    return pair[0]
+def select_slot(log: GroupLog, slot: int, slots: int, until: int) -> SlotSelection:
+    """The runs of :class:`SlotSelection` for ``slot`` (of ``slots``) up to ``until``."""
+    runs: list[Sequence[tuple[Any, ...]]] = []
+    for name, t in log.topics.items():
+        if name != HANDOVER_TOPIC and slot_of(name, slots) == slot:
+            j = bisect_right(t.records, until, key=_ts_of)
+            if j:
+                runs.append(t.records[:j])
+    for held in (log.purged_by_slot.get(slot), log.purged_by_slot.get(UNKNOWN_SLOT)):
+        if held:
+            pairs = sorted(held)  # in ts order per purge, not across a slot's topics
+            j = bisect_right(pairs, until, key=_ts_of)
+            if j:
+                runs.append(pairs[:j])
+    return SlotSelection(tuple(runs))
+
+
+def _ts_of(pair: tuple[Any, ...]) -> int:
+    """The ts of a pair or of a record (both begin with it)."""
+    ts: int = pair[0]
+    return ts
 
 
 @dataclass(slots=True)

@@ -42,13 +42,14 @@ from tritonmq.core.events import CasOutcome, HandoverAnswered, HandoverAsked, Sl
 from tritonmq.core.handover import (
     HANDOVER_TOPIC,
     HandedOver,
+    SlotSelection,
     encode_entry,
     entry_slot_era,
     handover_forward_uuid,
-    handover_page,
     handover_page_uuid,
     handover_pairs,
     handover_uuid,
+    select_slot,
     table_of,
 )
 from tritonmq.core.log import GroupLog
@@ -140,7 +141,7 @@ class SlotMoves:
         self.page = page  # pairs per handover answer
         self.paged: dict[int, int] = {}  # slot -> ts of the last pair written, as new primary
         # ((slot, until), its pairs): selected once for the pages a new group asks for
-        self._answering: tuple[tuple[int, int], tuple[tuple[int, bytes], ...]] | None = None
+        self._answering: tuple[tuple[int, int], SlotSelection] | None = None
         self.histories: tuple[SlotHistory, ...] | None = None
         self.version = -1  # the map version of ``histories`` (a view's, or our step's write)
         self.any_moved = False
@@ -431,8 +432,8 @@ class SlotMoves:
         if self._answering is None or self._answering[0] != key or f.after == 0:
             # selected once per handover (a first page asks afresh): what we forget of
             # the slot meanwhile is handed over still, and deduplicates a little longer
-            self._answering = (key, handover_pairs(log, f.slot, len(hs), f.until))
-        page, more = handover_page(self._answering[1], f.after, self.page)
+            self._answering = (key, select_slot(log, f.slot, len(hs), f.until))
+        page, more = self._answering[1].page(f.after, self.page)
         fwd = () if more else self._forwarded(log, f.slot, hs[f.slot], f.until)
         return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, page, f.after, more, fwd))]
 
