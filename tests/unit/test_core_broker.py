@@ -433,6 +433,25 @@ def test_a_primary_cut_from_zookeeper_purges_nothing_until_its_session_is_back()
     assert [p.purge.topics for p in only(out, SendPurge)] == [[("t", 3)]]
 
 
+def test_a_primary_that_heard_nothing_for_a_session_timeout_reads_zookeeper_before_it_purges() -> (
+    None
+):
+    """Frozen past its session's expiry, a deposed primary woke to an old ZooKeeper answer
+    and purged as the primary it no longer was, before its session's end reached it: its
+    successor had registered a subscription that needed those records (simulator, seed
+    74193 of ``--groups 3 --moves 10 --faults 10 --refusals --check-whole``)."""
+    c = leading(isr="a", live="a", replicas=1, ephemeral_grace=0.0, offset_interval=0.1)
+    c.handle(ClientFrameIn("prod", Pub(1, "t", recs("u1", "u2", "u3")), 0.1))
+    late = 0.1 + c.cfg.session_timeout + 1.0
+    out = c.handle(Tick(late))
+    [read] = only(out, ReadState)
+    assert not only(out, SendPurge) and len(c.log.topics["t"].records) == 3
+    assert not only(c.handle(Tick(late + 0.2)), SendPurge), "not before the read is back"
+    c.handle(ZkView(c.state, members("a"), None, late + 0.3, read=read.request))
+    out = c.handle(Tick(late + 0.4))
+    assert [p.purge.topics for p in only(out, SendPurge)] == [[("t", 3)]]
+
+
 # --- shared subscriptions across a failover ---------------------------------------------------
 
 

@@ -25,8 +25,11 @@ T0 = 1_763_856_000_000  # wall-clock ms of the first publish
 
 
 def stats(c: BrokerCore, frame: Stats, wall_ms: int) -> StatsReply:
-    [out] = c.handle(ClientFrameIn("admin", frame, 9.0, wall_ms))
-    assert isinstance(out, SendStats) and out.conn == "admin"
+    # (a primary that heard nothing for seconds also re-reads ZooKeeper: not the point here)
+    [out] = [
+        a for a in c.handle(ClientFrameIn("admin", frame, 9.0, wall_ms)) if isinstance(a, SendStats)
+    ]
+    assert out.conn == "admin"
     return out.stats
 
 

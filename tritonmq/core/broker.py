@@ -176,6 +176,11 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self._next_offsets_at = 0.0
         self._storing = False
         self._last_wait = ""
+        # S3: a primary that heard nothing for longer than the session timeout (frozen, or
+        # its loop held) may be deposed without an event saying so yet: it purges nothing
+        # until a view read after the gap (this ReadState request) comes in
+        self._last_event_at: float | None = None
+        self._unsure = 0
 
     # --- the one entry point ------------------------------------------------------
 
@@ -183,9 +188,25 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         """Apply one event; the actions to perform, in order."""
         if self.role is Role.STOPPED:
             return []
-        out = self._handle(ev)
+        out = self._after_gap(ev.now)
+        out += self._handle(ev)
         shared = self._shared_out()  # shared records the backups have confirmed (S8)
         return out + shared if shared else out
+
+    def _after_gap(self, now: float) -> list[Action]:
+        """Seed 74193: a primary frozen past its session's expiry woke to an old ZooKeeper
+        answer and purged as the primary it no longer was, before its session's end
+        reached it. After such a gap it doubts its role until a fresh view (S3)."""
+        last, self._last_event_at = self._last_event_at, now
+        if self.primary is None or last is None or now - last <= self.cfg.session_timeout:
+            return []
+        self._requests += 1
+        self._unsure = self._requests
+        gap = f"{now - last:.1f}s"
+        return [
+            LogLine(L.INFO, f"nothing heard for {gap}: no purge until ZooKeeper is read"),
+            ReadState(self._requests),
+        ]
 
     def _handle(self, ev: Event) -> list[Action]:
         match ev:
@@ -468,6 +489,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if p is not None and st is not None and (st.epoch, st.primary) == (p.epoch, self.me.id):
             self.moves.map_read = True  # read since we were elected (M7)
         self.viewed = True
+        if self._unsure and ev.read >= self._unsure:
+            self._unsure = 0  # read after the gap: we act on what it says (step down or not)
         out: list[Action] = self._owner_reload()
         cas = self.cas
         if cas is not None and cas.unknown and ev.read >= cas.read:
@@ -664,7 +687,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         our cut log out of the successor's ISR; purging only as a primary sure of its role
         keeps it whole instead."""
         d = self.delivery
-        if not d.may_purge(now) or not p.accepting:  # not accepting: session not connected
+        if not d.may_purge(now) or not p.accepting or self._unsure:  # accepting: connected
             return []
         topics = [t for t, tl in self.log.topics.items() if tl.records and t != HANDOVER_TOPIC]
         points = self.retention.purge_points(topics, d.holds(), p.commit_ts, now)
