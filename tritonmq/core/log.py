@@ -513,12 +513,6 @@ class GroupLog:
             self.uuids, self.topics, self.freed = dict(uuids), dict(self.topics), dict(freed)
             self._deleted = 0
 
-    def purged_of(self, slot: int) -> tuple[tuple[int, bytes], ...]:
-        """(ts, uuid), ascending, of ``slot``'s purged records that still deduplicate, and
-        of those purged while the slot count was unknown (they may be the slot's)."""
-        got = self.purged_by_slot
-        return tuple(sorted([*got.get(slot, ()), *got.get(UNKNOWN_SLOT, ())]))
-
     def adopt_dedup(self, purged: Sequence[tuple[int, bytes, int]]) -> None:
         """Remember uuids of records purged before we saw them (the primary's dedup state),
         each under the slot the primary kept it in."""
