@@ -372,7 +372,7 @@ def test_the_handover_entry_replicates_and_commits_before_the_move_completes() -
     assert handover_uuid(0, 0, 2) in y.log.uuids
     # read as it arrived: elected, y answers the first retry without reading every page
     # of a hot slot's handover at once (1.4 s of its loop for 2,000,000 uuids)
-    assert y.moves._table.lookup(b"u2", 0) == Position(0, 2)
+    assert y.moves._table.table.lookup(b"u2", 0) == Position(0, 2)
 
 
 def test_a_later_new_primary_that_holds_the_handover_completes_without_asking_again() -> None:

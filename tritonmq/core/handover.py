@@ -209,10 +209,17 @@ class HandedOver:
         """Remember ``uuids`` (uuid -> old group's ts; kept, not copied) of ``slot``'s
         ``era`` until ``forget_at``; a uuid already known for the slot keeps its first
         position (adopting the same handover twice, as a new primary repeating it does,
-        changes nothing). A later page of a handover joins its first page's dict: an era
-        gives a uuid one ts, and checked against every earlier page, a hot slot's twenty
-        pages cost a replica's rebuild more than one map did. Returns the uuids newly
-        adopted."""
+        changes nothing). Returns the uuids newly adopted (see :meth:`join`)."""
+        return self.join(era, uuids, forget_at, slot)[1]
+
+    def join(
+        self, era: int, uuids: dict[bytes, int], forget_at: float, slot: int | None = None
+    ) -> tuple[dict[bytes, int] | None, tuple[bytes, ...], bool]:
+        """What :meth:`adopt_map` does, and how to take it back (:meth:`unjoin`): the
+        batch's dict the uuids went into (None: none was new), the uuids newly adopted,
+        and whether they began that batch. A later page of a handover joins its first
+        page's dict: an era gives a uuid one ts, and checked against every earlier page, a
+        hot slot's twenty pages cost a replica's rebuild more than one map did."""
         same = None
         for b in self.batches:
             if b[1] != slot or not uuids:
@@ -224,13 +231,22 @@ class HandedOver:
             if known:
                 uuids = {u: ts for u, ts in uuids.items() if u not in known}
         if not uuids:
-            return ()
+            return None, (), False
         if same is None:
             self.batches.append((forget_at, slot, era, uuids))
-            return tuple(uuids)
-        fresh = tuple(u for u in uuids if u not in same)
+            return uuids, tuple(uuids), True
+        fresh = tuple(uuids.keys() - same.keys())
         same.update(uuids)
-        return fresh
+        return same, fresh, False
+
+    def unjoin(self, batch: dict[bytes, int], fresh: tuple[bytes, ...], began: bool) -> None:
+        """Take back a :meth:`join` (the latest one not taken back yet): a batch it began
+        goes, else the uuids it added leave the batch it joined."""
+        if began:
+            self.batches = [b for b in self.batches if b[3] is not batch]
+            return
+        for u in fresh:
+            batch.pop(u, None)
 
     def lookup(self, uuid: bytes, slot: int | None = None) -> Position | None:
         """Where ``uuid`` was stored as a record of ``slot`` (None: of any slot): the
@@ -256,3 +272,59 @@ class HandedOver:
         gone = sum(len(b[3]) for b in self.batches if b[0] <= now)
         self.batches = [b for b in self.batches if b[0] > now]
         return gone
+
+
+@dataclass(slots=True)
+class LogTable:
+    """The :class:`HandedOver` table a replica reads from its log's handover entries,
+    kept in step with them an entry at a time: a new page's entry is read alone; one a
+    truncation took (never committed) is taken back alone, newest first; one purged at the
+    forget point stays until none of its handover's entries is left (its uuids deduplicate
+    a little longer). Read again whole after a truncation, a hot slot's 2,000,000 uuids
+    held the replica's event loop over a second (M2.3)."""
+
+    table: HandedOver = field(default_factory=HandedOver)
+    # per entry read, ascending by ts: its record (whether the log still holds that very
+    # tuple says whether a truncation took it) and its :meth:`HandedOver.join`
+    read: list[tuple[tuple[Any, ...], dict[bytes, int] | None, tuple[bytes, ...], bool]] = field(
+        default_factory=list
+    )
+    key: tuple[int, int, int, int] | None = None  # the entries when last read
+
+    def follow(self, log: GroupLog) -> HandedOver:
+        """The table of the handover entries ``log`` holds now."""
+        t = log.topics.get(HANDOVER_TOPIC)
+        recs = t.records if t is not None else []
+        cut = log.cuts.get(HANDOVER_TOPIC, 0)  # entries a truncation took, ever
+        key = (len(recs), recs[0][0], recs[-1][0], cut) if recs else None
+        if key == self.key:
+            return self.table
+        self.key = key
+        if t is None or not recs:
+            self.table, self.read = HandedOver(), []
+            return self.table
+        gone = bisect_right(self.read, recs[0][0] - 1, key=_read_ts)
+        if gone:  # left at the forget point: a handover goes once none of its entries is
+            del self.read[:gone]
+            left = {entry_slot_era(rec[1]) for rec in recs}
+            self.table.batches = [b for b in self.table.batches if (b[1], b[2]) in left]
+        while self.read and not _holds(recs, self.read[-1][0]):
+            _, batch, fresh, began = self.read.pop()
+            if batch is not None:
+                self.table.unjoin(batch, fresh, began)
+        after = self.read[-1][0][0] if self.read else 0
+        for rec in recs[t.index_of(after + 1) :]:
+            slot, era, uuids = decode_entry(rec[3])
+            self.read.append((rec, *self.table.join(era, uuids, float("inf"), slot)))
+        return self.table
+
+
+def _read_ts(read: tuple[tuple[Any, ...], Any, Any, Any]) -> int:
+    ts: int = read[0][0]
+    return ts
+
+
+def _holds(recs: Sequence[tuple[Any, ...]], rec: tuple[Any, ...]) -> bool:
+    """``recs`` (ascending by ts) hold this very record (not one written at its ts since)."""
+    i = bisect_right(recs, rec[0], key=_ts_of) - 1
+    return i >= 0 and recs[i] is rec

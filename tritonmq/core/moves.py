@@ -42,15 +42,14 @@ from tritonmq.core.events import CasOutcome, HandoverAnswered, HandoverAsked, Sl
 from tritonmq.core.handover import (
     HANDOVER_TOPIC,
     HandedOver,
+    LogTable,
     SlotSelection,
     encode_entry,
-    entry_slot_era,
     handover_forward_uuid,
     handover_page_uuid,
     handover_pairs,
     handover_uuid,
     select_slot,
-    table_of,
 )
 from tritonmq.core.log import GroupLog
 from tritonmq.core.peerauth import admit_handover
@@ -152,8 +151,7 @@ class SlotMoves:
         self.asking: dict[int, int] = {}  # slot -> request of the handover ask in flight
         self.ask_after: dict[int, float] = {}  # slot -> no new ask before this
         self._requests = 0
-        self._table: HandedOver = HandedOver()
-        self._table_key: tuple[int, int, int, int] | None = None
+        self._table = LogTable()
         self.fences = PubFences()
 
     # --- the view -------------------------------------------------------------------------
@@ -211,26 +209,8 @@ class SlotMoves:
         return self.group == h.owner or any(e.group == self.group for e in h.history)
 
     def handed(self, log: GroupLog) -> HandedOver:
-        """The handed-over uuids our log holds, rebuilt only when its handover entries change."""
-        t = log.topics.get(HANDOVER_TOPIC)
-        cut = log.cuts.get(HANDOVER_TOPIC, 0)  # entries a truncation took (never committed)
-        key = (len(t.records), t.records[0][0], t.records[-1][0], cut) if t and t.records else None
-        old = self._table_key
-        if key == old:
-            return self._table
-        if key is None or old is None or key[3] != old[3]:
-            self._table = table_of(log) if key is not None else HandedOver()
-        elif key[1] == old[1] and key[2] > old[2]:
-            self._table = table_of(log, self._table, old[2])  # the next pages: theirs only
-        elif key[1] > old[1] and key[2] == old[2] and t is not None:
-            # entries left at the forget point, a page at a time: a handover goes once none
-            # of its entries is left (its uuids deduplicate a little longer), not read again
-            left = {entry_slot_era(rec[1]) for rec in t.records}
-            self._table.batches = [b for b in self._table.batches if (b[1], b[2]) in left]
-        else:
-            self._table = table_of(log)
-        self._table_key = key
-        return self._table
+        """The handed-over uuids our log holds, read an entry at a time as they change."""
+        return self._table.follow(log)
 
     # --- writes ---------------------------------------------------------------------------
 
