@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from tritonmq.core.handover import (
     HANDOVER_TOPIC,
+    Forwarded,
     HandedOver,
     decode_entry,
     encode_entry,
@@ -343,3 +344,44 @@ def test_the_table_kept_in_step_holds_what_one_read_whole_from_the_log_does(
         for u in (uid(n) for n in range(12)):
             for slot in (0, 1, None):
                 assert kept.lookup(u, slot) == whole.lookup(u, slot)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from([0, 1, 2, 4]), st.sampled_from([3, 5])),
+        st.lists(st.integers(1, 40), unique=True, max_size=9),
+        max_size=5,
+    ),
+    st.integers(1, 5),
+)
+def test_forwarded_pages_hand_over_every_earlier_eras_uuid_once_in_order(
+    eras: dict[tuple[int, int], list[int]], size: int
+) -> None:
+    """Earlier eras (0, 1, 2) of slot 3 and 5, their pages adopted in any ts order (a
+    page answered afresh joins the end of its era's map): paged after the last cursor,
+    whatever the page size, they are every uuid of the slot's eras before 4, each once,
+    ascending by (era, ts), and ``whole`` is the same."""
+    table = HandedOver()
+    for (era, slot), ts in eras.items():
+        table.adopt(era, [(t, uid(100 * era + t)) for t in ts], 60.0, slot)
+    fwd = Forwarded.of(table, 3, before=4)
+    want = sorted(
+        (era, t, uid(100 * era + t))
+        for (era, slot), ts in eras.items()
+        if slot == 3 and era < 4
+        for t in ts
+    )
+    got: list[tuple[int, int, bytes]] = []
+    after, more = (0, 0), True
+    while more:
+        page, more = fwd.page(after, size)
+        assert sum(len(p) for _, p in page) <= size and (page or not more)
+        for era, pairs in page:
+            got.extend((era, t, u) for t, u in pairs)
+            after = (era, pairs[-1][0])
+    assert got == want
+    assert [(e, t, u) for e, ps in fwd.whole() for t, u in ps] == want
+    assert Forwarded.of(table, 3, before=1).whole() == tuple(
+        (e, ps) for e, ps in fwd.whole() if e == 0
+    )

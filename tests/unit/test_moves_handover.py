@@ -4,6 +4,8 @@ uuids, earlier eras forwarded), and who may ask."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from tests.unit.test_moves import (
     READS,
     T0,
@@ -86,6 +88,57 @@ def test_a_retry_straddling_two_moves_is_answered_at_the_third_group() -> None:
     view(y, (complete(sealed, "g0"), SlotHistory("g1")), 1.5)
     [ack] = only(pub(y, 9, T0, "u1", "n1", now=1.6), SendPubAck)
     assert ack.eras == (0, 1) and ack.ts[0] == 1, "each stored once, where it was"
+    assert not y.log.topics.get(T0), "nothing stored again"
+
+
+def asked_by(ask: AskHandover, now: float) -> HandoverAsked:
+    """The old group's event for ``ask``, as the shell frames it."""
+    frame = dataclasses.replace(ask_frame(None, b"n", ask.until, ask.after), earlier=ask.earlier)
+    return HandoverAsked("l", frame, now, b"n")
+
+
+def test_earlier_eras_uuids_are_forwarded_a_page_at_a_time_after_the_slots_own() -> None:
+    """A hot slot moved twice within a dedup window: the group between forwards era 0's
+    uuids. Sorted and sent whole in the last page, 2,000,000 held its event loop 0.25 s
+    and the next group's 0.7 s, in a 48 MB frame (replication.md M2.3): they go a page
+    at a time after the slot's own pairs, each page its own entry, and a retry of any of
+    them reaching the third group is still answered where it was stored."""
+    era0 = tuple((n, f"u{n}".encode()) for n in range(1, 6))
+    x = leading("x", "g2", dedup_page=2)
+    [ask] = only(view(x, sealed_to_g2(5), 0.2), AskHandover)
+    out = x.handle(HandoverAnswered(ask.request, HandoverPairs(0, 5, era0), 0.3))
+    [step] = only([*out, *x.handle(Tick(0.4))], ProposeSlotStep)
+    done = complete(sealed_to_g2(5)[0], "g2")
+    x.handle(SlotStepDone(step.request, CasOutcome.OK, done, 0.5, next(READS)))
+    view(x, (done, SlotHistory("g1")), 0.6)
+    pub(x, 1, T0, "n1", "n2", now=0.7)  # era 1's own records
+    x.handle(Tick(0.8))
+    sealed = seal(begin_move(done, "g0"), "g2", x.log.last_ts)
+    view(x, (sealed, SlotHistory("g1")), 0.9)
+    y = leading("y", "g0")
+    [ask] = only(view(y, (sealed, SlotHistory("g1")), 1.0), AskHandover)
+    answers, now = [], 1.1
+    while True:
+        [ans] = only(x.handle(asked_by(ask, now)), SendHandover)
+        got = ans.pairs
+        answers.append(([u for _, u in got.pairs], [[u for _, u in p] for _, p in got.earlier]))
+        out = y.handle(HandoverAnswered(ask.request, got, now))
+        now += 0.01
+        if not got.more:
+            break
+        assert not only([*out, *y.handle(Tick(now))], ProposeSlotStep), "not before the last"
+        [ask] = only(out, AskHandover)
+    assert answers == [
+        ([b"n1", b"n2"], []),
+        ([], [[b"u1", b"u2"]]),
+        ([], [[b"u3", b"u4"]]),
+        ([], [[b"u5"]]),
+    ]
+    [step] = only([*out, *y.handle(Tick(now))], ProposeSlotStep)
+    y.handle(SlotStepDone(step.request, CasOutcome.OK, complete(sealed, "g0"), now, next(READS)))
+    view(y, (complete(sealed, "g0"), SlotHistory("g1")), now)
+    [ack] = only(pub(y, 9, T0, "u1", "u4", "u5", "n2", now=now), SendPubAck)
+    assert ack.eras == (0, 0, 0, 1) and ack.ts[:3] == (1, 4, 5), "each stored once, where it was"
     assert not y.log.topics.get(T0), "nothing stored again"
 
 

@@ -95,6 +95,7 @@ def test_a_follow_whose_purged_is_not_topic_ts_pairs_is_malformed() -> None:
         ids,
         st.binary(max_size=32),
         st.none() | ids,
+        st.none() | st.tuples(ids, ids),
     )
 )
 def test_a_handover_ask_round_trips(frame: HandoverAsk) -> None:
@@ -123,6 +124,10 @@ def test_handover_pairs_round_trip(frame: HandoverPairs) -> None:
     [
         {"op": "handover", "group": "g2", "id": "x", "boot": "b", "slot": -1, "until": 1},
         {"op": "handover", "group": "g2", "id": "x", "boot": "b", "slot": 1},
+        {"op": "handover", "group": "g2", "id": "x", "boot": "b", "slot": 1, "until": 1}
+        | {"after": 0, "earlier": [1]},
+        {"op": "handover", "group": "g2", "id": "x", "boot": "b", "slot": 1, "until": 1}
+        | {"after": 0, "earlier": [0, -1]},
         {"op": "handed", "slot": 1, "until": 2, "pairs": [[1, "not bytes"]]},
         {"op": "handed", "slot": 1, "until": 2},
     ],

@@ -136,7 +136,7 @@ async def _ask_one(
         proof = handover_proof(secret, nonce, group, me.id, me.boot, a.slot, a.until)
         await ws.send(
             repl.enc_handover_ask(
-                HandoverAsk(group, me.id, me.boot, a.slot, a.until, proof, a.after)
+                HandoverAsk(group, me.id, me.boot, a.slot, a.until, proof, a.after, a.earlier)
             )
         )
         data = await ws.recv()

@@ -365,6 +365,8 @@ class AskHandover(SlotMoveAction):
     group: str
     until: int
     after: int = 0  # the page of pairs above this ts
+    # then the earlier eras' uuids forwarded, a page after this (era, ts) (M8)
+    earlier: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from tritonmq.core.actions import Level as L
 from tritonmq.core.events import CasOutcome, HandoverAnswered, HandoverAsked, SlotStepDone
 from tritonmq.core.handover import (
     HANDOVER_TOPIC,
+    Forwarded,
     HandedOver,
     LogTable,
     SlotSelection,
@@ -138,9 +139,13 @@ class SlotMoves:
         self.group = group
         self.secret = secret
         self.page = page  # pairs per handover answer
-        self.paged: dict[int, int] = {}  # slot -> ts of the last pair written, as new primary
-        # ((slot, until), its pairs): selected once for the pages a new group asks for
+        # slot -> (ts of the last pair written, (era, ts) of the last uuid forwarded), as
+        # new primary: where the next page begins
+        self.paged: dict[int, tuple[int, tuple[int, int]]] = {}
+        # ((slot, until), its pairs): selected once for the pages a new group asks for, and
+        # the earlier eras' uuids we forward, once the slot's own pairs are all asked for
         self._answering: tuple[tuple[int, int], SlotSelection] | None = None
+        self._forwarding: Forwarded | None = None
         self.histories: tuple[SlotHistory, ...] | None = None
         self.version = -1  # the map version of ``histories`` (a view's, or our step's write)
         self.any_moved = False
@@ -177,6 +182,7 @@ class SlotMoves:
             hs = self.histories
             if not hs or n >= len(hs) or hs[n].state is not SlotState.SEALED:
                 self._answering = None  # completed or rolled back: no new group asks on
+                self._forwarding = None
 
     def lead_changed(self) -> None:
         """We became primary or stopped being it: whatever we began is decided afresh (a
@@ -289,8 +295,10 @@ class SlotMoves:
                 elif n not in self.asking and now >= self.ask_after.get(n, 0.0):
                     self._requests += 1
                     self.asking[n] = self._requests
-                    after = self.paged.get(n, 0)
-                    out.append(AskHandover(self._requests, n, h.owner, h.move.until, after))
+                    after, earlier = self.paged.get(n, (0, (0, 0)))
+                    out.append(
+                        AskHandover(self._requests, n, h.owner, h.move.until, after, earlier)
+                    )
         return out
 
     def _sealing_here(self, n: int) -> bool:
@@ -332,25 +340,35 @@ class SlotMoves:
         got = ev.pairs
         if h.state is not SlotState.SEALED or h.move is None or h.move.to != self.group:
             return []
-        after = self.paged.get(n, 0)
+        after, forwarded = self.paged.get(n, (0, (0, 0)))
         if (
             got is None
             or got.slot != n
             or got.until != h.move.until
             or got.after not in (None, after)  # None: all at once, from an earlier version
-            or (got.more and not got.pairs)
+            or (got.more and not got.pairs and not got.earlier)
         ):
             self.ask_after[n] = ev.now + ASK_AGAIN_S
             return [LogLine(L.INFO, f"slot {n}: no broker of {h.owner} handed over; asking again")]
         more = got.more and got.after is not None
-        last = got.pairs[-1][0] if more else 0
-        # on the last page, older eras' uuids forwarded (a retry of an older era's record
-        # must be recognised here too), then the entry whose commit completes the move
+        last = got.pairs[-1][0] if more and got.pairs else after
+        # older eras' uuids forwarded (a retry of an older era's record must be recognised
+        # here too): a page at a time once our own are all handed, or whole on the last
+        # page from an earlier version; the entry whose commit completes the move is last
         entries = [
-            (handover_forward_uuid(n, era, got.until), era, pairs)
-            for era, pairs in (got.earlier if not more else ())
+            (
+                handover_forward_uuid(
+                    n, era, got.until, forwarded[1] if era == forwarded[0] else 0, pairs[-1][0]
+                ),
+                era,
+                pairs,
+            )
+            for era, pairs in got.earlier
             if era < h.era and pairs
         ]
+        for era, pairs in got.earlier:  # the next page of them begins after the last
+            if pairs:
+                forwarded = (era, pairs[-1][0])
         # the old group's records of an era it held before this one (the slot came back
         # to it) keep their own era: a retry of one is answered with where it was stored
         eras: dict[int, list[tuple[int, bytes]]] = {}
@@ -362,7 +380,8 @@ class SlotMoves:
             for era, pairs in sorted(eras.items())
         )
         if more:
-            entries.append((handover_page_uuid(n, h.era, got.until, after, last), h.era, own))
+            if got.pairs:  # a page of forwarded uuids alone has none of ours
+                entries.append((handover_page_uuid(n, h.era, got.until, after, last), h.era, own))
         else:
             entries.append((handover_uuid(n, h.era, got.until), h.era, own))
         out: list[Action] = []
@@ -377,10 +396,10 @@ class SlotMoves:
         note = f"slot {n}: {len(got.pairs)} uuid(s) handed over by {h.owner}"
         out.append(LogLine(L.INFO, note))
         if more:  # the next page, as its own event: our loop serves others between pages
-            self.paged[n] = last
+            self.paged[n] = (last, forwarded)
             self._requests += 1
             self.asking[n] = self._requests
-            out.append(AskHandover(self._requests, n, h.owner, got.until, last))
+            out.append(AskHandover(self._requests, n, h.owner, got.until, last, forwarded))
         else:
             self.paged.pop(n, None)
         return out
@@ -406,28 +425,34 @@ class SlotMoves:
             return [CloseLink(ev.link, msg, ErrorCode.UNAVAILABLE)]
         if f.after is None:  # an earlier version's ask: every pair at once
             pairs = handover_pairs(log, f.slot, len(hs), f.until)
-            earlier = self._forwarded(log, f.slot, hs[f.slot], f.until)
+            earlier = self._forwarded(log, f.slot, hs[f.slot], f.until).whole()
             return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, pairs, earlier=earlier))]
         key = (f.slot, f.until)
-        if self._answering is None or self._answering[0] != key or f.after == 0:
+        if (
+            self._answering is None
+            or self._answering[0] != key
+            or (f.after == 0 and f.earlier in (None, (0, 0)))
+        ):
             # selected once per handover (a first page asks afresh): what we forget of
             # the slot meanwhile is handed over still, and deduplicates a little longer
             self._answering = (key, select_slot(log, f.slot, len(hs), f.until))
+            self._forwarding = None
         page, more = self._answering[1].page(f.after, self.page)
-        fwd = () if more else self._forwarded(log, f.slot, hs[f.slot], f.until)
+        fwd: tuple[tuple[int, tuple[tuple[int, bytes], ...]], ...] = ()
+        if not more:
+            if self._forwarding is None:  # taken once our own are all asked for
+                self._forwarding = self._forwarded(log, f.slot, hs[f.slot], f.until)
+            if f.earlier is None:  # an earlier version's asker: whole, on the last page
+                fwd = self._forwarding.whole()
+            else:
+                fwd, more = self._forwarding.page(f.earlier, self.page - len(page))
         return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, page, f.after, more, fwd))]
 
-    def _forwarded(
-        self, log: GroupLog, n: int, h: SlotHistory, until: int
-    ) -> tuple[tuple[int, tuple[tuple[int, bytes], ...]], ...]:
-        """(era, pairs) of the eras before the one we sealed at ``until`` that we were
-        handed and still hold (their entries leave our log at the forget point)."""
+    def _forwarded(self, log: GroupLog, n: int, h: SlotHistory, until: int) -> Forwarded:
+        """The eras before the one we sealed at ``until`` that we were handed and still
+        hold (their entries leave our log at the forget point)."""
         era = next((e.era for e in h.history if e.group == self.group and e.until == until), h.era)
-        return tuple(
-            (e, tuple(sorted((ts, u) for u, ts in uuids.items())))
-            for _, slot, e, uuids in self.handed(log).batches
-            if slot == n and e < era and uuids
-        )
+        return Forwarded.of(self.handed(log), n, era)
 
 
 def _era_in(h: SlotHistory, ts: int) -> int:

@@ -156,7 +156,13 @@ class MoveShell:
                 Send(
                     conn,
                     HandoverAsk(
-                        self.group, self.me.id, self.me.boot, a.slot, a.until, after=a.after
+                        self.group,
+                        self.me.id,
+                        self.me.boot,
+                        a.slot,
+                        a.until,
+                        after=a.after,
+                        earlier=a.earlier,
                     ),
                 )
             )

@@ -268,6 +268,10 @@ class HandoverAsk:
     # a page: the pairs above this ts, as many as the answerer sends at once (None: all of
     # them in one answer, as an earlier version asked; millions held both loops for seconds)
     after: int | None = None
+    # the earlier eras' uuids the answerer forwards (M8) are taken a page at a time too:
+    # those after this (era, ts), once the slot's own pairs are all handed (None: whole, on
+    # the last page, as an earlier version asked)
+    earlier: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,8 +285,9 @@ class HandoverPairs:
     pairs: tuple[tuple[int, bytes], ...]
     after: int | None = None
     more: bool = False
-    # on the last page: (era, pairs) of earlier eras this group was itself handed over and
-    # still deduplicates, forwarded: a retry straddling two moves is still recognised
+    # (era, pairs) of earlier eras this group was itself handed over and still
+    # deduplicates, forwarded: a retry straddling two moves is still recognised. Whole on
+    # the last page, or a page at a time after the slot's own when the ask says ``earlier``
     earlier: tuple[tuple[int, tuple[tuple[int, bytes], ...]], ...] = ()
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from tritonmq.errors import MalformedFrame, UnknownOp
 from tritonmq.wire.codec import MAX_NAME_LEN, MAX_PROOF_LEN, _packb, _unpack
-from tritonmq.wire.fields import bin_field, int_field, published_pairs, str_field
+from tritonmq.wire.fields import bin_field, int_field, published_pairs, str_field, ts_ok
 from tritonmq.wire.frames import (
     Append,
     Challenge,
@@ -71,6 +71,15 @@ def _earlier(raw: Any) -> tuple[tuple[int, tuple[tuple[int, bytes], ...]], ...]:
 
 def _opt_after(obj: Any) -> int | None:
     return None if obj.get("after") is None else int_field(obj, "after")
+
+
+def _opt_cursor(raw: Any) -> tuple[int, int] | None:
+    """An ask's ``earlier``: absent, or [era, ts]."""
+    if raw is None:
+        return None
+    if type(raw) is not tuple or len(raw) != 2 or not all(ts_ok(v) for v in raw):
+        raise MalformedFrame("'earlier' must be [era, ts]")
+    return raw[0], raw[1]
 
 
 def _dedup(raw: Any) -> tuple[tuple[int, bytes, int], ...]:
@@ -170,6 +179,7 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             int_field(obj, "until"),
             bin_field(obj, "proof", max_len=MAX_PROOF_LEN, optional=True),
             _opt_after(obj),
+            _opt_cursor(obj.get("earlier")),
         )
     if op == "handed":
         return HandoverPairs(
@@ -320,6 +330,7 @@ def enc_handover_ask(a: HandoverAsk) -> bytes:
             "until": a.until,
             **({"proof": a.proof} if a.proof else {}),
             **({"after": a.after} if a.after is not None else {}),
+            **({"earlier": a.earlier} if a.earlier is not None else {}),
         }
     )
 
