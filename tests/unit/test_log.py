@@ -18,6 +18,7 @@ from tritonmq.core.log import (
     pub_memory,
     record_size,
 )
+from tritonmq.core.slots import slot_of
 from tritonmq.errors import LogGap
 from tritonmq.wire.frames import Entry
 
@@ -484,3 +485,22 @@ def test_the_record_count_follows_appends_purges_truncation_and_reset() -> None:
     assert other.records == 11
     log.reset_to(100)
     assert log.records == walked() == 0
+
+
+def test_a_slots_purged_uuids_are_out_of_order_only_once_its_topics_purged_out_of_turn() -> None:
+    """A handover sorts a slot's purged uuids only when they are out of ts order: sorting
+    a hot topic's 2,000,000, in order already, took 0.1 s of the old group's loop."""
+    log = GroupLog()
+    log.slots = 64
+    a = "a"
+    b = next(f"t{i}" for i in range(200) if slot_of(f"t{i}", 64) == slot_of(a, 64))
+    for n in range(1, 7):
+        log.append_new(a if n % 2 else b, bytes([n]), None, b"v", None)
+    log.purge(a, 3)  # 1, 3
+    log.purge(b, 4)  # 2, 4: 2 comes after 3
+    assert slot_of(a, 64) in log.purged_unordered
+    log.forget_uuids_upto(6)
+    assert not log.purged_by_slot and not log.purged_unordered, "forgotten: in order again"
+    log.purge(a, 5)  # 5
+    log.purge(b, 6)  # 6
+    assert log.purged_by_slot[slot_of(a, 64)] and not log.purged_unordered

@@ -176,6 +176,7 @@ class GroupLog:
         "freed_order",
         "uuids",
         "purged_by_slot",
+        "purged_unordered",
         "purged_count",
         "purged_max",
         "slots",
@@ -202,6 +203,9 @@ class GroupLog:
         # once ``slots`` is known (the cluster's slot count, set when the map is read;
         # before it: UNKNOWN_SLOT, which every handover carries).
         self.purged_by_slot: dict[int, deque[tuple[int, bytes]]] = {}
+        # the slots whose deque is out of ts order: each purge appends one topic's records
+        # in order, but a slot's topics purge in turn; a handover sorts only these
+        self.purged_unordered: set[int] = set()
         self.purged_count = 0
         # at or above every ts in purged_by_slot: a follower caught up past it lacks none
         # of them, and is not walked through millions to find that out
@@ -414,6 +418,7 @@ class GroupLog:
         self.freed_order = []
         self.uuids = {}
         self.purged_by_slot = {}
+        self.purged_unordered = set()
         self.purged_count = 0
         self.purged_max = 0
         self.bytes = 0
@@ -456,6 +461,8 @@ class GroupLog:
         purged = self.purged_by_slot.get(slot)
         if purged is None:
             purged = self.purged_by_slot[slot] = deque()
+        elif purged and purged[-1][0] > gone[0][0]:
+            self.purged_unordered.add(slot)
         base, entries = self.base_ts, self.entries
         freed = 0
         for rec in gone:
@@ -501,6 +508,7 @@ class GroupLog:
                     self._deleted += 1
             if not purged:
                 del by_slot[slot]
+                self.purged_unordered.discard(slot)
         order, freed = self.freed_order, self.freed
         while order and order[0][0] <= ts:
             old_ts, topic = heapq.heappop(order)
