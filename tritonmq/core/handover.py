@@ -375,7 +375,9 @@ class LogTable:
         after = self.read[-1][0][0] if self.read else 0
         for rec in recs[t.index_of(after + 1) :]:
             slot, era, uuids = decode_entry(rec[3])
-            self.read.append((rec, *self.table.join(era, uuids, float("inf"), slot)))
+            batch, fresh, began = self.table.join(era, uuids, float("inf"), slot)
+            # a batch begun goes whole when taken back: its uuids need not be kept twice
+            self.read.append((rec, batch, () if began else fresh, began))
         return self.table
 
 
