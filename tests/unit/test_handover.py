@@ -181,10 +181,13 @@ def paged(log: GroupLog, slot: int, until: int, size: int) -> list[tuple[int, by
     return got
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.sampled_from(["a", "x", "t20", "b"]), min_size=1, max_size=40),
-    st.lists(st.tuples(st.sampled_from(["a", "x", "t20", "b"]), st.integers(0, 45)), max_size=8),
+    st.lists(
+        st.tuples(st.sampled_from(["a", "x", "t20", "b", "forget"]), st.integers(0, 45)),
+        max_size=10,
+    ),
     st.integers(0, 45),
     st.integers(1, 7),
 )
@@ -192,17 +195,27 @@ def test_pages_cut_from_runs_hand_over_what_the_whole_selection_did(
     topics: list[str], purges: list[tuple[str, int]], until: int, size: int
 ) -> None:
     """Topics a, x and t20 share slot A (b does not); purges in any order leave a slot's
-    purged uuids out of ts order across its topics. Page after page, whatever the page
-    size, the old group hands over exactly the pairs the whole selection held, in order."""
+    purged uuids out of ts order across its topics, and the dedup window forgets from
+    the left. Page after page, whatever the page size, the old group hands over exactly
+    the pairs the whole selection held, in order; and so does a backup that learned the
+    purged uuids from it a page at a time (in its order, out of ts order)."""
     assert slot_of("x", SLOTS) == slot_of("t20", SLOTS) == A
     log = GroupLog()
     log.slots = SLOTS
     for n, topic in enumerate(topics, start=1):
         log.append_new(topic, uid(n), None, b"v", None)
     for topic, upto in purges:
-        log.purge(topic, upto)
+        if topic == "forget":
+            log.forget_uuids_upto(upto)
+        else:
+            log.purge(topic, upto)
     assert paged(log, A, until, size) == list(whole_selection(log, A, until))
     assert handover_pairs(log, A, SLOTS, until) == whole_selection(log, A, until)
+    backup, feed = GroupLog(log.base_ts), DedupFeed(log, 0)
+    while not feed.done:
+        backup.adopt_dedup(feed.page(size))
+    purged = sorted(p for p in log.purged_by_slot.get(A, ()) if p[0] <= until)
+    assert paged(backup, A, until, size) == purged
 
 
 def test_a_purge_between_pages_hands_over_the_selection_taken_at_the_first() -> None:

@@ -176,7 +176,8 @@ class GroupLog:
         "freed_order",
         "uuids",
         "purged_by_slot",
-        "purged_unordered",
+        "run_starts",
+        "popped",
         "purged_count",
         "purged_max",
         "slots",
@@ -203,9 +204,12 @@ class GroupLog:
         # once ``slots`` is known (the cluster's slot count, set when the map is read;
         # before it: UNKNOWN_SLOT, which every handover carries).
         self.purged_by_slot: dict[int, deque[tuple[int, bytes]]] = {}
-        # the slots whose deque is out of ts order: each purge appends one topic's records
-        # in order, but a slot's topics purge in turn; a handover sorts only these
-        self.purged_unordered: set[int] = set()
+        # Each purge appends one topic's records in ts order, but a slot's topics purge in
+        # turn: per slot, where (counted since the deque began) a run out of order begins,
+        # and how many pairs were forgotten from its left. A handover merges the runs
+        # (:meth:`purged_runs`): sorting a hot slot's 2,000,000 took up to 0.9 s.
+        self.run_starts: dict[int, deque[int]] = {}
+        self.popped: dict[int, int] = {}
         self.purged_count = 0
         # at or above every ts in purged_by_slot: a follower caught up past it lacks none
         # of them, and is not walked through millions to find that out
@@ -418,7 +422,8 @@ class GroupLog:
         self.freed_order = []
         self.uuids = {}
         self.purged_by_slot = {}
-        self.purged_unordered = set()
+        self.run_starts = {}
+        self.popped = {}
         self.purged_count = 0
         self.purged_max = 0
         self.bytes = 0
@@ -462,7 +467,7 @@ class GroupLog:
         if purged is None:
             purged = self.purged_by_slot[slot] = deque()
         elif purged and purged[-1][0] > gone[0][0]:
-            self.purged_unordered.add(slot)
+            self._run_starts_here(slot, purged)
         base, entries = self.base_ts, self.entries
         freed = 0
         for rec in gone:
@@ -477,6 +482,23 @@ class GroupLog:
             self.free_if_unused(topic)
         self._compact()
         return len(gone)
+
+    def _run_starts_here(self, slot: int, purged: deque[tuple[int, bytes]]) -> None:
+        """The pairs about to be appended to ``slot``'s deque begin a run out of order."""
+        starts = self.run_starts.get(slot)
+        if starts is None:
+            starts = self.run_starts[slot] = deque()
+        starts.append(self.popped.get(slot, 0) + len(purged))
+
+    def purged_runs(self, slot: int) -> list[list[tuple[int, bytes]]]:
+        """``slot``'s purged (ts, uuid), copied, as runs each ascending by ts."""
+        held = self.purged_by_slot.get(slot)
+        if not held:
+            return []
+        popped = self.popped.get(slot, 0)
+        cuts = [0, *(s - popped for s in self.run_starts.get(slot, ())), len(held)]
+        it = iter(held)  # one pass, each run copied in C
+        return [list(islice(it, b - a)) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
     def _compact(self) -> None:
         # entries[:head] are known placeholders: each purge scans on from there, not from 0
@@ -500,6 +522,7 @@ class GroupLog:
         uuids, by_slot = self.uuids, self.purged_by_slot
         for slot in [s for s, d in by_slot.items() if d[0][0] <= ts]:  # O(slots) per purge
             purged = by_slot[slot]
+            before = len(purged)
             while purged and purged[0][0] <= ts:
                 old_ts, uuid = purged.popleft()
                 self.purged_count -= 1
@@ -508,7 +531,13 @@ class GroupLog:
                     self._deleted += 1
             if not purged:
                 del by_slot[slot]
-                self.purged_unordered.discard(slot)
+                self.run_starts.pop(slot, None)
+                self.popped.pop(slot, None)
+                continue
+            popped = self.popped[slot] = self.popped.get(slot, 0) + before - len(purged)
+            starts = self.run_starts.get(slot)
+            while starts and starts[0] <= popped:  # the run now begins the deque
+                starts.popleft()
         order, freed = self.freed_order, self.freed
         while order and order[0][0] <= ts:
             old_ts, topic = heapq.heappop(order)
@@ -535,10 +564,13 @@ class GroupLog:
             held = self.purged_by_slot.get(slot)
             if held is None:
                 self.purged_by_slot[slot] = deque(pairs)
-            elif not held or held[-1] <= pairs[0]:
-                held.extend(pairs)  # a later page of one slot's: not the whole slot sorted again
             else:
-                self.purged_by_slot[slot] = deque(sorted([*held, *pairs]))
+                # pages come in the primary's order, out of ts order where its topics purged
+                # out of turn: noted, as a purge does; sorting the whole slot again for each
+                # page held a syncing backup's loop 0.46 s a page for a hot slot's 2,000,000
+                if held and held[-1] > pairs[0]:
+                    self._run_starts_here(slot, held)
+                held.extend(pairs)
             self.purged_count += len(pairs)
             self.purged_max = max(self.purged_max, pairs[-1][0])
 
