@@ -515,7 +515,7 @@ def test_a_slots_purged_uuids_are_kept_as_runs_each_in_ts_order() -> None:
 def test_a_backup_appends_a_dedup_page_out_of_order_as_a_run_not_sorting_its_slot_again() -> None:
     """Pages of purged uuids come in the primary's order, out of ts order where its
     topics purged out of turn: sorting the backup's whole slot again for each page held
-    its loop 0.3 to 0.5 s a page for a hot slot's 2,000,000 (replication.md M2.3)."""
+    its loop up to 0.28 s a page for a hot slot's 2,000,000 (replication.md M2.3)."""
     backup = GroupLog()
     backup.adopt_dedup([(1, b"u1", 3), (3, b"u3", 3)])
     held = backup.purged_by_slot[3]
