@@ -158,7 +158,8 @@ class Reader:
 
     async def _stats(self, group: str, topic: str | None) -> Any:
         try:
-            return await asyncio.wait_for(self.client.group_stats(group, topic or ""), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                return await self.client.group_stats(group, topic or "")
         except REFUSALS as e:
             return f"{e.code}: {e} (stats need a token with the admin claim)"
         except TimeoutError:

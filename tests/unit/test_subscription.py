@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -60,3 +61,31 @@ def test_joins_and_leaves_reach_their_callbacks_and_a_failing_one_is_only_logged
     assert seen == [("join", "Bob"), ("join", "Mallory"), ("leave", "Bob")]
     assert "presence callback" in caplog.text
     Subscription(FakeLink(), 2, "room", None, "latest", None).on_presence(Join(2, "room", bob))
+
+
+async def test_a_get_cancelled_in_the_turn_its_message_arrives_is_cancelled() -> None:
+    """Python 3.11's ``asyncio.wait_for`` returns the result of an inner call that ended in
+    the loop turn its caller was cancelled in, and the cancellation is lost: a consumer
+    loop of a task cancelled then (asyncio.run's answer to Ctrl-C) ran on for good. The
+    likely cause of the one CI run where ``top`` and ``chaos`` hung after Ctrl-C."""
+    link: Any = FakeLink()
+    async with Subscription(link, 1, "t", None, "latest", None) as sub:
+        got: list[bytes] = []
+
+        async def consume() -> None:
+            while True:
+                got.append((await sub.get(timeout=5)).value)
+
+        task = asyncio.create_task(consume())
+        while not sub._ready._waiters:  # the consumer waits in get()
+            await asyncio.sleep(0)
+
+        def arrive_and_cancel() -> None:  # one turn: the record, then the Ctrl-C
+            sub.on_records([(1, b"u1", None, b"a", None)])
+            task.cancel()
+
+        asyncio.get_running_loop().call_soon(arrive_and_cancel)
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(5):
+                await task
+        assert task.cancelled()

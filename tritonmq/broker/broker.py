@@ -236,7 +236,8 @@ class Broker:
         if self.core is not None:
             self.feed(StopRequested(time.monotonic()))
             try:
-                await asyncio.wait_for(self._stopped.wait(), STOP_FLUSH_S + 0.5)
+                async with asyncio.timeout(STOP_FLUSH_S + 0.5):
+                    await self._stopped.wait()
             except TimeoutError:
                 log.warning("offsets not written before the stop deadline")
         await self.tasks.cancel_all(timeout=1.0)
@@ -247,7 +248,8 @@ class Broker:
             server.close()
         try:
             closed = asyncio.gather(*(server.wait_closed() for server in servers))
-            await asyncio.wait_for(closed, CLOSE_DEADLINE)
+            async with asyncio.timeout(CLOSE_DEADLINE):
+                await closed
         except TimeoutError:
             log.warning("connections still open after %.1fs; exiting anyway", CLOSE_DEADLINE)
 
@@ -517,7 +519,8 @@ class Broker:
         assert self.offsets is not None
         ok = True
         try:
-            await asyncio.wait_for(self.offsets.store(offsets, eras, fence), STOP_FLUSH_S)
+            async with asyncio.timeout(STOP_FLUSH_S):
+                await self.offsets.store(offsets, eras, fence)
         except Exception as e:
             log.warning("storing %d offset(s) failed: %r", len(offsets), e)
             ok = False
@@ -560,9 +563,8 @@ class Broker:
         coord = self.coord
         if coord is not None:
             try:  # shielded: one waiter's deadline does not cancel the others' read
-                groups = await asyncio.wait_for(
-                    asyncio.shield(self._cluster_read(coord)), META_DEADLINE
-                )
+                async with asyncio.timeout(META_DEADLINE):
+                    groups = await asyncio.shield(self._cluster_read(coord))
             except TimeoutError:
                 groups = None
             if groups is not None:

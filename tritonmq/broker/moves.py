@@ -106,7 +106,8 @@ async def ask_handover(
         urls = []
     for url in urls:
         try:
-            got = await asyncio.wait_for(_ask_one(url, a, me, group, secret, tls), ASK_TIMEOUT)
+            async with asyncio.timeout(ASK_TIMEOUT):
+                got = await _ask_one(url, a, me, group, secret, tls)
         except Exception as e:  # refused, closed, timed out, an error frame: the next one
             log.info("handover of slot %d from %s: %s", a.slot, url, e or type(e).__name__)
             continue

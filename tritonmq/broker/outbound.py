@@ -88,6 +88,7 @@ class Outbound:
         """Close ``conn`` with ``code``, in bounded time: websockets' close waits for the
         write buffer to drain first, forever for a client that does not read."""
         try:
-            await asyncio.wait_for(conn.close(code, reason), self.abort_after)
+            async with asyncio.timeout(self.abort_after):
+                await conn.close(code, reason)
         except TimeoutError:
             conn.transport.abort()

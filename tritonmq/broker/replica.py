@@ -68,7 +68,8 @@ async def serve_follower(ws: ServerConnection, feed: Callable[[Event], None], no
     try:
         await ws.send(repl.enc_challenge(Challenge(nonce)))
         try:
-            first = await asyncio.wait_for(ws.recv(), CHALLENGE_TIMEOUT)
+            async with asyncio.timeout(CHALLENGE_TIMEOUT):
+                first = await ws.recv()
         except TimeoutError:
             await ws.close(1008, "no follow in time")
             return
@@ -108,7 +109,8 @@ async def _take(
 
 async def challenge_of(ws: Any) -> bytes:
     """The nonce of the primary's first frame (a ``challenge``), which our ``follow`` signs."""
-    data = await asyncio.wait_for(ws.recv(), CHALLENGE_TIMEOUT)
+    async with asyncio.timeout(CHALLENGE_TIMEOUT):
+        data = await ws.recv()
     frame = repl.decode_repl(data, max_frame=FOLLOWER_MAX_FRAME)
     if not isinstance(frame, Challenge):
         raise ProtocolError(f"the primary's first frame is {type(frame).__name__}, not challenge")

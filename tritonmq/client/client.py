@@ -251,11 +251,13 @@ class Client:
                 ) as ws:
                     if self._token:  # a broker that requires tokens answers meta to no one else
                         await ws.send(MSGPACK.encode(Hello("tritonmq-python", self._token)))
-                        said = MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 5))
+                        async with asyncio.timeout(5):
+                            said = MSGPACK.decode_broker(await ws.recv())
                         if isinstance(said, frames.Error):
                             raise _refusal(said)
                     await ws.send(MSGPACK.encode(Meta(0)))
-                    meta = MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 5))
+                    async with asyncio.timeout(5):
+                        meta = MSGPACK.decode_broker(await ws.recv())
             except (OSError, TimeoutError, ProtocolError, WebSocketException) as e:
                 last = e
                 if tlsconfig.is_tls_failure(e):
@@ -349,7 +351,8 @@ class Client:
 
     async def connect(self) -> Client:
         try:
-            await asyncio.wait_for(self.refresh(), self._connect_timeout)
+            async with asyncio.timeout(self._connect_timeout):
+                await self.refresh()
         except TimeoutError:
             raise ClientClosed(
                 f"cluster not reachable within {self._connect_timeout:.0f}s"
@@ -607,7 +610,8 @@ async def _hello(url: str, tls: ssl.SSLContext | None, token: str | None = None)
         compression=None,
     ) as ws:
         await ws.send(MSGPACK.encode(Hello("tritonmq-python", token)))
-        return MSGPACK.decode_broker(await asyncio.wait_for(ws.recv(), 1))
+        async with asyncio.timeout(1):
+            return MSGPACK.decode_broker(await ws.recv())
 
 
 def _stop_zk(zk: KazooClient) -> None:

@@ -298,7 +298,8 @@ class Link:
         """Bug 7: whatever the cluster read raises (kazoo's errors too) is an event, not
         the end of the link: the protocol backs off and reads again."""
         try:
-            urls = await asyncio.wait_for(self._resolve(), RESOLVE_TIMEOUT)
+            async with asyncio.timeout(RESOLVE_TIMEOUT):
+                urls = await self._resolve()
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -312,7 +313,8 @@ class Link:
         url: str | None = None
         if self._probe is not None:
             try:
-                epoch, url = await asyncio.wait_for(self._probe(exclude), RESOLVE_TIMEOUT)
+                async with asyncio.timeout(RESOLVE_TIMEOUT):
+                    epoch, url = await self._probe(exclude)
             except asyncio.CancelledError:
                 raise
             except Exception as e:

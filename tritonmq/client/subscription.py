@@ -147,7 +147,8 @@ class Subscription:
 
     async def get(self, timeout: float | None = None) -> Message:
         """The next message, waiting at most ``timeout`` seconds."""
-        return await asyncio.wait_for(self.__anext__(), timeout)
+        async with asyncio.timeout(timeout):  # not wait_for, which can lose a cancellation
+            return await self.__anext__()
 
     async def _ack(self, ts: int, era: int = 0) -> None:
         if self._closed:

@@ -132,7 +132,8 @@ class GroupCoordinator:
 
         threading.Thread(target=close, name="zk-stop", daemon=True).start()
         try:
-            await asyncio.wait_for(done, timeout)
+            async with asyncio.timeout(timeout):
+                await done
         except TimeoutError:
             log.warning("ZooKeeper session did not close within %.1fs; exiting anyway", timeout)
 
@@ -196,7 +197,8 @@ class GroupCoordinator:
                 exists = await self._call(self.zk.exists_async(path, watch=self._setter(gone)))
                 if exists is not None:
                     try:
-                        await asyncio.wait_for(gone.wait(), timeout=30)
+                        async with asyncio.timeout(30):
+                            await gone.wait()
                     except TimeoutError:
                         pass
 

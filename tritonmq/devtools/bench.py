@@ -70,7 +70,8 @@ async def _e2e(url: str, n: int, size: int) -> float:
             task = asyncio.create_task(consume())
             t0 = time.perf_counter()
             await _publish(pub, "bench.e2e", n, size, 1000)
-            t1 = await asyncio.wait_for(done, 120)
+            async with asyncio.timeout(120):
+                t1 = await done
             task.cancel()
             return n / (t1 - t0)
 
@@ -107,7 +108,8 @@ async def _latency(url: str, rate: int, seconds: float, size: int) -> list[float
                     sent += 1
                 next_at += tick
                 await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-            await asyncio.wait_for(stop.wait(), 30)
+            async with asyncio.timeout(30):
+                await stop.wait()
             task.cancel()
     return samples
 

@@ -164,7 +164,8 @@ class _Run:
             # And first of all on the way out: the nemesis stops holding faults and restarts
             # nothing, so that its thread (which asyncio.run joins) ends while clients close.
             stack.callback(self.nemesis.stopping.set)
-            await asyncio.wait_for(asyncio.gather(*ready), 60)
+            async with asyncio.timeout(60):
+                await asyncio.gather(*ready)
             producers = [self._spawn(self._produce(p)) for p in range(self.opts.producers)]
             self._spawn(self._show(t_faults))
             await self._unleash(t_faults)
@@ -285,7 +286,8 @@ class _Run:
                 delay = next_at - time.monotonic()
                 if delay > 0:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.stop_producing.wait(), delay)
+                        async with asyncio.timeout(delay):
+                            await self.stop_producing.wait()
                 else:
                     next_at = time.monotonic()  # behind (a stall): no burst to catch up
         self.checker.producer_stopped(producer, time.monotonic())
