@@ -384,15 +384,19 @@ class LogTable:
         if t is None or not recs:
             self.table, self.read = HandedOver(), []
             return self.table
+        # gone and above what was purged: a truncation took it (a suffix of the log, so
+        # newest first), even below the first entry left (the next written later still)
+        while (
+            self.read and self.read[-1][0][0] > t.last_purged and not _holds(recs, self.read[-1][0])
+        ):
+            _, batch, fresh, began = self.read.pop()
+            if batch is not None:
+                self.table.unjoin(batch, fresh, began)
         gone = bisect_right(self.read, recs[0][0] - 1, key=_read_ts)
         if gone:  # left at the forget point: a handover goes once none of its entries is
             del self.read[:gone]
             left = {entry_slot_era(rec[1]) for rec in recs}
             self.table.batches = [b for b in self.table.batches if (b[1], b[2]) in left]
-        while self.read and not _holds(recs, self.read[-1][0]):
-            _, batch, fresh, began = self.read.pop()
-            if batch is not None:
-                self.table.unjoin(batch, fresh, began)
         after = self.read[-1][0][0] if self.read else 0
         for rec in recs[t.index_of(after + 1) :]:
             slot, era, uuids = decode_entry(rec[3])
