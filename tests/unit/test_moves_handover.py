@@ -266,3 +266,32 @@ def test_a_handover_ask_without_the_cluster_proof_is_refused() -> None:
     assert close.code is ErrorCode.UNAUTHENTICATED
     good = ask_frame(secret, b"n", 0)
     assert only(c.handle(HandoverAsked("l", good, 0.1, b"n")), SendHandover)
+
+
+def test_an_answer_that_hands_nothing_on_yet_says_more_is_asked_again_later_not_at_once() -> None:
+    """Found in review: a page saying ``more`` with no pairs of ours and no forwarded uuid
+    past the last one (a broken or hostile answerer) was taken, and the same page asked
+    for again at once, for good."""
+    x = leading("x", "g2")
+    [ask] = only(view(x, sealed_to_g2(), 0.2), AskHandover)
+    empty = HandoverPairs(0, 2, (), 0, True, ((0, ()),))
+    out = x.handle(HandoverAnswered(ask.request, empty, 0.3))
+    assert not only(out, AskHandover), "no progress: not asked again at once"
+    assert not only(x.handle(Tick(0.4)), AskHandover)
+    [again] = only(x.handle(Tick(0.9)), AskHandover)  # ASK_AGAIN_S later
+    assert (again.after, again.earlier) == (0, (0, 0))
+
+
+def test_a_move_sealed_again_after_a_roll_back_is_handed_over_from_the_first_page() -> None:
+    """Found in review: the pages asked for were kept per slot, not per handover; sealed
+    anew at a later point, the new handover's first ask began where the last one ended."""
+    x = leading("x", "g2")
+    [ask] = only(view(x, sealed_to_g2(2), 0.2), AskHandover)
+    page = HandoverPairs(0, 2, ((1, b"u1"),), 0, True)
+    [nxt] = only(x.handle(HandoverAnswered(ask.request, page, 0.3)), AskHandover)
+    assert nxt.after == 1
+    view(x, sealed_to_g2(5), 0.4)  # rolled back, and sealed again at 5 meanwhile
+    stale = HandoverPairs(0, 2, ((2, b"u2"),), 1, False)  # the answer to the old ask
+    assert not only(x.handle(HandoverAnswered(nxt.request, stale, 0.5)), ProposeSlotStep)
+    [first] = only(x.handle(Tick(1.1)), AskHandover)
+    assert (first.until, first.after, first.earlier) == (5, 0, (0, 0))

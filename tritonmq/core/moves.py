@@ -139,9 +139,9 @@ class SlotMoves:
         self.group = group
         self.secret = secret
         self.page = page  # pairs per handover answer
-        # slot -> (ts of the last pair written, (era, ts) of the last uuid forwarded), as
-        # new primary: where the next page begins
-        self.paged: dict[int, tuple[int, tuple[int, int]]] = {}
+        # slot -> (the seal point, ts of the last pair written, (era, ts) of the last uuid
+        # forwarded), as new primary: where the next page of that handover begins
+        self.paged: dict[int, tuple[int, int, tuple[int, int]]] = {}
         # ((slot, until), its pairs): selected once for the pages a new group asks for, and
         # the earlier eras' uuids we forward, once the slot's own pairs are all asked for
         self._answering: tuple[tuple[int, int], SlotSelection] | None = None
@@ -295,11 +295,18 @@ class SlotMoves:
                 elif n not in self.asking and now >= self.ask_after.get(n, 0.0):
                     self._requests += 1
                     self.asking[n] = self._requests
-                    after, earlier = self.paged.get(n, (0, (0, 0)))
+                    after, earlier = self._next_page(n, h.move.until)
                     out.append(
                         AskHandover(self._requests, n, h.owner, h.move.until, after, earlier)
                     )
         return out
+
+    def _next_page(self, n: int, until: int | None) -> tuple[int, tuple[int, int]]:
+        """Where the next page of slot ``n``'s handover sealed at ``until`` begins: its own
+        pairs after a ts, the forwarded uuids after an (era, ts); a handover sealed anew
+        after a roll back begins at the first."""
+        paged = self.paged.get(n)
+        return (paged[1], paged[2]) if paged is not None and paged[0] == until else (0, (0, 0))
 
     def _sealing_here(self, n: int) -> bool:
         hs = self.histories
@@ -340,13 +347,17 @@ class SlotMoves:
         got = ev.pairs
         if h.state is not SlotState.SEALED or h.move is None or h.move.to != self.group:
             return []
-        after, forwarded = self.paged.get(n, (0, (0, 0)))
+        after, forwarded = self._next_page(n, h.move.until)
+        last_forwarded = max(
+            ((era, pairs[-1][0]) for era, pairs in got.earlier if pairs) if got else (),
+            default=forwarded,
+        )
         if (
             got is None
             or got.slot != n
             or got.until != h.move.until
             or got.after not in (None, after)  # None: all at once, from an earlier version
-            or (got.more and not got.pairs and not got.earlier)
+            or (got.more and not got.pairs and last_forwarded <= forwarded)  # no progress
         ):
             self.ask_after[n] = ev.now + ASK_AGAIN_S
             return [LogLine(L.INFO, f"slot {n}: no broker of {h.owner} handed over; asking again")]
@@ -366,9 +377,7 @@ class SlotMoves:
             for era, pairs in got.earlier
             if era < h.era and pairs
         ]
-        for era, pairs in got.earlier:  # the next page of them begins after the last
-            if pairs:
-                forwarded = (era, pairs[-1][0])
+        forwarded = last_forwarded  # the next page of them begins after the last
         # the old group's records of an era it held before this one (the slot came back
         # to it) keep their own era: a retry of one is answered with where it was stored
         eras: dict[int, list[tuple[int, bytes]]] = {}
@@ -396,7 +405,7 @@ class SlotMoves:
         note = f"slot {n}: {len(got.pairs)} uuid(s) handed over by {h.owner}"
         out.append(LogLine(L.INFO, note))
         if more:  # the next page, as its own event: our loop serves others between pages
-            self.paged[n] = (last, forwarded)
+            self.paged[n] = (got.until, last, forwarded)
             self._requests += 1
             self.asking[n] = self._requests
             out.append(AskHandover(self._requests, n, h.owner, got.until, last, forwarded))
