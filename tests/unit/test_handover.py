@@ -11,6 +11,7 @@ from tritonmq.core.handover import (
     HANDOVER_TOPIC,
     Forwarded,
     HandedOver,
+    LogTable,
     decode_entry,
     encode_entry,
     handover_page_uuid,
@@ -236,10 +237,10 @@ def test_the_table_reads_a_later_pages_entries_on_top_of_what_it_holds() -> None
     log.append_new(
         HANDOVER_TOPIC, handover_page_uuid(5, 2, 3, 0, 2), None, encode_entry(5, 2, page1), None
     )
-    table = table_of(log)
-    mark = log.last_ts
+    kept = LogTable()
+    table = kept.follow(log)
     log.append_new(HANDOVER_TOPIC, handover_uuid(5, 2, 3), None, encode_entry(5, 2, page2), None)
-    grown = table_of(log, table, mark)
+    grown = kept.follow(log)
     assert grown is table and len(table.batches) == 1, "a later page joins its first page"
     assert [table.lookup(u, 5) for u in (b"a", b"c")] == [Position(2, 1), Position(2, 3)]
     assert len(handover_page_uuid(5, 2, 3, 0, 2)) > 64

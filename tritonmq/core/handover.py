@@ -13,7 +13,7 @@ primary writes each page it was handed into its own log as one entry
 (:data:`HANDOVER_TOPIC`, value :func:`encode_entry`; uuid :func:`handover_page_uuid`,
 and :func:`handover_uuid` for the last page, whose commit completes the move), so they
 replicate and commit like records and a later primary of the group holds them; every
-replica reads its table back from those entries (:func:`table_of`), and an entry
+replica reads its table back from those entries (:class:`LogTable`), and an entry
 leaves the log when the dedup window has passed it (purged at the forget point).
 """
 
@@ -39,6 +39,7 @@ HANDOVER_TOPIC = "\x00tritonmq.handover"
 _MAGIC = b"TMQH2"  # (slot, era, {uuid: ts})
 _MAGIC_PAIRS = b"TMQH1"  # (slot, era, [(ts, uuid), ...]), as an earlier version wrote
 _UUID_LEN = 72  # longer than any client uuid (at most 64 bytes): no client record collides
+_TS, _UUID = itemgetter(0), itemgetter(1)  # of a pair (ts, uuid) or a record (ts, uuid, ...)
 
 
 def handover_uuid(slot: int, era: int, until: int) -> bytes:
@@ -107,14 +108,14 @@ def decode_entry(value: bytes) -> tuple[int, int, dict[bytes, int]]:
     return got[0], got[1], cast("dict[bytes, int]", got[2])
 
 
-def table_of(log: GroupLog, table: HandedOver | None = None, after: int = 0) -> HandedOver:
-    """The handed-over uuids a replica holds: every handover entry still in its log
-    (those above ts ``after`` added to ``table``: a handover's pages arrive one by one)."""
+def table_of(log: GroupLog) -> HandedOver:
+    """The handed-over uuids of every handover entry ``log`` holds, read whole (a replica
+    keeps its own in step with its log instead: :class:`LogTable`)."""
     t = log.topics.get(HANDOVER_TOPIC)
-    table = HandedOver() if table is None else table
-    for rec in t.records[t.index_of(after + 1) :] if t is not None else ():
+    table = HandedOver()
+    for rec in t.records if t is not None else ():
         slot, era, uuids = decode_entry(rec[3])
-        table.adopt_map(era, uuids, float("inf"), slot)
+        table.join(era, uuids, float("inf"), slot)
     return table
 
 
@@ -135,9 +136,8 @@ class SlotSelection:
     records up to the seal point, the slot's purged pairs), copied once per handover in C:
     each page is cut from them by bisection and a merge of at most a page of each run.
     Building and sorting every pair at once held the old group's event loop 0.39 s for a
-    hot slot's 2,000,000 uuids (M2.3); a copy takes 15 ms (26 ms for purged ones in ts
-    order; sorted when the slot's topics purged out of turn, 0.13 s and more) and a page
-    of 100,000 about 17 ms. The copies hold the records retained then, values
+    hot slot's 2,000,000 uuids (M2.3); a copy takes 15 ms (24 to 96 ms for purged ones,
+    in the runs the log kept them in) and a page of 100,000 16 to 67 ms. The copies hold the records retained then, values
     included, until the handover ends (a purge meanwhile frees them only after)."""
 
     runs: tuple[Sequence[tuple[Any, ...]], ...]  # records (ts, uuid, ...) or pairs (ts, uuid)
@@ -150,7 +150,7 @@ class SlotSelection:
         """At most ``size`` pairs above ts ``after``, ascending, and whether more follow."""
         starts, bound = [], None
         for run in self.runs:
-            i = bisect_right(run, after, key=_ts_of)
+            i = bisect_right(run, after, key=_TS)
             if i < len(run):
                 starts.append((run[i][0], run, i))
                 if len(run) - i > size:  # its pair after a page's worth bounds the page
@@ -158,7 +158,7 @@ class SlotSelection:
                     bound = last if bound is None else min(bound, last)
         # so do the last pairs of the runs that begin first, once they hold a page's worth:
         # a slot's purges make hundreds of short runs, mostly one after another
-        starts.sort(key=_ts_of)
+        starts.sort(key=_TS)
         held, reach = 0, 0
         for _, run, i in starts:
             if bound is not None and run[i][0] > bound:
@@ -169,7 +169,7 @@ class SlotSelection:
                 break
         heads = []  # of each run, what may be in the page
         for _, run, i in starts:
-            j = len(run) if bound is None else bisect_right(run, bound, lo=i, key=_ts_of)
+            j = len(run) if bound is None else bisect_right(run, bound, lo=i, key=_TS)
             if j > i:
                 heads.append(run[i : min(j, i + size + 1)])
         # one sort in C of the runs' heads (timsort merges runs; a ts is in one run only: a
@@ -184,12 +184,12 @@ def select_slot(log: GroupLog, slot: int, slots: int, until: int) -> SlotSelecti
     runs: list[Sequence[tuple[Any, ...]]] = []
     for name, t in log.topics.items():
         if name != HANDOVER_TOPIC and slot_of(name, slots) == slot:
-            j = bisect_right(t.records, until, key=_ts_of)
+            j = bisect_right(t.records, until, key=_TS)
             if j:
                 runs.append(t.records[:j])
     for key in (slot, UNKNOWN_SLOT):
         for pairs in log.purged_runs(key):  # copies, in ts order each
-            j = bisect_right(pairs, until, key=_ts_of)
+            j = bisect_right(pairs, until, key=_TS)
             if j:
                 runs.append(pairs if j == len(pairs) else pairs[:j])
     return SlotSelection(tuple(runs))
@@ -251,15 +251,6 @@ class Forwarded:
         return tuple(out), False
 
 
-_TS, _UUID = itemgetter(0), itemgetter(1)
-
-
-def _ts_of(pair: tuple[Any, ...]) -> int:
-    """The ts of a pair or of a record (both begin with it)."""
-    ts: int = pair[0]
-    return ts
-
-
 @dataclass(slots=True)
 class HandedOver:
     """uuids another group stored before a slot moved here, with their position there,
@@ -281,24 +272,18 @@ class HandedOver:
         slot: int | None = None,
     ) -> tuple[bytes, ...]:
         """Remember ``pairs`` (old group's ts, uuid) of ``slot``'s ``era`` until
-        ``forget_at``. Returns the uuids newly adopted (see :meth:`adopt_map`)."""
-        return self.adopt_map(era, {u: ts for ts, u in pairs}, forget_at, slot)
-
-    def adopt_map(
-        self, era: int, uuids: dict[bytes, int], forget_at: float, slot: int | None = None
-    ) -> tuple[bytes, ...]:
-        """Remember ``uuids`` (uuid -> old group's ts; kept, not copied) of ``slot``'s
-        ``era`` until ``forget_at``; a uuid already known for the slot keeps its first
-        position (adopting the same handover twice, as a new primary repeating it does,
-        changes nothing). Returns the uuids newly adopted (see :meth:`join`)."""
-        return self.join(era, uuids, forget_at, slot)[1]
+        ``forget_at``; a uuid already known for the slot keeps its first position
+        (adopting the same handover twice, as a new primary repeating it does, changes
+        nothing). Returns the uuids newly adopted (see :meth:`join`)."""
+        return self.join(era, {u: ts for ts, u in pairs}, forget_at, slot)[1]
 
     def join(
         self, era: int, uuids: dict[bytes, int], forget_at: float, slot: int | None = None
     ) -> tuple[dict[bytes, int] | None, tuple[bytes, ...], bool]:
-        """What :meth:`adopt_map` does, and how to take it back (:meth:`unjoin`): the
-        batch's dict the uuids went into (None: none was new), the uuids newly adopted,
-        and whether they began that batch. A later page of a handover joins its first
+        """Remember ``uuids`` (uuid -> old group's ts; kept, not copied) as :meth:`adopt`
+        does, and say how to take it back (:meth:`unjoin`): the batch's dict the uuids
+        went into (None: none was new), the uuids newly adopted, and whether they began
+        that batch. A later page of a handover joins its first
         page's dict: an era gives a uuid one ts, and checked against every earlier page, a
         hot slot's twenty pages cost a replica's rebuild more than one map did."""
         same = None
@@ -413,5 +398,5 @@ def _read_ts(read: tuple[tuple[Any, ...], Any, Any, Any]) -> int:
 
 def _holds(recs: Sequence[tuple[Any, ...]], rec: tuple[Any, ...]) -> bool:
     """``recs`` (ascending by ts) hold this very record (not one written at its ts since)."""
-    i = bisect_right(recs, rec[0], key=_ts_of) - 1
+    i = bisect_right(recs, rec[0], key=_TS) - 1
     return i >= 0 and recs[i] is rec

@@ -142,10 +142,7 @@ class SlotMoves:
         # slot -> (the seal point, ts of the last pair written, (era, ts) of the last uuid
         # forwarded), as new primary: where the next page of that handover begins
         self.paged: dict[int, tuple[int, int, tuple[int, int]]] = {}
-        # ((slot, until), its pairs): selected once for the pages a new group asks for, and
-        # the earlier eras' uuids we forward, once the slot's own pairs are all asked for
-        self._answering: tuple[tuple[int, int], SlotSelection] | None = None
-        self._forwarding: Forwarded | None = None
+        self._answering: _Answering | None = None  # the handover a new group pages through
         self.histories: tuple[SlotHistory, ...] | None = None
         self.version = -1  # the map version of ``histories`` (a view's, or our step's write)
         self.any_moved = False
@@ -178,11 +175,10 @@ class SlotMoves:
             if not self._sealing_here(n):
                 del self.seal_at[n]
         if self._answering is not None:
-            n, until = self._answering[0]
+            n, until = self._answering.key
             hs = self.histories
             if not hs or n >= len(hs) or hs[n].state is not SlotState.SEALED:
                 self._answering = None  # completed or rolled back: no new group asks on
-                self._forwarding = None
 
     def lead_changed(self) -> None:
         """We became primary or stopped being it: whatever we began is decided afresh (a
@@ -437,24 +433,20 @@ class SlotMoves:
             earlier = self._forwarded(log, f.slot, hs[f.slot], f.until).whole()
             return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, pairs, earlier=earlier))]
         key = (f.slot, f.until)
-        if (
-            self._answering is None
-            or self._answering[0] != key
-            or (f.after == 0 and f.earlier in (None, (0, 0)))
-        ):
+        ans = self._answering
+        if ans is None or ans.key != key or (f.after == 0 and f.earlier in (None, (0, 0))):
             # selected once per handover (a first page asks afresh): what we forget of
             # the slot meanwhile is handed over still, and deduplicates a little longer
-            self._answering = (key, select_slot(log, f.slot, len(hs), f.until))
-            self._forwarding = None
-        page, more = self._answering[1].page(f.after, self.page)
+            ans = self._answering = _Answering(key, select_slot(log, f.slot, len(hs), f.until))
+        page, more = ans.selection.page(f.after, self.page)
         fwd: tuple[tuple[int, tuple[tuple[int, bytes], ...]], ...] = ()
         if not more:
-            if self._forwarding is None:  # taken once our own are all asked for
-                self._forwarding = self._forwarded(log, f.slot, hs[f.slot], f.until)
+            if ans.forwarded is None:  # taken once our own are all asked for
+                ans.forwarded = self._forwarded(log, f.slot, hs[f.slot], f.until)
             if f.earlier is None:  # an earlier version's asker: whole, on the last page
-                fwd = self._forwarding.whole()
+                fwd = ans.forwarded.whole()
             else:
-                fwd, more = self._forwarding.page(f.earlier, self.page - len(page))
+                fwd, more = ans.forwarded.page(f.earlier, self.page - len(page))
         return [SendHandover(ev.link, HandoverPairs(f.slot, f.until, page, f.after, more, fwd))]
 
     def _forwarded(self, log: GroupLog, n: int, h: SlotHistory, until: int) -> Forwarded:
@@ -462,6 +454,16 @@ class SlotMoves:
         hold (their entries leave our log at the forget point)."""
         era = next((e.era for e in h.history if e.group == self.group and e.until == until), h.era)
         return Forwarded.of(self.handed(log), n, era)
+
+
+@dataclass(slots=True)
+class _Answering:
+    """A handover another group pages through, selected once (M2.3): the slot's own pairs,
+    then the earlier eras' uuids we forward, taken once the own are all asked for."""
+
+    key: tuple[int, int]  # (slot, until)
+    selection: SlotSelection
+    forwarded: Forwarded | None = None
 
 
 def _era_in(h: SlotHistory, ts: int) -> int:
