@@ -46,8 +46,10 @@ async def at(zk_server: Any) -> AsyncIterator[SimpleNamespace]:
 
 async def test_offsets_keep_their_era_and_an_offset_without_one_is_era_0(at: Any) -> None:
     zk, chroot, offsets = at.zk, at.chroot, at.offsets
-    assert await offsets.register("t", "old", "broadcast", 5) == 5
-    assert await offsets.register("t", "moved", "shared", 7, era=2) == 7
+    assert await offsets.register("t", "old", "broadcast", 5) == (5, 0)
+    assert await offsets.register("t", "moved", "shared", 7, era=2) == (7, 2)
+    # held already: ZooKeeper's offset comes back with its era, never as a bare ts (M9)
+    assert await offsets.register("t", "moved", "shared", 9, era=3) == (7, 2)
     raw, _ = zk.get(paths.offset(chroot, "t", "old"))
     assert json.loads(raw) == {"ts": 5}, "a slot that never moved: the form it always had"
     await offsets.store([("t", "old", 9), ("t", "moved", 3)], (0, 3))
@@ -86,8 +88,8 @@ async def test_a_primary_whose_group_state_moved_on_registers_and_stores_nothing
     successor's election moved the state znode on, its registration and its offset
     writes are refused (Fenced) and ZooKeeper holds nothing of them (replication.md S1)."""
     zk, chroot, state_path, offsets = at.zk, at.chroot, at.state_path, at.offsets
-    assert await offsets.register("t", "kept", "broadcast", 5, fence=0) == 5
-    assert await offsets.register("t", "kept", "broadcast", 8, fence=0) == 5, "idempotent"
+    assert await offsets.register("t", "kept", "broadcast", 5, fence=0) == (5, 0)
+    assert await offsets.register("t", "kept", "broadcast", 8, fence=0) == (5, 0), "idempotent"
     await offsets.store([("t", "kept", 6)], fence=0)
     zk.set(state_path, b'{"epoch": 2}')  # a successor elected: version 1
     with pytest.raises(Fenced):
@@ -98,4 +100,4 @@ async def test_a_primary_whose_group_state_moved_on_registers_and_stores_nothing
     assert zk.exists(paths.offset(chroot, "t", "late")) is None
     found = await offsets.load(lambda t: True)
     assert found == [("t", "kept", "broadcast", 6)], "the deposed primary wrote nothing"
-    assert await offsets.register("t", "late", "shared", 13, fence=1) == 13
+    assert await offsets.register("t", "late", "shared", 13, fence=1) == (13, 0)

@@ -240,7 +240,7 @@ def test_the_old_group_hands_a_durable_subscription_on_once_its_era_is_acknowled
     c = leading("a")
     out = sub(c, Sub(1, T0, "d", From.LATEST))
     [reg] = only(out, RegisterSubscription)
-    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1, era=reg.era))
     pub(c, 1, T0, "u1", "u2")
     view(c, completed(2), 0.2)
     c.handle(ClientFrameIn("reader", Ack(1, 1), 0.3))
@@ -287,7 +287,7 @@ def test_a_new_durable_earliest_at_a_group_holding_the_slot_again_starts_at_its_
         [load] = only(sub(c, frame, now=0.3), LoadSubscriptions)
         [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.4)), RegisterSubscription)
         assert (reg.era, reg.offset) == (2, 2), mode
-        out = c.handle(SubscriptionRegistered(T0, name, reg.offset, 0.5))
+        out = c.handle(SubscriptionRegistered(T0, name, reg.offset, 0.5, era=reg.era))
         assert delivered(out) == [(2, 3)], mode
         again = sub(c, frame, now=0.6)  # attaching again with earliest: the same era
         assert delivered(again) == [(2, 3)], mode
@@ -310,7 +310,7 @@ def test_a_shared_subscription_is_handed_on_once_its_low_watermark_passes_the_se
     c = leading("a")
     out = sub(c, Sub(1, T0, "s", From.LATEST, None, "shared", member="m1"))
     [reg] = only(out, RegisterSubscription)
-    c.handle(SubscriptionRegistered(T0, "s", reg.offset, 0.1))
+    c.handle(SubscriptionRegistered(T0, "s", reg.offset, 0.1, era=reg.era))
     pub(c, 1, T0, "u1", "u2")
     view(c, completed(2), 0.2)
     assert not only(ticks(c, 0.5), SendError), "nothing acknowledged yet"
@@ -344,7 +344,7 @@ def test_a_durable_subscription_handed_on_and_not_let_go_is_not_served_by_the_ow
     c = leading("a")
     out = sub(c, Sub(1, T0, "d", From.LATEST))
     [reg] = only(out, RegisterSubscription)
-    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1, era=reg.era))
     pub(c, 1, T0, "u1")
     c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
     back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
@@ -367,7 +367,7 @@ def test_a_subscription_a_commit_creates_at_the_owner_of_a_moved_slot_is_at_its_
     out = x.handle(SubscriptionsLoaded(load.request, [], 0.3))  # not held at an older era
     [reg] = only(out, RegisterSubscription)
     assert reg.era == 1
-    x.handle(SubscriptionRegistered(T0, "q", reg.offset, 0.4))
+    x.handle(SubscriptionRegistered(T0, "q", reg.offset, 0.4, era=reg.era))
     ticks(x, 0.5)
     d = x.delivery.durables[(T0, "q")]
     assert (d.era, d.offset) == (1, 1) and x.delivery.holds()[T0] == 1
@@ -449,7 +449,7 @@ def handed_on_holding_again() -> tuple[BrokerCore, LoadSubscriptions, StoreOffse
     to ZooKeeper."""
     c = leading("a")
     [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
-    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1, era=reg.era))
     pub(c, 1, T0, "u1")
     c.handle(ClientFrameIn("reader", Ack(1, 1), 0.2))
     back = seal(begin_move(completed(1)[0], "g1"), "g2", 0)
@@ -513,7 +513,7 @@ def test_the_old_group_creates_no_durable_subscription_while_the_move_runs() -> 
     # one that exists is served as before, and after a roll back a new one is created
     c = leading("a")
     [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
-    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1, era=reg.era))
     view(c, sealed(2), 0.2)
     assert only(sub(c, Sub(2, T0, "d", From.LATEST), now=0.3), SendSubOk)
     view(c, (roll_back(sealed(2)[0]), SlotHistory("g1")), 0.5)
@@ -536,7 +536,7 @@ def test_attaching_with_earliest_moves_no_durable_offset_over_other_topics_recor
     assert (reg.era, reg.offset) == (2, 2)
     pub(c, 2, T1, "v1", "v2", now=0.45)
     pub(c, 3, T0, "u3", now=0.46)
-    out = c.handle(SubscriptionRegistered(T0, "b", reg.offset, 0.5))
+    out = c.handle(SubscriptionRegistered(T0, "b", reg.offset, 0.5, era=reg.era))
     assert delivered(out) == [(2, 5)]
     assert c.delivery.durables[(T0, "b")].offset == 2
     assert not only(ticks(c, 0.6), StoreOffsets)
@@ -583,7 +583,7 @@ def test_a_durable_resume_below_its_era_at_a_group_holding_the_slot_again_reads_
     view(c, moved_back(2), 0.2)
     [load] = only(sub(c, Sub(1, T0, "d", From.LATEST), now=0.3), LoadSubscriptions)
     [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.4)), RegisterSubscription)
-    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.5))
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.5, era=reg.era))
     pub(c, 2, T0, "u3", now=0.6)
     out = sub(c, Sub(2, T0, "d", 1, resume=True, era=2), now=0.7, conn="again")
     assert delivered(out) == [(2, 3)]
@@ -603,7 +603,7 @@ def test_the_old_group_seals_only_once_zookeeper_holds_its_subscriptions_of_the_
     pub(c, 1, T0, "u1")
     out = view(c, moving(), 0.2) + c.handle(Tick(0.3)) + c.handle(Tick(0.5))
     assert not only(out, ProposeSlotStep), "d is not in ZooKeeper yet"
-    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.6))
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.6, era=reg.era))
     [step] = only(c.handle(Tick(0.7)), ProposeSlotStep)
     assert step.slot == 0
 
@@ -617,7 +617,7 @@ def test_a_roll_back_delivers_what_was_written_before_the_cap_was_lifted() -> No
     cap pumps the readers it lifts."""
     c = leading("a")
     [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
-    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1))
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.1, era=reg.era))
     unnamed = sub(c, Sub(2, T0, None, From.LATEST), now=0.1, conn="other")
     assert only(unnamed, SendSubOk)
     pub(c, 1, T0, "u1", "u2", now=0.15)
@@ -647,7 +647,7 @@ def test_a_stored_hand_on_purges_nothing_of_a_later_era_we_hold_for_it() -> None
     [load] = only(sub(c, Sub(1, T0, "d", From.LATEST), now=0.2), LoadSubscriptions)
     [reg] = only(c.handle(SubscriptionsLoaded(load.request, [], 0.2)), RegisterSubscription)
     assert reg.era == 1
-    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.2))
+    c.handle(SubscriptionRegistered(T0, "d", reg.offset, 0.2, era=reg.era))
     pub(c, 1, T0, "u1", now=0.3)
     c.handle(ClientFrameIn("reader", Ack(1, 1), 0.4))
     [load] = only(view(c, (era3, SlotHistory("g1")), 0.5), LoadSubscriptions)
@@ -673,7 +673,7 @@ def test_a_load_read_before_a_stored_hand_on_does_not_bring_the_subscription_bac
     c = leading("a")
     out = sub(c, Sub(1, T0, "s", From.LATEST, None, "shared", member="m1"))
     [reg] = only(out, RegisterSubscription)
-    c.handle(SubscriptionRegistered(T0, "s", reg.offset, 0.1))
+    c.handle(SubscriptionRegistered(T0, "s", reg.offset, 0.1, era=reg.era))
     pub(c, 1, T0, "u1", "u2")
     c.handle(ClientFrameIn("reader", Ack(1, 2, (1,)), 0.15))
     view(c, completed(2), 0.2)

@@ -546,11 +546,11 @@ class Broker:
         assert self.offsets is not None
         held: int | None
         try:
-            held = await self.offsets.register(topic, name, mode, offset, owner, era, fence)
+            held, era = await self.offsets.register(topic, name, mode, offset, owner, era, fence)
         except Exception as e:
             log.warning("registering subscription %s/%s failed: %s", topic, name, e)
             held = None
-        self.feed(SubscriptionRegistered(topic, name, held, time.monotonic()))
+        self.feed(SubscriptionRegistered(topic, name, held, time.monotonic(), era))
 
     def _cluster_read(self, coord: GroupCoordinator) -> asyncio.Task[dict[str, Any] | None]:
         """The read of every group's brokers in flight, or a new one (see :meth:`_read_groups`)."""

@@ -43,8 +43,9 @@ class Offsets:
         owner: str = "",
         era: int = 0,
         fence: int | None = None,
-    ) -> int:
-        """Create the subscription (idempotent); returns the offset ZooKeeper holds for it.
+    ) -> tuple[int, int]:
+        """Create the subscription (idempotent); returns the offset ZooKeeper holds for it
+        with its era (an offset is never read without it: docs/replication.md M9).
         ``fence``: the group state's version the primary holds; created only while the
         state is still at it (one transaction), else :class:`Fenced` and nothing written."""
         zk, call = self.coord.zk, self.coord.call
@@ -63,9 +64,14 @@ class Offsets:
         try:
             await call(zk.create_async(off_path, _offset(offset, era), acl=acl, makepath=True))
         except NodeExistsError:
-            raw, _ = await call(zk.get_async(off_path))
-            return int(json.loads(raw)["ts"])
-        return offset
+            return await self._held(off_path)
+        return offset, era
+
+    async def _held(self, off_path: str) -> tuple[int, int]:
+        """The offset an existing subscription is at, with its era."""
+        raw, _ = await self.coord.call(self.coord.zk.get_async(off_path))
+        off = json.loads(raw)
+        return int(off["ts"]), int(off.get("era", 0))
 
     def _acl(self) -> list[ACL] | None:
         """Subscriptions and offsets are the brokers' alone: no reader credential."""
@@ -73,7 +79,7 @@ class Offsets:
 
     async def _register_fenced(
         self, sub_path: str, off_path: str, data: bytes, offset: int, era: int, fence: int
-    ) -> int:
+    ) -> tuple[int, int]:
         zk, call = self.coord.zk, self.coord.call
         acl = self._acl()
         for path in (sub_path, off_path):  # parents (private too): a transaction makes none
@@ -87,12 +93,11 @@ class Offsets:
             tx.create(off_path, _offset(offset, era), acl=acl)
             results = await call(tx.commit_async())
             if not any(isinstance(r, Exception) for r in results):
-                return offset
+                return offset, era
             if isinstance(results[0], BadVersionError | NoNodeError):
                 raise Fenced(f"the group state moved past version {fence}")
             if isinstance(results[-1], NodeExistsError):
-                raw, _ = await call(zk.get_async(off_path))
-                return int(json.loads(raw)["ts"])
+                return await self._held(off_path)
         raise Fenced(f"registering {off_path} kept racing another writer")
 
     async def store(

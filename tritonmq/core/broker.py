@@ -96,7 +96,7 @@ from tritonmq.core.peerauth import FollowGate
 from tritonmq.core.presence import PresenceTable
 from tritonmq.core.readers import SlotReaders
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
-from tritonmq.core.requests import Commits, Registrations
+from tritonmq.core.requests import Commits, Loads, Registrations
 from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
 from tritonmq.core.slots import SlotMap
@@ -171,7 +171,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.rates = Rates()  # records/s accepted as primary, for `stats`
         self.stop_deadline = 0.0
         self._requests = 0
-        self._load_request = 0
+        self.loads = Loads()  # which subscriptions loads' answers are fresh enough (M9)
         self._load_retry_at: float | None = None
         self._next_offsets_at = 0.0
         self._storing = False
@@ -243,6 +243,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 if self.primary is None:  # step-down refused its commits and dropped it
                     return []
                 self.registrations.answered(topic, name, offset is not None, ev.now)
+                if offset is not None and self._held_at_another_era(ev):
+                    return self._registered_elsewhere(ev)
                 out = self.commits.registered(topic, name, offset, self.primary.commit_ts)
                 return out + self._registered_subs(topic, name, offset, ev.now)
             case SlotStepDone():
@@ -297,6 +299,28 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             else:
                 self.waiting_subs.append(w)
         return out
+
+    def _held_at_another_era(self, ev: SubscriptionRegistered) -> bool:
+        """Did ZooKeeper answer our registration with an offset of an era other than the
+        one we declared the subscription at? (another group created it meanwhile, M9)"""
+        d = self.delivery.durables.get((ev.topic, ev.name))
+        return d is not None and d.stored is None and d.era != ev.era
+
+    def _registered_elsewhere(self, ev: SubscriptionRegistered) -> list[Action]:
+        """The subscription we declared exists already at another era: its offset is
+        another group's ts (or ours of an older era), and taken as ours it skipped every
+        record of our era up to it. We forget our declaration and read the subscriptions
+        again: found at its era, it is decided there (pending here, its readers sent on)."""
+        key = (ev.topic, ev.name)
+        self.delivery.durables.pop(key, None)
+        self.readers.asked.add(key)  # the waiting `sub`s are decided on that fresh load
+        self.durables_ready = False
+        p = self.primary
+        commit_ts = p.commit_ts if p is not None else self.commit_ts
+        msg = f"subscription {ev.name!r} of {ev.topic!r} is held at era {ev.era}; reading again"
+        out: list[Action] = [LogLine(L.INFO, msg)]
+        out += self.commits.registered(ev.topic, ev.name, None, commit_ts)  # retriable
+        return [*out, self._ask_load()]
 
     # --- what others may ask ----------------------------------------------------------
 
@@ -416,9 +440,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         # The old primary's unnamed subscribers are unknown here: purge nothing until
         # they have had their grace period to reattach (or to be told PURGED).
         self.delivery.freeze_purge(now + self.cfg.ephemeral_grace)
-        self._requests += 1
-        self._load_request = self._requests
-        out.append(LoadSubscriptions(self._load_request))
+        out.append(self._ask_load())
         if not self.moves.map_read:
             out.append(ReadState())  # the slots' state, before any write (M7)
         out.append(
@@ -639,8 +661,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
 
     def _loaded(self, ev: SubscriptionsLoaded) -> list[Action]:
         p = self.primary
-        if p is None or ev.request != self._load_request:
-            return []
+        if p is None or not self.loads.take(ev.request):
+            return []  # another term's, or read before what made us ask again (M9)
         if ev.found is None:
             self._load_retry_at = ev.now + 0.2
             return [LogLine(L.WARNING, "loading subscriptions failed; retrying")]
@@ -668,7 +690,13 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if not self.readers.gained_ownership() or self.primary is None:
             return []
         self.delivery.loaded = False  # any answer from now on sees the new era (readers.load)
-        return [LoadSubscriptions(self._load_request)]
+        return [self._ask_load()]
+
+    def _ask_load(self, *, fresh: bool = True) -> LoadSubscriptions:
+        """A subscriptions load of its own request number; ``fresh``: an answer to any
+        load asked before it is not taken (M9)."""
+        self._requests += 1
+        return self.loads.ask(self._requests, fresh=fresh)
 
     def _stored(self, ev: OffsetsStored) -> list[Action]:
         self._storing = False
@@ -718,7 +746,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         connected = self.session is SessionState.CONNECTED
         out.extend(self.registrations.due(now, connected, self._fence()))  # failed ones
         out.extend(self.moves.plan(p, self.log, now, self._unregistered))
-        out.extend(self.readers.check(self.delivery, self.presence, now, self._load_request))
+        poll = partial(self._ask_load, fresh=False)
+        out.extend(self.readers.check(self.delivery, self.presence, now, poll))
         self.rates.tick(now)
         out.extend(self.delivery.tick(p.commit_ts, now))
         out.extend(self._send_shared(p))
@@ -729,7 +758,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             out.append(SendEntries(beat, p.epoch, p.commit_ts, last + 1, last))
         if self._load_retry_at is not None and now >= self._load_retry_at:
             self._load_retry_at = None
-            out.append(LoadSubscriptions(self._load_request))
+            out.append(self._ask_load())
         expired = [w for w in self.waiting_subs if now - w.now > DURABLES_WAIT_S]
         if expired:
             self.waiting_subs = [w for w in self.waiting_subs if now - w.now <= DURABLES_WAIT_S]

@@ -70,12 +70,14 @@ class ClientFrames:
     commit_ts: int
     durables_ready: bool
     waiting_subs: list[ClientFrameIn]
-    _load_request: int
 
     def _primary_out(self, p: PrimaryCore, actions: Sequence[Action], now: float) -> list[Action]:
         raise NotImplementedError  # BrokerCore's
 
     def meta(self) -> dict[str, Any]:
+        raise NotImplementedError  # BrokerCore's
+
+    def _ask_load(self, *, fresh: bool = True) -> LoadSubscriptions:
         raise NotImplementedError  # BrokerCore's
 
     def primary_url(self) -> str | None:
@@ -181,7 +183,7 @@ class ClientFrames:
                 ):
                     self.durables_ready = False  # answered once what ZooKeeper holds is read
                     self.waiting_subs.append(ev)
-                    return [LoadSubscriptions(self._load_request)]
+                    return [self._ask_load()]
                 return self.commits.commit(conn, frame, p.commit_ts)
             case SubDelete() | SubReset():
                 if p is None:
@@ -211,7 +213,7 @@ class ClientFrames:
         if isinstance(moved := self.readers.admit(self.delivery, conn, frame), str):
             self.durables_ready = False  # named subs wait for what ZooKeeper holds now
             self.waiting_subs.append(ClientFrameIn(conn, frame, now))
-            return [LoadSubscriptions(self._load_request)]
+            return [self._ask_load()]
         if isinstance(moved, SendError):
             return [moved]
         asked = frame

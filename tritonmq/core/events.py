@@ -174,12 +174,15 @@ class OffsetsStored:
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionRegistered:
-    """The answer to RegisterSubscription: the offset ZooKeeper holds (None: failed)."""
+    """The answer to RegisterSubscription: the offset ZooKeeper holds (None: failed) and
+    the era it is a ts of (a moved slot's, M5; 0: a slot that never moved). An offset is
+    never taken without its era (M9): another group's ts is not ours."""
 
     topic: str
     name: str
     offset: int | None
     now: float
+    era: int = 0
 
 
 # --- slot moves (docs/replication.md M2, M7) ------------------------------------------

@@ -19,7 +19,7 @@ stored era's group, and reads ZooKeeper again until the offset reaches its era.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -308,11 +308,15 @@ class SlotReaders:
         return Admitted(replace(frame, start=start), frame.era, d.until)
 
     def check(
-        self, delivery: Delivery, presence: PresenceTable, now: float, load: int
+        self,
+        delivery: Delivery,
+        presence: PresenceTable,
+        now: float,
+        load: Callable[[], LoadSubscriptions],
     ) -> list[Action]:
         """Every reader of a moved slot here: its era's end follows the view (a seal caps
         it, a roll back lifts the cap), and one that has everything of an ended era is sent
-        on. ``load``: the request a reload of pending durable subscriptions answers."""
+        on. ``load``: asks for a reload of pending durable subscriptions."""
         moves = self.moves
         if not moves.any_moved and not self.capped:
             return []
@@ -329,7 +333,7 @@ class SlotReaders:
             out.extend(self._check_durable(delivery, dur, dh, lifted))
         if pending and now >= self.reload_at:
             self.reload_at = now + RELOAD_S
-            out.append(LoadSubscriptions(load))
+            out.append(load())
         for topic, consumers in list(delivery.by_topic.items()):
             found = moves.history_of(topic)
             if found is None:  # never moved, or a move rolled back: no end

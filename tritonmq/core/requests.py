@@ -10,6 +10,7 @@ from typing import Any
 
 from tritonmq.core.actions import (
     Action,
+    LoadSubscriptions,
     RegisterSubscription,
     SendCommitted,
     SendError,
@@ -195,3 +196,32 @@ class Registrations:
             self.asked[key] = (a, None)
             out.append(a)
         return out
+
+
+class Loads:
+    """Subscriptions loads asked of ZooKeeper, and which answers are fresh enough to take
+    (docs/replication.md M9). Every load is a request of its own. One asked because
+    something changed (an election, a slot's era become ours, a named ``sub`` or ``commit``
+    that must see ZooKeeper as it is now) raises the floor: an answer to a load asked
+    before it read ZooKeeper too early. With one number shared by every load, an answer
+    read before the move completed released a waiting ``sub`` of the moved slot, which was
+    then created afresh over a subscription the old group held, and an acknowledged run
+    of the new era was purged for good. An answer older than one already taken is stale too."""
+
+    def __init__(self) -> None:
+        self.floor = 0  # the first request whose answer may be taken
+        self.taken = 0  # the request of the last answer taken
+
+    def ask(self, request: int, *, fresh: bool = True) -> LoadSubscriptions:
+        """A load as request ``request``; ``fresh``: nothing read before it may be taken
+        (a poll of pending subscriptions is not: any later read does)."""
+        if fresh:
+            self.floor = request
+        return LoadSubscriptions(request)
+
+    def take(self, request: int) -> bool:
+        """Is the answer to ``request`` to be taken? (then it is the last one taken)."""
+        if request < self.floor or request <= self.taken:
+            return False
+        self.taken = request
+        return True

@@ -285,10 +285,10 @@ class SimCoreBroker:
             self._core(ce.SubscriptionsLoaded(int(num), found, now, eras=eras), now, out)
         elif kind == "register-sub":
             topic, name = op.path.split("/")[2:4]
-            held = op.data[1] if ok else None
+            held, era = (op.data[1], op.data[2]) if ok else (None, 0)
             if result.outcome is Outcome.CONFLICT and result.value is not None:
-                held = result.value.data[1]
-            self._core(ce.SubscriptionRegistered(topic, name, held, now), now, out)
+                held, era = result.value.data[1], _era_of(result.value.data)
+            self._core(ce.SubscriptionRegistered(topic, name, held, now, era), now, out)
         elif kind == "store":
             batch = self.stores[int(num)]
             batch[0] -= 1
@@ -498,3 +498,8 @@ class SimCoreBroker:
     def _mode_of(self, topic: str, name: str) -> str:
         d = self.core.delivery.durables.get((topic, name))
         return str(d.mode) if d is not None else "broadcast"
+
+
+def _era_of(data: tuple[Any, ...]) -> int:
+    """The era an offset znode's (mode, ts, era) is of (absent: 0)."""
+    return int(data[2]) if len(data) > 2 and data[2] else 0
