@@ -141,7 +141,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             per_topic=cfg.topic_retention,
             dedup_window_s=cfg.dedup_window_s,
         )
-        self.role = Role.JOINING
+        self._role = Role.JOINING  # changed only through _set_role, which logs it
+        self._role_changes: list[Action] = []
         self.session = SessionState.CONNECTED
         self.suspended_since = 0.0
         self.state: GroupState | None = None
@@ -191,7 +192,23 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         out = self._after_gap(ev.now)
         out += self._handle(ev)
         shared = self._shared_out()  # shared records the backups have confirmed (S8)
-        return out + shared if shared else out
+        if shared:
+            out += shared
+        if self._role_changes:
+            out += self._role_changes
+            self._role_changes = []
+        return out
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    def _set_role(self, role: Role, why: str) -> None:
+        """The one gate every role change goes through; each change is logged from -> to."""
+        if role is not self._role:
+            msg = f"role {self._role.value} -> {role.value}: {why}"
+            self._role_changes.append(LogLine(L.INFO, msg))
+            self._role = role
 
     def _after_gap(self, now: float) -> list[Action]:
         """Seed 74193: a primary frozen past its session's expiry woke to an old ZooKeeper
@@ -429,7 +446,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             catchup_chunk=self.catchup_chunk,
         )
         self.primary = p
-        self.role = Role.LEADING
+        self._set_role(Role.LEADING, f"elected at epoch {state.epoch}")
         self.moves.lead_changed()
         self.state = state
         # Our suspicion has done its work; kept, it would make us ignore the suspect if it
@@ -458,7 +475,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if p is None:
             return []
         self.primary = None
-        self.role = Role.JOINING
+        self._set_role(Role.JOINING, reason)
         self.rates.clear()
         self.moves.lead_changed()
         out: list[Action] = [
@@ -535,7 +552,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             and dict(st.boots) == dict(want.boots)
         )
         if cas.kind is CasKind.CLAIM:
-            self.role = Role.JOINING
+            self._set_role(Role.JOINING, "claim of unknown outcome judged")
             if wrote and st is not None:
                 return self._become_primary(st, now)
             # As for a lost claim: the suspicion behind it is stale, or we would wait on it
@@ -571,7 +588,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 return self._become_primary(ev.state, now)
             # Lost: whoever won (or the primary that just changed the ISR) is alive. Our
             # suspicion is stale: drop it and follow whatever the fresh view says.
-            self.role = Role.JOINING
+            self._set_role(Role.JOINING, "our claim lost")
             self.suspect = None
             return [LogLine(L.INFO, "our claim lost; re-reading the group"), ReadState()]
         p = self.primary
@@ -641,7 +658,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             assert d.state is not None
             # Leave the old epoch before claiming: from here on we acknowledge nothing of it.
             out = self._stop_following()
-            self.role = Role.CLAIMING
+            self._set_role(Role.CLAIMING, d.reason)
             self._requests += 1
             self.cas = PendingCas(self._requests, CasKind.CLAIM, d.state)
             out.append(ProposeState(self._requests, d.state, d.reason))
@@ -780,11 +797,11 @@ class BrokerCore(ClientFrames, ReplicationLinks):
     def _stop(self, now: float) -> list[Action]:
         out = self._stop_following()
         if self.primary is None:
-            self.role = Role.STOPPED
+            self._set_role(Role.STOPPED, "stop requested")
             return [*out, Stopped()]
         due = self._offsets_due()
         out.extend(self._step_down("shutting down"))
-        self.role = Role.STEPPING_DOWN
+        self._set_role(Role.STEPPING_DOWN, "stop requested: writing the last offsets")
         self.stop_deadline = now + STOP_FLUSH_S
         if due is None:
             return out + self._finish_stop()
@@ -793,5 +810,5 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         return out
 
     def _finish_stop(self) -> list[Action]:
-        self.role = Role.STOPPED
+        self._set_role(Role.STOPPED, "stopped")
         return [Stopped()]

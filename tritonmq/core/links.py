@@ -61,7 +61,6 @@ class ReplicationLinks:
     follow_gate: FollowGate
     log: GroupLog
     delivery: Delivery
-    role: Role
     members: dict[str, Member]
     primary: PrimaryCore | None
     backup: BackupCore | None
@@ -77,6 +76,13 @@ class ReplicationLinks:
         raise NotImplementedError  # BrokerCore's
 
     def _reconcile(self, now: float) -> list[Action]:
+        raise NotImplementedError  # BrokerCore's
+
+    @property
+    def role(self) -> Role:
+        raise NotImplementedError  # BrokerCore's
+
+    def _set_role(self, role: Role, why: str) -> None:
         raise NotImplementedError  # BrokerCore's
 
     # --- followers of ours ----------------------------------------------------------------
@@ -201,7 +207,7 @@ class ReplicationLinks:
         self.follow = FollowLink(self._requests, primary, epoch)
         self.backup = BackupCore(self.log, epoch)
         self.backup.commit_ts = self.commit_ts
-        self.role = Role.FOLLOWING
+        self._set_role(Role.FOLLOWING, f"following {primary.id} at epoch {epoch}")
         out.append(StartFollowing(self._requests, primary))
         out.append(LogLine(L.INFO, f"following {primary.id} at epoch {epoch}"))
         return out
@@ -212,7 +218,7 @@ class ReplicationLinks:
         f = self.follow
         self.follow = None
         if self.role is Role.FOLLOWING:
-            self.role = Role.JOINING
+            self._set_role(Role.JOINING, "stopped following")
         return [StopFollowing(f.id)] if f is not None else []
 
     def _restart_following(self, why: str) -> list[Action]:
