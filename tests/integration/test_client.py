@@ -16,7 +16,12 @@ from tritonmq import Client
 from tritonmq.client import SyncClient
 from tritonmq.client.types import Ack
 from tritonmq.devtools.cluster import DevCluster, wait_for
-from tritonmq.errors import ClientClosed, ConfigError, Purged, RequestRejected
+from tritonmq.errors import (
+    ClientClosed,
+    ConfigError,
+    Purged,
+    RequestRejected,
+)
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
 
@@ -95,6 +100,20 @@ def test_sync_facade(cluster: DevCluster) -> None:
             if len(values) == 3:
                 break
     assert values == [b"a", b"b", b"c"]
+
+
+def test_sync_facade_subscribe_as_the_first_call(cluster: DevCluster) -> None:
+    """Issue 27: subscribe() as a SyncClient's first call raised "no running event loop"
+    (the group's link was started on the caller's thread, not the facade's loop)."""
+    with SyncClient(zk_url(cluster)) as producer:
+        ack = producer.publish("sync-first", b"before")
+    with SyncClient(zk_url(cluster)) as c:
+        got = []
+        for msg in c.subscribe("sync-first", from_="earliest", timeout=10):
+            c.ack(msg)
+            got.append((msg.ts, msg.value))
+            break
+    assert got == [(ack.ts, b"before")]
 
 
 async def test_a_failed_cluster_read_while_connecting_is_retried(cluster: DevCluster) -> None:
