@@ -17,7 +17,7 @@ import websockets
 from websockets.exceptions import WebSocketException
 
 from tritonmq import tlsconfig
-from tritonmq.client.link import Link
+from tritonmq.client.link import MAX_FRAME_BYTES, Link
 from tritonmq.client.ordering import TopicOrder
 from tritonmq.client.routing import ClusterView
 from tritonmq.client.subscription import PresenceOptions, Subscription
@@ -78,6 +78,10 @@ class Client:
 
     ``token`` (a JWT, docs/security.md) is presented in every ``hello``;
     :meth:`refresh_token` replaces it, live connections included.
+
+    ``max_frame_bytes`` is the brokers' setting of that name (default 8 MiB, theirs): a
+    record that cannot fit in such a frame is refused before it is sent, with
+    :class:`~tritonmq.errors.FrameTooLarge` (code ``TOO_LARGE``).
     """
 
     def __init__(
@@ -92,12 +96,17 @@ class Client:
         connect_timeout: float = 30.0,
         ca_file: str | None = None,
         token: str | None = None,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
         parsed = urlparse(url)
         if parsed.scheme not in ("zk", "ws", "wss") or not parsed.netloc:
             raise ConfigError(
                 f"unsupported broker URL {url!r}: use zk://host:port, ws:// or wss://host:port"
             )
+        if isinstance(max_frame_bytes, bool) or not isinstance(max_frame_bytes, int):
+            raise ConfigError("max_frame_bytes must be an int")
+        if max_frame_bytes < 1024:
+            raise ConfigError("max_frame_bytes must be at least 1024")
         self._tls = tlsconfig.client_context(ca_file) if ca_file else None
         self.url = url
         self._scheme = parsed.scheme
@@ -113,6 +122,7 @@ class Client:
             "timeout": timeout,
             "retries": retries,
             "tls": self._tls,
+            "max_frame_bytes": max_frame_bytes,
         }
         if token is not None:
             self._link_options["token"] = token
