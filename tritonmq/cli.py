@@ -68,6 +68,12 @@ main.add_command(cli_slots.rebalance)  # tritonmq rebalance (tritonmq/cli_slots.
 @click.option("--min-insync", type=click.IntRange(1, 16), default=None)
 @click.option("--session-timeout", type=click.FloatRange(0.4, 60), default=None, help="Seconds.")
 @click.option(
+    "--retention-s",
+    type=click.FloatRange(0),
+    default=None,
+    help="Keep records this many seconds (setting retention_s; default 0).",
+)
+@click.option(
     "--advertise-repl",
     default=None,
     metavar="URL",
@@ -87,6 +93,7 @@ def broker(
     replicas: int | None,
     min_insync: int | None,
     session_timeout: float | None,
+    retention_s: float | None,
     advertise_repl: str | None,
     tls_cert: str | None,
     tls_key: str | None,
@@ -110,6 +117,7 @@ def broker(
             replicas=replicas,
             min_insync=min_insync,
             session_timeout=session_timeout,
+            retention_s=retention_s,
             advertise_repl=advertise_repl,
             tls_cert=tls_cert,
             tls_key=tls_key,
@@ -164,12 +172,15 @@ def dev(
 ) -> None:
     """Run a local cluster (ZooKeeper + brokers) until Ctrl-C or SIGTERM.
 
+    Its brokers keep records an hour (retention_s = 3600, unless --config sets it; the
+    brokers' own default is 0), so `pub` then `sub --from earliest` shows the record.
+
     With --tls it makes a CA and broker certificates in its work directory and prints
     the CA file's path: give it to clients (--ca-file, or TRITONMQ_CA_FILE). With --join
     it adds groups to a running one instead (they own no slot until `tritonmq rebalance
     --execute` gives them some) and stops only those.
     """
-    from tritonmq.devtools.cluster import DevCluster
+    from tritonmq.devtools.cluster import DevCluster, dev_retention_args
 
     if join_file is not None:
         if zk_hosts or tls:
@@ -180,8 +191,16 @@ def dev(
             cluster = DevCluster.joining(joined, groups, replicas, config=config_file)
         except (OSError, ValueError, ConfigError) as e:
             raise click.UsageError(f"cannot join with {join_file}: {e}") from e
+        cluster.broker_args = dev_retention_args(cluster.config)
     else:
-        cluster = DevCluster(groups, replicas, zk=zk_hosts, config=config_file, tls=tls)
+        cluster = DevCluster(
+            groups,
+            replicas,
+            zk=zk_hosts,
+            config=config_file,
+            tls=tls,
+            broker_args=dev_retention_args(config_file),
+        )
     stop = False
 
     def on_signal(_sig: int, _frame: Any) -> None:
@@ -343,7 +362,8 @@ def sub(
     count: int | None,
     as_json: bool,
 ) -> None:
-    """Print messages of TOPIC as they arrive (acknowledging each)."""
+    """Print messages of TOPIC as they arrive (acknowledging each); what it waits for goes
+    to stderr."""
     import asyncio
 
     from tritonmq.client import Client
@@ -361,14 +381,19 @@ def sub(
         seen = 0
         client = Client(target, ca_file=ca_file, token=token)
         async with client as c, c.subscribe(topic, subscription, start, mode=mode) as s:
+            durable = f" as {subscription} ({mode})" if subscription else ""
+            click.echo(
+                f"subscribed to {topic}{durable} from {from_}; waiting for records"
+                " (Ctrl-C stops)...",
+                err=True,
+            )
             async for msg in s:
                 text = msg.value.decode("utf-8", "replace")
                 if as_json:
-                    line = json.dumps({"topic": msg.topic, "ts": msg.ts, "value": text})
-                    click.echo(line)
-                    sys.stdout.flush()
+                    click.echo(json.dumps({"topic": msg.topic, "ts": msg.ts, "value": text}))
                 else:
                     click.echo(f"{msg.ts}\t{text}")
+                sys.stdout.flush()  # each record as it comes, into a pipe too
                 await msg.ack()
                 seen += 1
                 if count is not None and seen >= count:

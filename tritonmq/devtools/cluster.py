@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,25 @@ class BrokerProc:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+DEV_RETENTION_S = 3600.0
+"""What `tritonmq dev`'s brokers keep records for unless its ``--config`` sets
+``retention_s``: an hour, so that a record published before anyone subscribed is still
+there for ``sub --from earliest`` (the brokers' own default, 0, purges it at once)."""
+
+
+def dev_retention_args(config: str | None) -> list[str]:
+    """The broker flags that give `tritonmq dev`'s brokers :data:`DEV_RETENTION_S`, unless
+    ``config`` sets ``retention_s`` itself (a file that cannot be read: its brokers say so)."""
+    if config is not None:
+        try:
+            data = tomllib.loads(Path(config).read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            return []
+        if "retention_s" in data.get("broker", data):
+            return []
+    return ["--retention-s", str(DEV_RETENTION_S)]
 
 
 def _write_private(path: Path, text: str) -> None:
