@@ -23,7 +23,7 @@ P = ParamSpec("P")
 class SyncClient:
     """``with SyncClient("zk://host:port") as c: c.publish("t", b"v")``."""
 
-    def __init__(self, url: str, **options: Any) -> None:
+    def __init__(self, url: str | None = None, **options: Any) -> None:
         self._client = Client(url, **options)  # bad settings raise here, before any thread
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
