@@ -229,9 +229,10 @@ def dev(
         taken = taken_ports(ports)
         if taken:
             cluster.stop()
+            which = f"port {taken[0]} is" if len(taken) == 1 else f"ports {taken} are"
             _fail(
-                f"port {', '.join(map(str, taken))} of {ports[0]}-{ports[-1]} is taken: stop what "
-                "listens there (another `tritonmq dev`?) or give --port (0: any free ports)"
+                f"{which} taken (dev needs {ports[0]}-{ports[-1]}): stop what listens there "
+                "(another `tritonmq dev`?) or give --port (0: any free ports)"
             )
     context = context_path() if join_file is None else None
     stop = False
