@@ -41,3 +41,22 @@ def zk_credential(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(scope="session", autouse=True)
+def local_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The local context `tritonmq dev` writes (tritonmq/context.py) goes to a file of the
+    session's, never the user's; no cluster named by the environment leaks in."""
+    from tritonmq.context import ENV_CONTEXT, ENV_URL, ENV_ZK
+
+    saved = {k: os.environ.get(k) for k in (ENV_CONTEXT, ENV_URL, ENV_ZK)}
+    path = tmp_path_factory.mktemp("context") / "context.json"
+    os.environ.pop(ENV_URL, None)
+    os.environ.pop(ENV_ZK, None)
+    os.environ[ENV_CONTEXT] = str(path)
+    yield str(path)
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

@@ -16,7 +16,9 @@ import click
 
 from tritonmq import cli_slots
 from tritonmq.cli_admin import add_commands, ca_file_option, read_token, token_option
+from tritonmq.cli_context import URL_HELP, ZK_HELP, resolve_url, zk_option
 from tritonmq.cli_ops import add_commands as add_ops_commands
+from tritonmq.context import DEV_PORT
 from tritonmq.errors import ConfigError, CoordinationError, TritonError
 
 
@@ -68,6 +70,12 @@ main.add_command(cli_slots.rebalance)  # tritonmq rebalance (tritonmq/cli_slots.
 @click.option("--min-insync", type=click.IntRange(1, 16), default=None)
 @click.option("--session-timeout", type=click.FloatRange(0.4, 60), default=None, help="Seconds.")
 @click.option(
+    "--retention-s",
+    type=click.FloatRange(0),
+    default=None,
+    help="Keep records this many seconds (setting retention_s; default 0).",
+)
+@click.option(
     "--advertise-repl",
     default=None,
     metavar="URL",
@@ -87,6 +95,7 @@ def broker(
     replicas: int | None,
     min_insync: int | None,
     session_timeout: float | None,
+    retention_s: float | None,
     advertise_repl: str | None,
     tls_cert: str | None,
     tls_key: str | None,
@@ -110,6 +119,7 @@ def broker(
             replicas=replicas,
             min_insync=min_insync,
             session_timeout=session_timeout,
+            retention_s=retention_s,
             advertise_repl=advertise_repl,
             tls_cert=tls_cert,
             tls_key=tls_key,
@@ -153,6 +163,13 @@ def broker(
     default=None,
     help="Add groups (up to --groups in all) to the running dev cluster whose --state-file this is.",
 )
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEV_PORT,
+    show_default=True,
+    help="ZooKeeper's port; the brokers take the next ones (0: any free ports).",
+)
 def dev(
     groups: int,
     replicas: int,
@@ -161,15 +178,29 @@ def dev(
     config_file: str | None,
     tls: bool,
     join_file: str | None,
+    port: int,
 ) -> None:
     """Run a local cluster (ZooKeeper + brokers) until Ctrl-C or SIGTERM.
 
+    Its brokers keep records an hour (retention_s = 3600, unless --config sets it; the
+    brokers' own default is 0), so `pub` then `sub --from earliest` shows the record.
+
+    It listens on fixed ports: ZooKeeper on --port (4350), the brokers on the ports after
+    it, and writes the local context (its ZooKeeper, credentials and CA) to
+    $TRITONMQ_CONTEXT, else $XDG_STATE_HOME/tritonmq/context.json, else
+    ~/.local/state/tritonmq/context.json: other commands and Client() without a URL use
+    it, so `tritonmq sub chat` and `tritonmq pub chat hello` need no flags. It removes the
+    file when it stops.
+
     With --tls it makes a CA and broker certificates in its work directory and prints
-    the CA file's path: give it to clients (--ca-file, or TRITONMQ_CA_FILE). With --join
-    it adds groups to a running one instead (they own no slot until `tritonmq rebalance
+    the CA file's path (the context names it too). With --join it adds groups to a
+    running one instead, on any free ports (they own no slot until `tritonmq rebalance
     --execute` gives them some) and stops only those.
     """
-    from tritonmq.devtools.cluster import DevCluster
+    import os
+
+    from tritonmq.context import context_path, remove_context, write_context
+    from tritonmq.devtools.cluster import DevCluster, dev_retention_args, taken_ports
 
     if join_file is not None:
         if zk_hosts or tls:
@@ -180,8 +211,30 @@ def dev(
             cluster = DevCluster.joining(joined, groups, replicas, config=config_file)
         except (OSError, ValueError, ConfigError) as e:
             raise click.UsageError(f"cannot join with {join_file}: {e}") from e
+        cluster.broker_args = dev_retention_args(cluster.config)
     else:
-        cluster = DevCluster(groups, replicas, zk=zk_hosts, config=config_file, tls=tls)
+        cluster = DevCluster(
+            groups,
+            replicas,
+            zk=zk_hosts,
+            config=config_file,
+            tls=tls,
+            broker_args=dev_retention_args(config_file),
+            port=port,
+        )
+        ports = cluster.ports()
+        if ports and ports[-1] > 65535:
+            cluster.stop()
+            _fail(f"--port {port} leaves no room for {len(ports)} ports below 65536")
+        taken = taken_ports(ports)
+        if taken:
+            cluster.stop()
+            which = f"port {taken[0]} is" if len(taken) == 1 else f"ports {taken} are"
+            _fail(
+                f"{which} taken (dev needs {ports[0]}-{ports[-1]}): stop what listens there "
+                "(another `tritonmq dev`?) or give --port (0: any free ports)"
+            )
+    context = context_path() if join_file is None else None
     stop = False
 
     def on_signal(_sig: int, _frame: Any) -> None:
@@ -199,6 +252,9 @@ def dev(
             click.echo(f"ca-file {cluster.ca_file}")
         for b in cluster.brokers.values():
             click.echo(f"broker {b.group}/{b.id} {b.url} pid {b.pid}")
+        if context is not None:
+            write_context(context, cluster.state(), os.getpid())
+            click.echo(f"context {context} (commands and Client() without a cluster use it)")
         if state_file:
             cluster.write_state(state_file)
         if join_file is not None:
@@ -211,11 +267,13 @@ def dev(
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
     finally:
+        if context is not None:
+            remove_context(context, os.getpid())
         cluster.stop()
 
 
 @main.command()
-@click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True)
+@zk_option
 @click.option("--chroot", default="/tritonmq", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
@@ -256,15 +314,11 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
 def _client_url(url: str | None, zk_hosts: str | None) -> str:
     if url and zk_hosts:
         _fail("give --url or --zk, not both")
-    return url or f"zk://{zk_hosts or '127.0.0.1:2181'}"
+    return resolve_url(url, zk_hosts)
 
 
-_url_option = click.option(
-    "--url", default=None, help="zk://HOST:PORT[/chroot] or ws(s)://HOST:PORT of any broker."
-)
-_zk_option = click.option(
-    "--zk", "zk_hosts", default=None, help="ZooKeeper HOST:PORT (default 127.0.0.1:2181)."
-)
+_url_option = click.option("--url", default=None, help=URL_HELP)
+_zk_option = click.option("--zk", "zk_hosts", default=None, metavar="HOST:PORT", help=ZK_HELP)
 
 
 @main.command()
@@ -343,7 +397,8 @@ def sub(
     count: int | None,
     as_json: bool,
 ) -> None:
-    """Print messages of TOPIC as they arrive (acknowledging each)."""
+    """Print messages of TOPIC as they arrive (acknowledging each); what it waits for goes
+    to stderr."""
     import asyncio
 
     from tritonmq.client import Client
@@ -361,14 +416,19 @@ def sub(
         seen = 0
         client = Client(target, ca_file=ca_file, token=token)
         async with client as c, c.subscribe(topic, subscription, start, mode=mode) as s:
+            durable = f" as {subscription} ({mode})" if subscription else ""
+            click.echo(
+                f"subscribed to {topic}{durable} from {from_}; waiting for records"
+                " (Ctrl-C stops)...",
+                err=True,
+            )
             async for msg in s:
                 text = msg.value.decode("utf-8", "replace")
                 if as_json:
-                    line = json.dumps({"topic": msg.topic, "ts": msg.ts, "value": text})
-                    click.echo(line)
-                    sys.stdout.flush()
+                    click.echo(json.dumps({"topic": msg.topic, "ts": msg.ts, "value": text}))
                 else:
                     click.echo(f"{msg.ts}\t{text}")
+                sys.stdout.flush()  # each record as it comes, into a pipe too
                 await msg.ack()
                 seen += 1
                 if count is not None and seen >= count:
@@ -515,7 +575,7 @@ def demo(records: int, rate: int) -> None:
 
 
 @main.command()
-@click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True)
+@zk_option
 @click.option("--chroot", default="/tritonmq", show_default=True)
 @click.option("--groups", required=True, help="Comma-separated group names, e.g. g1,g2.")
 @click.option("--slots", type=click.IntRange(1, 4096), default=64, show_default=True)

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from tritonmq.cli_context import URL_HELP, ZK_HELP
 from tritonmq.errors import ClientClosed, ConfigError, TritonError
 from tritonmq.tokens import TOKEN_ENV, read_token_file
 
@@ -59,9 +60,9 @@ class Unreachable(click.ClickException):
 
 
 def _target(url: str | None, zk_hosts: str | None, chroot: str | None) -> str:
-    if url and (zk_hosts or chroot):
-        raise click.UsageError("give --url, or --zk (and --chroot), not both")
-    return url or f"zk://{zk_hosts or '127.0.0.1:2181'}{chroot or ''}"
+    from tritonmq.cli_context import resolve_url
+
+    return resolve_url(url, zk_hosts, chroot)
 
 
 def _run(
@@ -112,12 +113,8 @@ def _report(info: Any, done: str, todo: str, change: str) -> None:
 
 
 _connection = [
-    click.option(
-        "--url", default=None, help="zk://HOST:PORT[/chroot] or ws://HOST:PORT of any broker."
-    ),
-    click.option(
-        "--zk", "zk_hosts", default=None, help="ZooKeeper HOST:PORT (default 127.0.0.1:2181)."
-    ),
+    click.option("--url", default=None, help=URL_HELP),
+    click.option("--zk", "zk_hosts", default=None, metavar="HOST:PORT", help=ZK_HELP),
     click.option(
         "--chroot", default=None, help="ZooKeeper path of the cluster (default /tritonmq)."
     ),

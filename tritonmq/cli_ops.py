@@ -30,6 +30,7 @@ from tritonmq.cli_admin import (
     reset,
     token_option,
 )
+from tritonmq.cli_context import zk_option
 from tritonmq.errors import (
     CoordinationError,
     Forbidden,
@@ -57,7 +58,7 @@ def cluster_options(f: F) -> F:
     """The options of every command that reads the cluster: where, as whom, how long, --json."""
     for option in reversed(
         [
-            click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True),
+            zk_option,
             click.option("--chroot", default="/tritonmq", show_default=True),
             ca_file_option,
             token_option,

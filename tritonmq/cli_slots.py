@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 import click
 
 from tritonmq.cli_admin import Unreachable, ca_file_option, token_option
+from tritonmq.cli_context import zk_option
 from tritonmq.cli_ops import cluster_options, console, read_once
 from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import TritonError
@@ -175,7 +176,6 @@ def _figures(
 
 # --- moves ----------------------------------------------------------------------------
 
-zk_option = click.option("--zk", "zk_hosts", default="127.0.0.1:2181", show_default=True)
 chroot_option = click.option("--chroot", default="/tritonmq", show_default=True)
 
 

@@ -34,7 +34,7 @@ def test_dev_status_pub_sub_and_clean_stop(tmp_path: Path) -> None:
     config = tmp_path / "broker.toml"
     config.write_text("[broker]\nretention_s = 300.0\n")  # replay below needs records kept
     dev = subprocess.Popen(
-        [*TRITONMQ, "dev", "--state-file", str(state_file), "--config", str(config)],
+        [*TRITONMQ, "dev", "--port", "0", "--state-file", str(state_file), "--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -16,7 +16,15 @@ from tritonmq import Client
 from tritonmq.client import SyncClient
 from tritonmq.client.types import Ack
 from tritonmq.devtools.cluster import DevCluster, wait_for
-from tritonmq.errors import ClientClosed, ConfigError, Purged, RequestRejected
+from tritonmq.errors import (
+    ClientClosed,
+    ConfigError,
+    FrameTooLarge,
+    ProtocolError,
+    PublishTimeout,
+    Purged,
+    RequestRejected,
+)
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
 
@@ -95,6 +103,59 @@ def test_sync_facade(cluster: DevCluster) -> None:
             if len(values) == 3:
                 break
     assert values == [b"a", b"b", b"c"]
+
+
+def test_sync_facade_subscribe_as_the_first_call(cluster: DevCluster) -> None:
+    """Issue 27: subscribe() as a SyncClient's first call raised "no running event loop"
+    (the group's link was started on the caller's thread, not the facade's loop)."""
+    with SyncClient(zk_url(cluster)) as producer:
+        ack = producer.publish("sync-first", b"before")
+    with SyncClient(zk_url(cluster)) as c:
+        got = []
+        for msg in c.subscribe("sync-first", from_="earliest", timeout=10):
+            c.ack(msg)
+            got.append((msg.ts, msg.value))
+            break
+    assert got == [(ack.ts, b"before")]
+
+
+BIG = 9 * 1024 * 1024  # over the broker's max_frame_bytes (8 MiB, its default)
+
+
+async def test_a_value_over_max_frame_bytes_is_refused_before_it_is_sent(
+    cluster: DevCluster,
+) -> None:
+    """Issue 27: it went out, the broker closed the connection (1009) and every call of
+    the client failed with CLIENT "client task failed: AttributeError(...)"."""
+    async with Client(zk_url(cluster), timeout=10) as c:
+        with pytest.raises(FrameTooLarge) as e:
+            await c.publish("big", b"x" * BIG)
+        assert e.value.code == "TOO_LARGE" and "max_frame_bytes" in str(e.value)
+        with pytest.raises(FrameTooLarge):
+            await c.publish_many("big", [b"small", b"x" * BIG])
+        ack = await c.publish("big", b"still fine")
+        async with c.subscribe("big", from_="earliest") as sub:
+            first = await sub.get(timeout=10)
+        assert (first.ts, first.value) == (ack.ts, b"still fine")  # nothing of the refused
+    async with Client(zk_url(cluster), max_frame_bytes=4096) as small:  # the broker's setting
+        with pytest.raises(ProtocolError) as e:
+            await small.publish("big", b"x" * 5000)  # the broker would take it: not sent
+        assert e.value.code == "TOO_LARGE"
+    with SyncClient(zk_url(cluster)) as sc, pytest.raises(FrameTooLarge):
+        sc.publish("big", b"x" * BIG)
+
+
+async def test_a_client_told_a_larger_max_frame_bytes_than_the_brokers_times_out_and_goes_on(
+    cluster: DevCluster,
+) -> None:
+    """The broker closes the connection (1009) at each resend: the publish times out naming
+    why, and the client's other calls go on (closing the dropped connection raised inside
+    websockets, and that failed every call of the client)."""
+    async with Client(zk_url(cluster), timeout=3, max_frame_bytes=2 * BIG) as c:
+        with pytest.raises(PublishTimeout) as e:
+            await c.publish("big2", b"x" * BIG)
+        assert "1009" in str(e.value)
+        assert (await c.publish("big2", b"small")).ts > 0
 
 
 async def test_a_failed_cluster_read_while_connecting_is_retried(cluster: DevCluster) -> None:

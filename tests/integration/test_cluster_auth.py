@@ -296,7 +296,7 @@ def test_dev_generates_private_credentials_and_its_state_file_says_where(tmp_pat
     state_file = tmp_path / "state.json"
     tm = [sys.executable, "-m", "tritonmq"]
     dev = subprocess.Popen(
-        [*tm, "dev", "--state-file", str(state_file)],
+        [*tm, "dev", "--port", "0", "--state-file", str(state_file)],
         env=bare,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -307,6 +307,8 @@ def test_dev_generates_private_credentials_and_its_state_file_says_where(tmp_pat
         for key in ("zk_auth_file", "zk_reader_file"):
             assert stat.S_IMODE(os.stat(state[key]).st_mode) == 0o600
         status = [*tm, "status", "--zk", state["zk"], "--json"]
+        # without the local context `dev` wrote, which names its credential
+        bare["TRITONMQ_CONTEXT"] = str(tmp_path / "no-context.json")
         denied = subprocess.run(status, env=bare, capture_output=True, text=True, timeout=60)
         assert denied.returncode == 1 and "no or wrong credential" in denied.stderr
         for key in ("zk_auth_file", "zk_reader_file"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -102,7 +103,8 @@ def test_tritonmq_dev_tls_then_pub_and_sub_with_ca_file(tmp_path: Path) -> None:
     config = tmp_path / "broker.toml"
     config.write_text("[broker]\nretention_s = 300.0\n")
     dev = subprocess.Popen(
-        [*TRITONMQ, "dev", "--tls", "--state-file", str(state_file), "--config", str(config)],
+        [*TRITONMQ, "dev", "--tls", "--port", "0", "--state-file", str(state_file)]
+        + ["--config", str(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -112,8 +114,11 @@ def test_tritonmq_dev_tls_then_pub_and_sub_with_ca_file(tmp_path: Path) -> None:
         ca, url = state["ca_file"], state["brokers"][0]["url"]
         assert Path(ca).is_file() and url.startswith("wss://")
 
-        def cli(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([*TRITONMQ, *args], capture_output=True, text=True, timeout=60)
+        def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+            run_env = {**os.environ, **env}
+            return subprocess.run(
+                [*TRITONMQ, *args], capture_output=True, text=True, timeout=60, env=run_env
+            )
 
         pub = cli("pub", "--url", url, "--ca-file", ca, "greetings", "hello over tls")
         assert pub.returncode == 0, pub.stderr
@@ -122,7 +127,10 @@ def test_tritonmq_dev_tls_then_pub_and_sub_with_ca_file(tmp_path: Path) -> None:
                   "--count", "1")  # fmt: skip
         assert sub.returncode == 0, sub.stderr
         assert sub.stdout.splitlines() == [f"{ts}\thello over tls"]
-        refused = cli("pub", "--url", url, "greetings", "no ca")
+        # no CA: neither --ca-file nor the local context `dev` wrote (it names its CA)
+        refused = cli(
+            "pub", "--url", url, "greetings", "no ca", TRITONMQ_CONTEXT=str(tmp_path / "none.json")
+        )
         assert refused.returncode == 1 and "TLS" in refused.stderr, refused.stderr
         assert "Traceback" not in refused.stderr
     finally:

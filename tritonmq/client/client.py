@@ -17,11 +17,12 @@ import websockets
 from websockets.exceptions import WebSocketException
 
 from tritonmq import tlsconfig
-from tritonmq.client.link import Link
+from tritonmq.client.link import MAX_FRAME_BYTES, Link
 from tritonmq.client.ordering import TopicOrder
 from tritonmq.client.routing import ClusterView
 from tritonmq.client.subscription import PresenceOptions, Subscription
 from tritonmq.client.types import Ack, Fetched, FetchedRecord
+from tritonmq.context import client_url, context_for
 from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import (
     ClientClosed,
@@ -55,6 +56,8 @@ from tritonmq.wire.subprotocols import MSGPACK
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
+    from tritonmq.coord.zkclient import FromEnv, ZkCredential
+
 log = logging.getLogger("tritonmq.client")
 
 REROUTES = 5
@@ -67,6 +70,10 @@ MOVE_REROUTES = 12
 class Client:
     """Connect with ``Client("zk://host:port")`` or ``Client("ws://host:port")``.
 
+    ``Client()`` without a URL connects to ``$TRITONMQ_URL``, else to the cluster
+    `tritonmq dev` runs (its local context, tritonmq/context.py), whose ZooKeeper
+    credential and CA it then uses unless the environment or ``ca_file`` say others.
+
     ``zk://`` reads the cluster (slot map, groups, primaries) from ZooKeeper;
     ``ws://`` (or ``wss://``) asks any broker for it. Each topic is routed to the group
     that owns its slot, over one connection per group that follows that group's primary
@@ -78,11 +85,15 @@ class Client:
 
     ``token`` (a JWT, docs/security.md) is presented in every ``hello``;
     :meth:`refresh_token` replaces it, live connections included.
+
+    ``max_frame_bytes`` is the brokers' setting of that name (default 8 MiB, theirs): a
+    record that cannot fit in such a frame is refused before it is sent, with
+    :class:`~tritonmq.errors.FrameTooLarge` (code ``TOO_LARGE``).
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         *,
         max_in_flight: int = 32,
         batch_size: int = 1000,
@@ -92,12 +103,28 @@ class Client:
         connect_timeout: float = 30.0,
         ca_file: str | None = None,
         token: str | None = None,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
+        url = client_url(url)
         parsed = urlparse(url)
         if parsed.scheme not in ("zk", "ws", "wss") or not parsed.netloc:
             raise ConfigError(
                 f"unsupported broker URL {url!r}: use zk://host:port, ws:// or wss://host:port"
             )
+        if isinstance(max_frame_bytes, bool) or not isinstance(max_frame_bytes, int):
+            raise ConfigError("max_frame_bytes must be an int")
+        if max_frame_bytes < 1024:
+            raise ConfigError("max_frame_bytes must be at least 1024")
+        # The local context's credential and CA, for the cluster it names (tritonmq/context.py):
+        # an argument or the environment wins.
+        from tritonmq.coord.zkclient import FROM_ENV, credential_from, read_credential
+
+        self._zk_auth: ZkCredential | None | FromEnv = FROM_ENV
+        ctx = context_for(url)
+        if ctx is not None:
+            ca_file = ca_file or ctx.ca_file
+            if parsed.scheme == "zk" and credential_from() is None:
+                self._zk_auth = read_credential(ctx.zk_auth_file)
         self._tls = tlsconfig.client_context(ca_file) if ca_file else None
         self.url = url
         self._scheme = parsed.scheme
@@ -113,6 +140,7 @@ class Client:
             "timeout": timeout,
             "retries": retries,
             "tls": self._tls,
+            "max_frame_bytes": max_frame_bytes,
         }
         if token is not None:
             self._link_options["token"] = token
@@ -154,7 +182,8 @@ class Client:
 
         zk = self._zk
         if zk is None:
-            zk = new_client(self._zk_hosts, timeout=2.0)  # credential: TRITONMQ_ZK_AUTH(_FILE)
+            # credential: TRITONMQ_ZK_AUTH(_FILE), else the local context's
+            zk = new_client(self._zk_hosts, timeout=2.0, auth=self._zk_auth)
             try:
                 await asyncio.to_thread(zk.start, 5.0)
             except Exception as e:

@@ -59,11 +59,12 @@ from tritonmq.client.events import (
     Unsubscribe,
     WakeAt,
 )
-from tritonmq.client.protocol import ClientProtocol, Settings
+from tritonmq.client.protocol import BATCH_BYTES, ClientProtocol, Settings
 from tritonmq.client.states import ConnState
 from tritonmq.client.subscription import PresenceOptions, Subscription
 from tritonmq.client.types import Ack
-from tritonmq.errors import ClientClosed, ClientError, ProtocolError, WrongGroup
+from tritonmq.core.log import record_size
+from tritonmq.errors import ClientClosed, ClientError, FrameTooLarge, ProtocolError, WrongGroup
 from tritonmq.wire import subprotocols as wire
 from tritonmq.wire.frames import (
     Commit,
@@ -75,6 +76,8 @@ from tritonmq.wire.frames import (
     Meta,
     MetaReply,
     Presence,
+    Pub,
+    PubRecord,
     Stats,
     StatsReply,
     SubDelete,
@@ -91,6 +94,8 @@ Resolver = Callable[[], Awaitable[list[str]]]
 Prober = Callable[[str], Awaitable[tuple[int | None, str | None]]]
 """Ask the group's brokers other than the given URL: ``(epoch, primary_url)``."""
 RESOLVE_TIMEOUT = 10.0
+MAX_FRAME_BYTES = 8 * 1024 * 1024
+"""The broker's ``max_frame_bytes`` unless told otherwise (its default, config.py)."""
 
 
 class Link:
@@ -105,6 +110,7 @@ class Link:
         timeout: float = 30.0,
         retries: int = 1000,
         max_frame: int = 64 * 1024 * 1024,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
         probe: Prober | None = None,
         probe_after: float = 1.0,
         codec: wire.Codec = wire.MSGPACK,
@@ -118,11 +124,13 @@ class Link:
         self._tls = tls  # how wss:// brokers are verified (None: the system's trust store)
         self._probe = probe
         self._codec = codec
-        self.max_frame = max_frame
+        self.max_frame = max_frame  # what it takes from the broker
+        self.max_frame_bytes = max_frame_bytes  # what the broker takes from it
         self.protocol = ClientProtocol(
             Settings(
                 max_in_flight=max_in_flight,
                 batch_size=batch_size,
+                batch_bytes=min(BATCH_BYTES, max_frame_bytes // 2),  # rule 2: well under it
                 linger=linger,
                 timeout=timeout,
                 retries=retries,
@@ -358,7 +366,7 @@ class Link:
             self._readers.pop(conn, None)
             if not self._closed:
                 self._handle(TransportClosed(conn, reason or "closed"))
-            self._spawn(ws.close())
+            self._spawn(_close_quietly(ws))
 
     # --- producing -------------------------------------------------------------------
 
@@ -381,6 +389,7 @@ class Link:
     ) -> asyncio.Future[Ack]:
         """One record; the future gets its :class:`Ack`."""
         record = _record(uuid or os.urandom(16), value, key, headers)
+        self._check_size(topic, [record])
         ticket, fut = self._ticket(topic, True)
         self._handle(Publish(ticket, topic, (record,)))
         return fut
@@ -390,9 +399,27 @@ class Link:
     ) -> asyncio.Future[list[Ack]]:
         """``(uuid, value, key, headers)`` each; the future gets their acks in order."""
         records = [_record(u, v, k, h) for u, v, k, h in items]
+        self._check_size(topic, records)
         ticket, fut = self._ticket(topic, False)
         self._handle(Publish(ticket, topic, records))
         return fut
+
+    def _check_size(self, topic: str, records: list[PubRecord]) -> None:
+        """Refuse, before anything is sent, a record that cannot fit in a frame the broker
+        takes (``max_frame_bytes``): it would close the connection (1009), again at each
+        resend. A batch is cut well below the limit (protocol rule 2), so a frame is too
+        large only when one record is."""
+        limit = self.max_frame_bytes
+        for r in records:
+            estimate = record_size((0, *r)) + len(topic) + 64
+            if estimate < limit - 4096:
+                continue
+            size = len(self._codec.encode(Pub(0, topic, [r])))  # near the limit: exactly
+            if size > limit:
+                raise FrameTooLarge(
+                    f"a record of {topic!r} takes {size} bytes on the wire, over the broker's "
+                    f"max_frame_bytes ({limit}); values are bounded by max_value_bytes too"
+                )
 
     # --- requests answered once (fetch, commit, meta) ----------------------------------
 
@@ -487,6 +514,19 @@ class Link:
         """The group's state changed (a ZooKeeper watch): move if it is a new primary."""
         if not self._closed:
             self._handle(EpochSeen(epoch, primary_url))
+
+
+async def _close_quietly(ws: ClientConnection) -> None:
+    """Close a connection that ended. Closing one the broker dropped (close code 1009, a
+    frame over its ``max_frame_bytes``) can raise from inside websockets on Python 3.11
+    (AttributeError: its transport has no loop any more): nothing is left to close then,
+    and it must not fail every call of the client as a task of this shell that failed."""
+    try:
+        await ws.close()
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        log.debug("closing an ended connection raised %r", e)
 
 
 def _record(

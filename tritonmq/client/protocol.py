@@ -162,13 +162,14 @@ from tritonmq.wire.frames import (
 )
 
 CLIENT_NAME = "tritonmq-python"
+BATCH_BYTES = 1024 * 1024  # a batch's records' bytes, well under max_frame_bytes (8 MiB)
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     max_in_flight: int = 32
     batch_size: int = 1000
-    batch_bytes: int = 1024 * 1024  # a batch's records' bytes, well under max_frame_bytes (8 MiB)
+    batch_bytes: int = BATCH_BYTES
     linger: float = 0.0
     timeout: float = 30.0
     retries: int = 1000

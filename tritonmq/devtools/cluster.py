@@ -46,10 +46,12 @@ import os
 import secrets
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +105,39 @@ class BrokerProc:
         return self.proc is not None and self.proc.poll() is None
 
 
+DEV_RETENTION_S = 3600.0
+"""What `tritonmq dev`'s brokers keep records for unless its ``--config`` sets
+``retention_s``: an hour, so that a record published before anyone subscribed is still
+there for ``sub --from earliest`` (the brokers' own default, 0, purges it at once)."""
+
+
+def dev_retention_args(config: str | None) -> list[str]:
+    """The broker flags that give `tritonmq dev`'s brokers :data:`DEV_RETENTION_S`, unless
+    ``config`` sets ``retention_s`` itself (a file that cannot be read: its brokers say so)."""
+    if config is not None:
+        try:
+            data = tomllib.loads(Path(config).read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            return []
+        if "retention_s" in data.get("broker", data):
+            return []
+    return ["--retention-s", str(DEV_RETENTION_S)]
+
+
+def taken_ports(ports: list[int], host: str = "127.0.0.1") -> list[int]:
+    """Those of ``ports`` something listens on now (as a server binds: SO_REUSEADDR, so a
+    port in TIME_WAIT is free)."""
+    taken = []
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                taken.append(port)
+    return taken
+
+
 def _write_private(path: Path, text: str) -> None:
     """Write ``text`` to a new file only this user may read (mode 0600 from the start)."""
     path.unlink(missing_ok=True)
@@ -138,13 +173,17 @@ class DevCluster:
         tls: bool = False,
         first_group: int = 1,
         credentials: tuple[Path, Path, Path] | None = None,
+        port: int = 0,
     ) -> None:
         """``zk``: a connect string (one server or an ensemble) instead of starting a
         ZooKeeper; ``isolated``: put proxies in the way so the network can be partitioned
         (see the module docstring and :meth:`cut_replication`, :meth:`cut_zk`);
         ``tls``: brokers serve ``wss://`` with certificates of a local CA (:attr:`ca_file`);
-        ``first_group`` and ``credentials`` (auth, reader, secret files): see :meth:`joining`."""
+        ``first_group`` and ``credentials`` (auth, reader, secret files): see :meth:`joining`;
+        ``port``: the ZooKeeper it starts listens on ``port`` and its brokers on the ports
+        after it, in order (:meth:`ports`; 0: any free ones)."""
         self.first_group = first_group
+        self.port = port
         self.joined = credentials is not None  # the ZooKeeper and the slot map are another's
         self.n_groups = groups
         self.replicas = replicas
@@ -221,11 +260,20 @@ class DevCluster:
             self._env_set = str(auth)  # taken back by stop(), which removes the file
         return auth, secret
 
+    def ports(self) -> list[int]:
+        """The fixed ports it listens on (ZooKeeper's first, if it starts one), [] if any."""
+        if not self.port:
+            return []
+        n = self.n_groups * self.replicas
+        zk = [self.port] if self.zk_hosts is None else []
+        return [*zk, *range(self.port + 1, self.port + 1 + n)]
+
     # --- lifecycle -----------------------------------------------------------------
 
     def start(self, timeout: float = 60.0) -> Self:
         if self.zk_hosts is None:
-            self.zk_server = ZooKeeperServer(data_dir=self.workdir / "zk")
+            zk_port = self.port or None
+            self.zk_server = ZooKeeperServer(port=zk_port, data_dir=self.workdir / "zk")
             self.zk_hosts = self.zk_server.start()
             if self.zk_server.pid is not None:
                 self.spawned.append(self.zk_server.pid)
@@ -233,6 +281,8 @@ class DevCluster:
             for r in range(1, self.replicas + 1):
                 bid = f"{group}b{r}"
                 self.brokers[bid] = self._new_broker(group, bid)
+                if self.port and not self.isolated:
+                    self.brokers[bid].port = self.port + len(self.brokers)
         if self.tls:
             hosts = [*DEFAULT_HOSTS, *(b.host for b in self.brokers.values())]
             self.certs = make_dev_certs(self.workdir / "tls", hosts)
@@ -248,7 +298,7 @@ class DevCluster:
         for b in self.brokers.values():
             self._spawn(b)
         for b in self.brokers.values():
-            self._await_url(b, timeout)  # port 0: nothing to race for, so no retry needed
+            self._await_url(b, timeout)  # port 0 (or one `tritonmq dev` checked): no retry
         self.wait_healthy(timeout)
         return self
 
