@@ -96,6 +96,7 @@ from tritonmq.core.peerauth import FollowGate
 from tritonmq.core.presence import PresenceTable
 from tritonmq.core.readers import SlotReaders
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
+from tritonmq.core.invariants import broker_invariants
 from tritonmq.core.requests import Commits, Loads, Registrations
 from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
@@ -210,6 +211,12 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             self._role_changes.append(LogLine(L.INFO, msg))
             self._role = role
 
+    def invariants(self) -> None:
+        """Raise AssertionError naming each invariant broken (core/invariants.py); unit
+        tests and the simulator call it after every event."""
+        if broken := broker_invariants(self):
+            raise AssertionError(f"{self.me.id}: " + "; ".join(broken))
+
     def _after_gap(self, now: float) -> list[Action]:
         """Seed 74193: a primary frozen past its session's expiry woke to an old ZooKeeper
         answer and purged as the primary it no longer was, before its session's end
@@ -260,8 +267,11 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 if self.primary is None:  # step-down refused its commits and dropped it
                     return []
                 self.registrations.answered(topic, name, offset is not None, ev.now)
-                if offset is not None and self._held_at_another_era(ev):
-                    return self._registered_elsewhere(ev)
+                if offset is not None and self.readers.held_elsewhere(self.delivery, ev):
+                    self.durables_ready = False  # decided at its era by a fresh load (M9)
+                    out = self.commits.registered(topic, name, None, self.primary.commit_ts)
+                    msg = f"{name!r} of {topic!r} is held at era {ev.era}; reading again"
+                    return [LogLine(L.INFO, msg), *out, self._ask_load()]
                 out = self.commits.registered(topic, name, offset, self.primary.commit_ts)
                 return out + self._registered_subs(topic, name, offset, ev.now)
             case SlotStepDone():
@@ -316,28 +326,6 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             else:
                 self.waiting_subs.append(w)
         return out
-
-    def _held_at_another_era(self, ev: SubscriptionRegistered) -> bool:
-        """Did ZooKeeper answer our registration with an offset of an era other than the
-        one we declared the subscription at? (another group created it meanwhile, M9)"""
-        d = self.delivery.durables.get((ev.topic, ev.name))
-        return d is not None and d.stored is None and d.era != ev.era
-
-    def _registered_elsewhere(self, ev: SubscriptionRegistered) -> list[Action]:
-        """The subscription we declared exists already at another era: its offset is
-        another group's ts (or ours of an older era), and taken as ours it skipped every
-        record of our era up to it. We forget our declaration and read the subscriptions
-        again: found at its era, it is decided there (pending here, its readers sent on)."""
-        key = (ev.topic, ev.name)
-        self.delivery.durables.pop(key, None)
-        self.readers.asked.add(key)  # the waiting `sub`s are decided on that fresh load
-        self.durables_ready = False
-        p = self.primary
-        commit_ts = p.commit_ts if p is not None else self.commit_ts
-        msg = f"subscription {ev.name!r} of {ev.topic!r} is held at era {ev.era}; reading again"
-        out: list[Action] = [LogLine(L.INFO, msg)]
-        out += self.commits.registered(ev.topic, ev.name, None, commit_ts)  # retriable
-        return [*out, self._ask_load()]
 
     # --- what others may ask ----------------------------------------------------------
 

@@ -26,7 +26,7 @@ from typing import Any
 from tritonmq.core.actions import Action, LoadSubscriptions, SendError
 from tritonmq.core.consumers import Consumer, Durable, Mode
 from tritonmq.core.delivery import Delivery
-from tritonmq.core.events import SubscriptionsLoaded
+from tritonmq.core.events import SubscriptionRegistered, SubscriptionsLoaded
 from tritonmq.core.log import GroupLog
 from tritonmq.core.moves import SlotMoves
 from tritonmq.core.presence import PresenceTable
@@ -144,6 +144,20 @@ class SlotReaders:
             return
         if h.group_of_era(d.era) == self.moves.group != h.group_of_era(snap.era):
             d.era, d.offset = snap.era, h.after_of(snap.era)  # written, then let go (M5)
+
+    def held_elsewhere(self, delivery: Delivery, ev: SubscriptionRegistered) -> bool:
+        """Did ZooKeeper answer our registration with an offset of another era than the
+        one we declared it at? Another group created it meanwhile: its offset is that
+        group's ts (or ours of an older era), and taken as ours it skipped every record of
+        our era below it (M9). Our declaration is forgotten and its ``sub``s are decided
+        on the fresh load that follows, at the era it is at (pending here, sent on)."""
+        key = (ev.topic, ev.name)
+        d = delivery.durables.get(key)
+        if d is None or d.stored is not None or d.era == ev.era:
+            return False
+        del delivery.durables[key]
+        self.asked.add(key)
+        return True
 
     def current_era(self, topic: str) -> int:
         """The era a durable subscription of ``topic`` created here (a ``commit``) is at:

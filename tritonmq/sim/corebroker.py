@@ -213,6 +213,7 @@ class SimCoreBroker:
     def _core(self, ev: ce.Event, now: float, out: list[Effect]) -> None:
         before = self.core.log.last_ts
         actions = self.core.handle(ev)
+        self.core.invariants()  # the core's own (core/invariants.py), after every event
         p = self.core.primary
         if isinstance(ev, ce.ClientFrameIn) and p is not None and self.core.log.last_ts > before:
             out.append(AcceptedWrites(p.epoch))
