@@ -711,3 +711,15 @@ def test_a_frame_that_fails_to_decode_still_names_its_request() -> None:
     with pytest.raises(MalformedFrame) as e:
         codec.decode_client(broken)
     assert (e.value.id, e.value.sid) == (12, None)  # sid is the field that broke
+
+
+def test_duplicate_keys_count_against_max_elements() -> None:
+    """msgpack keeps the last of equal keys, so a map of 256 entries all named "a" is a
+    dict of one: counted by its size it slipped past the element cap (an 8 MB frame of
+    them cost ~150 ms). Entries are counted as read."""
+    dup_map = b"\xde\x01\x00" + b"\xa1a\x00" * 256  # map16 of 256 x "a": 0
+    maps = b"\xdd" + (2000).to_bytes(4, "big") + dup_map * 2000  # 512,000 entries
+    frame = b"\x83\xa2op\xa3pub\xa2id\x07\xa1x" + maps
+    with pytest.raises(FrameTooLarge) as e:
+        codec.decode_client(frame, max_elements=100_000)
+    assert e.value.id == 7

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -30,7 +32,8 @@ def _pub(value: object) -> str:
         ('{"op": "ack", "sid": 1, "ts": 1.0}', MalformedFrame, 1),
         ('{"op": "ack", "sid": 1, "ts": 9007199254740992}', MalformedFrame, 1),
         ('{"op": "ack", "sid": true, "ts": 1}', MalformedFrame, None),
-        ('{"op": "ack", "sid": 2, "ts": ' + "9" * 5000 + "}", MalformedFrame, None),
+        ('{"op": "ack", "sid": 2, "ts": ' + "9" * 5000 + "}", MalformedFrame, 2),
+        ('{"op": "ack", "sid": 2, "ts": -' + "9" * 5000 + "}", MalformedFrame, 2),
         (_pub({"b64": "not base64!"}), MalformedFrame, 7),
         (_pub({"b64": "AA==", "x": 1}), MalformedFrame, 7),
         (_pub(12), MalformedFrame, 7),
@@ -152,3 +155,54 @@ def test_numbers_json_cannot_write_back_are_refused_in_and_named_out() -> None:
         "b": "-Infinity",
         "c": 0.5,
     }
+
+
+def _best_of(decode: Callable[[str], object], text: str, reps: int = 3) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        try:
+            decode(text)
+        except ProtocolError:
+            pass
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_escaped_quotes_before_many_commas_are_counted_in_linear_time() -> None:
+    """One quote, escaped quotes and more commas than max_elements: the count of values
+    outside strings scanned to the end of the frame from every quote (~15 ms each; one
+    ~1 MB frame froze a primary 22 s). It is one pass now, whatever the quotes."""
+    small = JsonCodec(max_elements=100_000)
+    text = '"' + '\\"' * 300 + "," * 200_000
+    assert _best_of(small.decode_client, text, reps=1) < 0.5  # ~4 s before
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('{"op": "ack", "sid": 4, "ts": 1, "ts": 2}', 4),
+        ('{"op": "ack", "op": "ack", "sid": 4, "ts": 1}', 4),
+        ('{"op": "ack", "sid": 4, "sid": 5, "ts": 1}', None),  # which request is ambiguous
+        (_pub("v").replace("null]]", '{"h": 1, "h": 2}]]'), 7),
+        ('{"op": "meta", "id": 3, "x": [{"a": {"b": 1, "b": 1}}]}', 3),
+    ],
+)
+def test_duplicate_keys_are_a_bad_frame_at_any_depth(text: str, named: int | None) -> None:
+    """JSON.parse and json.loads keep the last of two equal keys, other parsers the first:
+    a frame that means different things to different readers is refused."""
+    with pytest.raises(MalformedFrame, match="duplicate key") as e:
+        J.decode_client(text)
+    assert (e.value.id or e.value.sid) == named
+
+
+def test_integers_of_thousands_of_digits_cost_no_more_than_a_string_of_their_size() -> None:
+    """int() of a digit string is quadratic: a frame of 4000-digit integers (each under
+    Python's 4300-digit limit) cost ~25 ns a byte, 25x a string of its size. An integer of
+    more than 16 digits is beyond 2^53 - 1, so it is refused unconverted."""
+    big = JsonCodec(max_frame=4_000_000)
+    digits = '{"op": "ack", "sid": 2, "x": [' + ",".join(["9" * 4000] * 500) + "], "
+    text = '{"op": "ack", "sid": 2, "x": "' + "a" * (len(digits) - 30) + '"}'
+    ints = _best_of(big.decode_client, digits + '"ts": 1}')
+    string = _best_of(big.decode_client, text)
+    assert ints < 8 * string + 0.005

@@ -34,6 +34,7 @@ from tritonmq.wire.codec import (
     _frame_map,
     enc_broker,
     enc_client,
+    paused_gc,
 )
 from tritonmq.wire.fields import ts_ok
 from tritonmq.wire.frames import (
@@ -54,11 +55,33 @@ _DELIVERED_BIN = (1, 2, 3)
 _RECORD_OPS = {"pub": (_PUB_BIN, 3), "deliver": (_DELIVERED_BIN, 4), "fetched": (_DELIVERED_BIN, 4)}
 
 
-_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-"""A JSON string literal (what :func:`_loads` skips when it counts values)."""
+_STRING = re.compile(r'"[^"]*+"')
+"""A string literal once its escaped backslashes and quotes are gone: possessive, so an
+unterminated one fails once at the end of the text instead of backtracking."""
+
+_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_LONG_INT = b"0" * 17
+"""More than 16 digits in a row: an integer (if it is one) beyond 2^53 - 1."""
+
+_BEYOND = 2**53
+"""What an integer of more than 16 digits reads as: past 2^53 - 1 like the number itself,
+so every field refuses it as it would the number (naming the request), never converted."""
+
+_tuples = msgpack.Packer(use_bin_type=True, strict_types=False).pack
 
 
-_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+def _skeleton(text: str) -> str:
+    """``text`` with its strings taken out, in time linear in its length.
+
+    Inside a string a backslash escapes the one character after it, so once every ``\\\\``
+    and then every ``\\"`` is gone (left to right, as a parser pairs them) the quotes left
+    are the strings' delimiters. A backslash outside a string ends a parse, so nothing a
+    parser would build hides from the count.
+    """
+    return _STRING.sub("", text.replace("\\\\", "").replace('\\"', ""))
 
 
 def _structure(text: str) -> int:
@@ -66,72 +89,127 @@ def _structure(text: str) -> int:
     return text.count(",") + text.count("[") + text.count("{")
 
 
+def _deeper_than(skeleton: str, depth: int) -> bool:
+    """Whether containers nest more than ``depth`` deep: each round (one linear pass) takes out
+    every container holding no other, so ``depth`` rounds leave none unless some nest deeper."""
+    brackets = skeleton.encode("utf-8", "surrogatepass").translate(_BRACKETS, _NOT_BRACKETS)
+    for _ in range(depth):
+        if not brackets:
+            return False
+        brackets = brackets.replace(b"[]", b"")
+    return bool(brackets)
+
+
 def _refuse_constant(name: str) -> Any:
     raise MalformedFrame(f"{name} is not a JSON number")
 
 
-def _loads(data: bytes | str, max_frame: int, max_elements: int) -> Any:
+def _int(digits: str) -> int:
+    """A JSON integer, converted only when it may be within the wire's 2^53 - 1: int() of
+    a long digit string is quadratic (thousands of digits cost ~0.1 ms each)."""
+    if len(digits) - (digits[0] == "-") > 16:
+        return -_BEYOND if digits[0] == "-" else _BEYOND
+    return int(digits)
+
+
+class _Parse:
+    """The hooks of one ``json.loads``: objects with duplicate keys or too many entries and
+    numbers JSON cannot write back are noted while parsing and refused after it, when the
+    frame's ``id``/``sid`` can name the request."""
+
+    def __init__(self) -> None:
+        self.refused: ProtocolError | None = None
+        self.duplicated: set[str] = set()
+
+    def pairs(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(pairs) > MAX_MAP_LEN:
+            self._refuse(FrameTooLarge(f"a map of {len(pairs)} entries exceeds {MAX_MAP_LEN}"))
+        elif len(obj) < len(pairs):
+            self._duplicate(pairs)
+        return obj
+
+    def _duplicate(self, pairs: list[tuple[str, Any]]) -> None:
+        """JSON.parse keeps the last of equal keys, other parsers the first or both: a frame
+        that means different things to different readers is refused."""
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                self.duplicated.add(k)
+                self._refuse(MalformedFrame(f"duplicate key {k[:40]!r} in an object"))
+                return
+            seen.add(k)
+
+    def number(self, text: str) -> float:
+        v = float(text)
+        if not math.isfinite(v):
+            # 1e400 parses as infinity, which no JSON encoder writes back (a subscriber's
+            # ``deliver`` would fail), so it is refused here
+            self._refuse(MalformedFrame("a number is out of range"))
+        return v
+
+    def _refuse(self, e: ProtocolError) -> None:
+        if self.refused is None:
+            self.refused = e
+
+
+def _loads(data: bytes | str, max_frame: int, max_elements: int) -> tuple[Any, _Parse, str]:
+    """Parse ``data`` with its work bounded: the parsed value, its hooks and its skeleton.
+
+    Every step is one pass of C code over the text or the values (no regex that backtracks,
+    no Python call per value): the cost of a frame grows linearly with its length."""
     if isinstance(data, bytes):
         raise MalformedFrame("binary frame on tritonmq.v1.json; send JSON in text frames")
     if len(data) > max_frame:  # characters, at most the bytes the websocket layer bounded
         raise FrameTooLarge(f"frame of {len(data)} characters exceeds the limit of {max_frame}")
-    if len(data) > max_elements and _structure(data) > max_elements:
+    skeleton = _skeleton(data)
+    if len(data) > max_elements and _structure(skeleton) > max_elements:
         # A JSON value takes at least one character, so a shorter frame cannot hold more;
         # a longer one is counted before it is built ("[[],[],...]" would make ~150 MB of
-        # lists from 8 MB): each value is a container or follows a comma. Counting in the
-        # raw text is C-fast and may overcount (commas inside strings); only then are the
-        # strings taken out (a regex, a few times slower than parsing) and counted again.
-        if _structure(_STRINGS.sub("", data)) > max_elements:
-            raise FrameTooLarge(f"frame holds more than {max_elements} JSON values")
+        # lists from 8 MB): each value is a container or follows a comma.
+        raise FrameTooLarge(f"frame holds more than {max_elements} JSON values")
+    hooks = _Parse()
+    # int() of a long digit string is quadratic: only a frame with more than 16 digits in a
+    # row pays for a Python call per integer (the search is a C pass over the UTF-8 bytes)
+    long_ints = _LONG_INT in data.encode("utf-8", "surrogatepass").translate(_DIGITS)
     try:
-        return json.loads(data, parse_constant=_refuse_constant)
+        parsed = json.loads(
+            data,
+            object_pairs_hook=hooks.pairs,
+            parse_int=_int if long_ints else None,
+            parse_float=hooks.number,
+            parse_constant=_refuse_constant,
+        )
     except MalformedFrame:
         raise
     except RecursionError:
         raise MalformedFrame(f"frame nested deeper than {MAX_DEPTH}") from None
-    except (ValueError, TypeError) as e:  # JSONDecodeError; an integer of > 4300 digits
+    except (ValueError, TypeError) as e:  # JSONDecodeError
         raise MalformedFrame(f"not a JSON frame: {type(e).__name__}") from None
+    return parsed, hooks, skeleton
 
 
-class _Shape:
-    """Turns parsed JSON into msgpack's shape (lists to tuples), counting elements and depth."""
-
-    def __init__(self, max_elements: int, max_array: int, check_text: bool) -> None:
-        self.left = max_elements
-        self.max_array = max_array
-        self.check_text = check_text
-
-    def walk(self, v: Any, depth: int) -> Any:
-        if isinstance(v, list):
-            return tuple(self._items(v, depth))
-        if isinstance(v, dict):
-            if len(v) > MAX_MAP_LEN:
-                raise FrameTooLarge(f"a map of {len(v)} entries exceeds {MAX_MAP_LEN}")
-            self._count(v, depth)
-            return {self.walk(k, depth): self.walk(x, depth + 1) for k, x in v.items()}
-        if type(v) is float and not math.isfinite(v):
-            # 1e400 parses as infinity, which no JSON encoder writes back (a subscriber's
-            # ``deliver`` would fail), so it is refused here
-            raise MalformedFrame("a number is out of range")
-        if self.check_text and isinstance(v, str):
-            try:
-                v.encode()
-            except UnicodeEncodeError:
-                raise MalformedFrame("a string holds a lone surrogate (\\ud800-\\udfff)") from None
-        return v
-
-    def _items(self, v: list[Any], depth: int) -> list[Any]:
-        if len(v) > self.max_array:
-            raise FrameTooLarge(f"an array of {len(v)} items exceeds {self.max_array}")
-        self._count(v, depth)
-        return [self.walk(x, depth + 1) for x in v]
-
-    def _count(self, v: list[Any] | dict[str, Any], depth: int) -> None:
-        if depth >= MAX_DEPTH:
-            raise MalformedFrame(f"frame nested deeper than {MAX_DEPTH}")
-        self.left -= len(v)
-        if self.left < 0:
-            raise FrameTooLarge("frame holds more values than the limit")
+def _shape(parsed: Any, skeleton: str, max_array: int) -> Any:
+    """Parsed JSON in msgpack's shape (arrays as tuples), by a msgpack round trip in C: its
+    container limits bound each array and map, and text UTF-8 cannot hold (a lone surrogate
+    escape, which msgpack would fail to encode on the way out) is refused here."""
+    if _deeper_than(skeleton, MAX_DEPTH):
+        raise MalformedFrame(f"frame nested deeper than {MAX_DEPTH}")
+    try:
+        packed = _tuples(parsed)
+    except UnicodeEncodeError:
+        raise MalformedFrame("a string holds a lone surrogate (\\ud800-\\udfff)") from None
+    try:
+        return msgpack.unpackb(
+            packed,
+            raw=False,
+            use_list=False,
+            strict_map_key=False,
+            max_array_len=max_array,
+            max_map_len=MAX_MAP_LEN,
+        )
+    except ValueError as e:  # msgpack's container limits
+        raise FrameTooLarge(f"frame refused: {e}") from None
 
 
 def _bin_in(v: Any) -> Any:
@@ -246,18 +324,20 @@ class JsonCodec(CodecLimits):
         return transcode(enc_client(frame))
 
     def _shaped(self, data: bytes | str) -> dict[str, Any]:
-        """Parse and shape ``data``; a frame refused while shaping is named by the
-        ``id``/``sid`` its top object holds, when it parsed as JSON at all."""
-        parsed = _loads(data, self.max_frame, self.max_elements)
+        """Parse and shape ``data``; a frame refused after it parsed is named by the
+        ``id``/``sid`` its top object holds (unless that key is the duplicated one)."""
+        with paused_gc():
+            return self._shaped_no_gc(data)
+
+    def _shaped_no_gc(self, data: bytes | str) -> dict[str, Any]:
+        parsed, hooks, skeleton = _loads(data, self.max_frame, self.max_elements)
         try:
-            # only a \uD800-\uDFFF escape can make a string UTF-8 cannot hold (the text
-            # frame itself was valid UTF-8): msgpack would fail to encode it on the way out
-            surrogates = isinstance(data, str) and _SURROGATE.search(data) is not None
-            shape = _Shape(self.max_elements, max(MAX_ACK_TS, self.max_records), surrogates)
-            obj = _frame_map(shape.walk(parsed, 0))
+            if hooks.refused is not None:
+                raise hooks.refused
+            obj = _frame_map(_shape(parsed, skeleton, max(MAX_ACK_TS, self.max_records)))
             _records_in(obj)
         except ProtocolError as e:
-            _name(e, parsed)
+            _name(e, parsed, hooks.duplicated)
             raise
         return obj
 
@@ -275,9 +355,9 @@ class JsonCodec(CodecLimits):
         return _broker_frame(self._shaped(data))
 
 
-def _name(e: ProtocolError, obj: Any) -> None:
+def _name(e: ProtocolError, obj: Any, duplicated: set[str] | frozenset[str] = frozenset()) -> None:
     if isinstance(obj, dict):
         for attr in ("id", "sid"):
-            v = obj.get(attr)
+            v = None if attr in duplicated else obj.get(attr)
             if ts_ok(v):
                 setattr(e, attr, v)
