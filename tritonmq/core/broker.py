@@ -89,6 +89,7 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.handover import HANDOVER_TOPIC
+from tritonmq.core.invariants import broker_invariants
 from tritonmq.core.links import ReplicationLinks
 from tritonmq.core.log import GroupLog
 from tritonmq.core.moves import SlotMoves
@@ -96,7 +97,6 @@ from tritonmq.core.peerauth import FollowGate
 from tritonmq.core.presence import PresenceTable
 from tritonmq.core.readers import SlotReaders
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
-from tritonmq.core.invariants import broker_invariants
 from tritonmq.core.requests import Commits, Loads, Registrations
 from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting

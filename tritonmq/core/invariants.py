@@ -44,9 +44,7 @@ def broker_invariants(c: BrokerCore) -> list[str]:
     else:
         check(p.commit_ts <= c.log.last_ts, f"commit {p.commit_ts} past the log's end")
         check(c.state is not None, "a primary without a group state")
-    check(
-        sorted(c.link_ids.values()) == sorted(c.links), "link ids and links name other followers"
-    )
+    check(sorted(c.link_ids.values()) == sorted(c.links), "link ids and links name other followers")
     if role is Role.STOPPED:
         check(p is None and c.follow is None, "stopped with a role's state")
     loads = c.loads
