@@ -175,10 +175,16 @@ async def test_closes_are_counted_by_reason_and_logged_at_most_every_ten_seconds
                 links.left(c)  # its peer went away before following
         clock.now = 11.0
         links.sweep()
-    assert links.closed["refused"] == 100 and links.closed["left"] == 100
+        late: Any = Socket()
+        links.arrived(late)
+        links.left(late)  # within 10 s of the last line: not logged yet...
+        clock.now = 30.0
+        links.sweep()  # ...but once the interval has passed, the tail of a flood is
+    assert links.closed["refused"] == 100 and links.closed["left"] == 101
     assert links.closed["evicted"] + links.closed["timeout"] == 100
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 2 and all("replication link" in m for m in lines), lines
+    assert len(lines) == 3 and all("replication link" in m for m in lines), lines
+    assert "(1 left, " in lines[-1]
     names = {m.name for m in links.metrics("g1", "tritonmq_repl_links", "Replication links")}
     assert names == {"tritonmq_repl_links_pending", "tritonmq_repl_links_closed"}
 

@@ -166,13 +166,16 @@ class Admission:
             self._closed("refused")
 
     def sweep(self) -> None:
-        """Close every pending connection past its deadline (the oldest come first)."""
+        """Close every pending connection past its deadline (the oldest come first); log
+        the closes not logged yet once :data:`LOG_EVERY` has passed (a flood's tail)."""
         now = self.clock()
         while self.pending:
             conn, deadline = next(iter(self.pending.items()))
             if deadline > now:
-                return
+                break
             self._close(conn, "timeout", self.timeout_reason)
+        if self._unlogged:
+            self._log()
 
     def _close(self, conn: ServerConnection, reason: str, message: str) -> None:
         del self.pending[conn]
@@ -190,6 +193,9 @@ class Admission:
     def _closed(self, reason: str) -> None:
         self.closed[reason] += 1
         self._unlogged[reason] += 1
+        self._log()
+
+    def _log(self) -> None:
         now = self.clock()
         if now - self._logged_at >= LOG_EVERY:
             self._logged_at = now
