@@ -79,6 +79,14 @@ class BrokerConfig:
     max_topics: int = 100_000  # per group: a `pub`/`sub` creating one more gets LIMIT
     max_name_len: int = 249  # characters of a topic or subscription name (BAD_REQUEST)
 
+    # --- bounds: connections before they authenticate, and input held per broker ---
+    hello_timeout: float = 10.0  # seconds from accept to the first accepted frame; close 4001
+    max_unauthenticated: int = 1_000  # client connections waiting for it; past it the oldest: 4001
+    max_hello_bytes: int = 64 * 1024  # largest message before that frame; close 1009
+    max_inbound_bytes: int = 256 * 1024 * 1024  # per broker, received and not yet handled; 4013
+    repl_auth_timeout: float = 5.0  # a replication link follows (or asks a handover) by then
+    max_repl_pending: int = 64  # replication links not admitted yet; past it the oldest is closed
+
     # --- presence: who is subscribed to a topic (soft state on the primary) ---
     max_presence_members: int = 1_000  # per topic: a further `sub` with presence gets LIMIT
     max_presence_info_bytes: int = 256  # UTF-8 bytes of a `sub`'s presence `info`; LIMIT
@@ -142,6 +150,7 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("max_presence_members must be >= 1, max_presence_info_bytes >= 0")
     _check_client_security(cfg)
     check_wire_bounds(cfg)
+    check_admission_bounds(cfg)
     return cfg
 
 
@@ -183,3 +192,25 @@ def check_wire_bounds(cfg: BrokerConfig) -> None:
             f"max_frame_elements ({cfg.max_frame_elements}) must be at least 5 x "
             f"max_batch_records ({5 * cfg.max_batch_records}), or full batches are refused"
         )
+
+
+HELLO_MIN_BYTES = 20 * 1024  # a `hello` with the longest token the wire allows (16,384 chars)
+
+
+def check_admission_bounds(cfg: BrokerConfig) -> None:
+    """A ``hello`` must fit before admission, a largest message in the broker's input
+    budget, and every deadline and cap must let someone in."""
+    if not HELLO_MIN_BYTES <= cfg.max_hello_bytes <= cfg.max_frame_bytes:
+        raise ConfigError(
+            f"max_hello_bytes must be {HELLO_MIN_BYTES}..max_frame_bytes ({cfg.max_frame_bytes})"
+            ": a hello with the longest token must fit"
+        )
+    if cfg.max_inbound_bytes < cfg.max_frame_bytes:
+        raise ConfigError(
+            f"max_inbound_bytes ({cfg.max_inbound_bytes}) must be at least max_frame_bytes "
+            f"({cfg.max_frame_bytes}), or a largest message could never be received"
+        )
+    if cfg.hello_timeout <= 0 or cfg.repl_auth_timeout <= 0:
+        raise ConfigError("hello_timeout and repl_auth_timeout must be > 0 seconds")
+    if cfg.max_unauthenticated < 1 or cfg.max_repl_pending < 1:
+        raise ConfigError("max_unauthenticated and max_repl_pending must be >= 1")

@@ -63,10 +63,12 @@ async def test_connections_past_the_cap_are_refused_with_503_and_others_are_serv
             refused = None
             for _ in range(20):  # the good client holds one (or two) of the 8
                 try:
-                    flood.append(await _connect(url))
+                    ws = await _connect(url)
                 except InvalidStatus as e:
                     refused = e
                     break
+                flood.append(ws)  # counted once it says hello (before, max_unauthenticated)
+                assert (await _ask(ws, {"op": "hello"}))["op"] == "meta"
             assert refused is not None, "no connection was refused"
             assert refused.response.status_code == 503
             assert b"max_connections=8" in refused.response.body
@@ -78,9 +80,12 @@ async def test_connections_past_the_cap_are_refused_with_503_and_others_are_serv
             async def admitted() -> Any:  # the closed one's slot is free again
                 while True:
                     try:
-                        return await _connect(url)
+                        ws = await _connect(url)
                     except InvalidStatus:
                         await asyncio.sleep(0.05)
+                        continue
+                    assert (await _ask(ws, {"op": "hello"}))["op"] == "meta"
+                    return ws
 
             flood.append(await asyncio.wait_for(admitted(), 10))
         finally:

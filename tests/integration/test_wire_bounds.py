@@ -38,7 +38,12 @@ def _primary(cluster: DevCluster) -> tuple[str, int]:
 
 
 async def _raw(url: str, **kwargs: Any) -> websockets.ClientConnection:
-    return await websockets.connect(url, subprotocols=[SUBPROTOCOL], max_size=None, **kwargs)  # type: ignore[list-item]
+    """A raw connection that said hello (as every client does: before it, a message is at
+    most max_hello_bytes, and the bounds tested here are those of the rest)."""
+    ws = await websockets.connect(url, subprotocols=[SUBPROTOCOL], max_size=None, **kwargs)  # type: ignore[list-item]
+    await ws.send(codec.packb({"op": "hello"}))
+    assert codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))["op"] == "meta"
+    return ws
 
 
 async def _keeps_acking(good: Client, topic: str, n: int) -> None:

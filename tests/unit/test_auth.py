@@ -102,6 +102,25 @@ def test_a_fresh_hello_refreshes_the_token_of_the_same_principal_only() -> None:
     assert a.check("c", Hello("no token"), None, at(100)) is None  # hello again, still alice
 
 
+def test_a_connection_is_admitted_by_the_first_frame_it_may_send() -> None:
+    """Issue 26: until then the shell holds it to hello_timeout and max_hello_bytes."""
+    a = ClientAuth(required=True)
+    for frame in (Pub(1, "orders", []), Meta(2), Hello("no token")):
+        a.check("c", frame, None, at())
+    a.check("c", hello(), TokenRejected("bad"), at())
+    a.check("c", hello(), ALICE, at(61))  # expired
+    assert not a.admitted("c"), "nothing but a valid token admits where tokens are required"
+    a.check("c", hello(), ALICE, at())
+    assert a.admitted("c") and not a.admitted("d")
+    a.drop("c")
+    assert not a.admitted("c")
+    anonymous = ClientAuth(required=False)
+    anonymous.check("c", hello(), TokenRejected("bad"), at())
+    assert not anonymous.admitted("c"), "a refused hello admits nobody, anonymous or not"
+    anonymous.check("c", Pub(1, "x", []), None, at())  # served as the anonymous principal
+    assert anonymous.admitted("c")
+
+
 def test_claims_allow_topics_and_names_by_pattern_and_nothing_by_default() -> None:
     a = ClientAuth(required=True)
     a.check("c", hello(), ALICE, at())

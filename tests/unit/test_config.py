@@ -47,6 +47,13 @@ def test_flags_override_the_file_and_none_means_not_given(tmp_path: Path) -> Non
         ("max_queue = 0", "max_queue"),
         ("max_frame_elements = 0", "max_frame_elements"),
         ("max_batch_records = 300000", "max_frame_elements"),
+        ("max_hello_bytes = 1024", "max_hello_bytes"),
+        ("max_hello_bytes = 16777216", "max_hello_bytes"),
+        ("max_inbound_bytes = 1048576", "max_inbound_bytes"),
+        ("hello_timeout = 0", "hello_timeout"),
+        ("repl_auth_timeout = -1", "repl_auth_timeout"),
+        ("max_unauthenticated = 0", "max_unauthenticated"),
+        ("max_repl_pending = 0", "max_repl_pending"),
     ],
 )
 def test_bad_settings_raise_config_error_naming_them(tmp_path: Path, text: str, words: str) -> None:

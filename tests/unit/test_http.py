@@ -20,7 +20,7 @@ from websockets.http11 import Request, Response
 
 from tritonmq import tlsconfig
 from tritonmq.broker import http
-from tritonmq.broker.admission import Admission
+from tritonmq.broker.admission import CLOSE_NO_HELLO, Admission
 from tritonmq.broker.origin import origin_check
 from tritonmq.config import BrokerConfig
 from tritonmq.core.health import Readiness
@@ -30,6 +30,17 @@ from tritonmq.wire.frames import SUBPROTOCOL
 REPO = Path(__file__).resolve().parents[2]
 PAGE = http.StaticFile.of(b"<!doctype html><p>chat</p>", http.HTML)
 CLIENT = http.StaticFile.of(b"export const connect = 1;\n", http.JAVASCRIPT)
+
+
+def client_cap(max_connections: int) -> Admission:
+    return Admission(
+        what="client connection",
+        max_pending=100,
+        timeout=10.0,
+        close_code=CLOSE_NO_HELLO,
+        timeout_reason="no hello in time",
+        max_admitted=max_connections,
+    )
 
 
 class Conn:
@@ -115,13 +126,13 @@ def test_plain_http_passes_the_cap_but_not_the_origin_check_and_upgrades_go_on()
         seen.append(request.path)
         return None
 
-    cap = Admission(1)
+    cap = client_cap(1)
     hook = http.plain_http(routes(), cap.process_request, handshake)
     r = hook(Conn(), get("/", Origin="https://elsewhere.example"))  # type: ignore[arg-type]
     assert r is not None and r.status_code == 200 and seen == []
     upgrade = get("/", Upgrade="websocket", Connection="Upgrade")
     assert hook(Conn(), upgrade) is None and seen == ["/"]  # type: ignore[arg-type]
-    cap.open = 1  # at max_connections: plain HTTP is refused like a handshake
+    cap.admitted.add(Conn())  # type: ignore[arg-type]  # at max_connections: plain HTTP is refused like a handshake
     r = hook(Conn(), get("/healthz"))  # type: ignore[arg-type]
     assert r is not None and r.status_code == 503
 
@@ -163,11 +174,11 @@ def fetch(url: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
 
 
 async def test_a_real_server_answers_http_and_still_speaks_websocket_on_the_same_port() -> None:
-    cap = Admission(10)
+    cap = client_cap(10)
     hook = http.plain_http(routes(), cap.process_request, cap.after(origin_check([])))
 
     async def echo(ws: Any) -> None:
-        await cap.serve(ws, lambda w: w.send("hi"))
+        await ws.send("hi")
 
     async with websockets.serve(
         echo,
@@ -202,7 +213,7 @@ async def test_a_real_server_answers_http_and_still_speaks_websocket_on_the_same
 async def test_over_tls_the_same_routes_answer_https(tmp_path: Path) -> None:
     certs = make_dev_certs(tmp_path)
     cfg = BrokerConfig(tls_cert=str(certs.cert), tls_key=str(certs.key))
-    cap = Admission(10)
+    cap = client_cap(10)
     hook = http.plain_http(routes(), cap.process_request, cap.after(origin_check([])))
     trusted = ssl.create_default_context(cafile=str(certs.ca))
 

@@ -43,7 +43,7 @@ from tritonmq.core.events import (
     ZkView,
 )
 from tritonmq.errors import ErrorCode
-from tritonmq.wire.frames import Ack, Follow, From, Pub, Purge, ReplAck, Sub
+from tritonmq.wire.frames import Ack, Follow, From, Pub, Purge, ReplAck, SharedAck, Sub
 
 # --- the follow handshake ----------------------------------------------------------
 
@@ -290,3 +290,16 @@ def test_with_a_secret_a_follow_with_the_right_id_and_boot_but_no_proof_is_refus
     [close] = only(out, CloseLink)
     assert close.code is ErrorCode.UNAUTHENTICATED and not only(out, SendLeader)
     assert "b" not in c.links
+
+
+def test_a_rack_or_sack_on_a_link_that_never_followed_closes_it() -> None:
+    """Issue 26: a link answering the challenge with anything but a follow was kept open
+    and never counted; 10,400 of them took a primary to its open-file limit."""
+    for c in (leading(live="abc"), following()):
+        for frame in (ReplAck(1, 2**40), SharedAck(1, 1)):
+            [close] = only(c.handle(FollowerFrame("link-x", frame, 0.1)), CloseLink)
+            assert close.link == "link-x" and close.code is ErrorCode.BAD_REQUEST
+            assert "follow" in close.reason
+    c = leading(live="abc")
+    attach(c, "b", LINK_B)
+    assert not only(c.handle(FollowerFrame(LINK_B, ReplAck(1, 0), 0.2)), CloseLink)

@@ -21,8 +21,20 @@ from websockets.asyncio.server import Server, ServerConnection
 
 from tritonmq import tlsconfig
 from tritonmq.broker import clients, http, moves, replica
-from tritonmq.broker.admission import Admission
+from tritonmq.broker.admission import (
+    CLOSE_NO_HELLO,
+    CLOSE_POLICY,
+    Admission,
+    fit_fd_limit,
+)
 from tritonmq.broker.credentials import BrokerCredentials, load_credentials, warn_if_insecure
+from tritonmq.broker.inbound import (
+    AdmissionCollector,
+    InboundBudget,
+    TrackedConnection,
+    evict,
+    tracked,
+)
 from tritonmq.broker.metrics import BrokerMetrics
 from tritonmq.broker.origin import origin_check
 from tritonmq.broker.outbound import Outbound
@@ -72,6 +84,7 @@ from tritonmq.core.broker import STOP_FLUSH_S, BrokerCore
 from tritonmq.core.events import (
     CasDone,
     CasOutcome,
+    ClientFrameIn,
     Event,
     OffsetsStored,
     SessionChanged,
@@ -125,12 +138,35 @@ class Broker:
         self._session = None
         self._read_covered = 0  # the latest ReadState request a finished read began after
         self._groups_read: asyncio.Task[dict[str, Any] | None] | None = None
-        self.admission = Admission(cfg.max_connections)
+        # Client connections: unauthenticated ones (until the core accepts a frame: a hello)
+        # have a deadline and a cap of their own, never the room of authenticated clients.
+        self.admission = Admission(
+            what="client connection",
+            max_pending=cfg.max_unauthenticated,
+            timeout=cfg.hello_timeout,
+            close_code=CLOSE_NO_HELLO,
+            timeout_reason="no hello in time",
+            max_admitted=cfg.max_connections,
+        )
+        # Replication links: admitted once the core attaches a follow (or answers a handover).
+        self.repl_admission = Admission(
+            what="replication link",
+            max_pending=cfg.max_repl_pending,
+            timeout=cfg.repl_auth_timeout,
+            close_code=CLOSE_POLICY,
+            timeout_reason="no follow in time",
+            count_left=True,
+        )
+        fit_fd_limit(cfg.max_connections + cfg.max_unauthenticated + cfg.max_repl_pending)
+        self.inbound = InboundBudget(cfg.max_inbound_bytes, evict)
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
         self.tokens = TokenVerifier.from_config(cfg)
         self.metrics = BrokerMetrics(
             cfg, lambda: self.core, lambda: (self.admission.open, self.admission.refused)
+        )
+        self.metrics.registry.register(
+            AdmissionCollector(cfg.group, self.admission, self.repl_admission, self.inbound)
         )
         self.http = http.HttpRoutes(http.load_web_files(), self._readiness, self.metrics.exposition)
 
@@ -144,11 +180,13 @@ class Broker:
         # there (HTTP 400), so a client connection can never become a replication link.
         tls = tlsconfig.server_context(self.cfg)
         self.server = await websockets.serve(
-            self._admitted,
+            self._serve_client,
             host or "127.0.0.1",
             int(port),
             subprotocols=[SUBPROTOCOL, JSON_SUBPROTOCOL],  # type: ignore[list-item]
-            max_size=self.cfg.max_frame_bytes,
+            # max_hello_bytes until admitted, then max_frame_bytes (TrackedConnection.admitted)
+            max_size=self.cfg.max_hello_bytes,
+            create_connection=tracked(self.admission, self.inbound, self.cfg.max_frame_bytes),
             compression=None,
             ping_interval=5,
             ping_timeout=max(5.0, self.cfg.session_timeout * 2),
@@ -184,6 +222,7 @@ class Broker:
             close_timeout=1,
             max_queue=16,
             ssl=tls,
+            create_connection=tracked(self.repl_admission),
         )
         repl_sock = next(iter(self.repl_server.sockets))
         repl_bound_host, repl_bound_port = repl_sock.getsockname()[:2]
@@ -299,12 +338,22 @@ class Broker:
         while True:
             await asyncio.sleep(TICK)
             self.feed(Tick(time.monotonic()))
-
-    async def _admitted(self, ws: ServerConnection) -> None:
-        await self.admission.serve(ws, self._serve_client)
+            self.admission.sweep()
+            self.repl_admission.sweep()
 
     async def _serve_client(self, ws: ServerConnection) -> None:
-        await clients.serve(ws, self.cfg, self.feed, self.outbound.accepting, self.tokens.verify)
+        await clients.serve(
+            ws, self.cfg, self._feed_client, self.outbound.accepting, self.tokens.verify
+        )
+
+    def _feed_client(self, event: Event) -> None:
+        """Feed a client's event; the first frame the core accepts admits the connection."""
+        self.feed(event)
+        if isinstance(event, ClientFrameIn) and event.conn in self.admission.pending:
+            core, conn = self.core, event.conn
+            if core is not None and core.auth.admitted(conn) and self.admission.admit(conn):
+                assert isinstance(conn, TrackedConnection)
+                conn.admitted()
 
     async def _serve_follower(self, ws: ServerConnection) -> None:
         await replica.serve_follower(ws, self.feed, secrets.token_bytes(replica.NONCE_BYTES))
@@ -366,6 +415,7 @@ class Broker:
                     data = repl.enc_append(epoch, commit, start, entries, published)
                     websockets.broadcast(links, data)
                 case SendLeader(link=link, leader=leader):
+                    self.repl_admission.admit(link)  # the core attached its follow
                     self.send(link, repl.enc_leader(leader))
                 case SendDedup(link=link, page=page):
                     self.send(link, repl.enc_dedup(page))
@@ -375,6 +425,7 @@ class Broker:
                 case SendShared(links=links, shared=shared):
                     websockets.broadcast(links, repl.enc_shared(shared))
                 case CloseLink(link=link, reason=reason, code=code):
+                    self.repl_admission.refused_by_core(link)  # counted if never admitted
                     if code is not None:
                         self.send(link, codec.enc_error(code, reason))
                     self.tasks.spawn(link.close(1000 if code else 1012, reason[:100]), "close")
@@ -441,6 +492,7 @@ class Broker:
                     )
                     self.tasks.spawn(ask, f"handover-{a.slot}")
                 case SendHandover(link=link, pairs=pairs):
+                    self.repl_admission.admit(link)  # another group's primary, its ask proven
                     self.send(link, repl.enc_handover_pairs(pairs))
                 case Replicate() | ReplicateDedup() | ProposeIsr():
                     raise AssertionError(f"BrokerCore never returns {a!r}")

@@ -55,7 +55,7 @@ log = logging.getLogger("tritonmq.replica")
 REPL_MAX_FRAME = 256 * 1024 * 1024
 FOLLOWER_MAX_FRAME = 1024 * 1024  # a follower sends only `follow` and `rack`: small frames
 NONCE_BYTES = 32
-CHALLENGE_TIMEOUT = 5.0  # the challenge, and the answer to it, come within this (seconds)
+CHALLENGE_TIMEOUT = 5.0  # a backup waits this long (seconds) for its primary's challenge
 
 
 # --- primary side -------------------------------------------------------------------
@@ -63,18 +63,11 @@ CHALLENGE_TIMEOUT = 5.0  # the challenge, and the answer to it, come within this
 
 async def serve_follower(ws: ServerConnection, feed: Callable[[Event], None], nonce: bytes) -> None:
     """Challenge the follower with ``nonce`` (its ``follow`` must sign it: the core
-    checks), then feed its frames to the core until the link closes. A link that does
-    not answer within ``CHALLENGE_TIMEOUT`` is closed: an idle outsider holds nothing."""
+    checks), then feed its frames to the core until the link closes. A link the core has
+    not admitted within ``repl_auth_timeout`` is closed by the listener's
+    :class:`~tritonmq.broker.admission.Admission`: an idle outsider holds nothing."""
     try:
         await ws.send(repl.enc_challenge(Challenge(nonce)))
-        try:
-            async with asyncio.timeout(CHALLENGE_TIMEOUT):
-                first = await ws.recv()
-        except TimeoutError:
-            await ws.close(1008, "no follow in time")
-            return
-        if not await _take(ws, first, feed, nonce):
-            return
         async for data in ws:
             if not await _take(ws, data, feed, nonce):
                 return

@@ -138,6 +138,7 @@ class ClientAuth:
     def __init__(self, required: bool) -> None:
         self.required = required
         self.principals: dict[int, Principal] = {}  # id(conn) -> who it is
+        self.accepted: set[int] = set()  # id(conn) of connections admitted (see admitted())
         self.owners: dict[tuple[str, str], str] = {}  # (topic, name) -> principal name
 
     # --- connections ----------------------------------------------------------------
@@ -149,8 +150,16 @@ class ClientAuth:
             return ANONYMOUS
         return p
 
+    def admitted(self, conn: Any) -> bool:
+        """Whether ``conn`` is admitted: a frame of it passed :meth:`check`, i.e. a ``hello``
+        with a valid token when tokens are required, else a ``hello`` or any request served
+        as the anonymous principal. The shell holds a connection to a deadline and a small
+        message size until then (issue 26: docs/security.md, "Before hello")."""
+        return id(conn) in self.accepted
+
     def drop(self, conn: Any) -> None:
         self.principals.pop(id(conn), None)
+        self.accepted.discard(id(conn))
 
     def check(
         self,
@@ -161,6 +170,18 @@ class ClientAuth:
     ) -> SendError | None:
         """The refusal of ``frame`` from ``conn``, or None when it may go on. A ``hello``
         carrying a token (``verified``: what the shell read from it) sets the principal."""
+        refused = self._check(conn, frame, verified, wall_ms)
+        if refused is None:
+            self.accepted.add(id(conn))
+        return refused
+
+    def _check(
+        self,
+        conn: Any,
+        frame: ClientFrame,
+        verified: Principal | TokenRejected | None,
+        wall_ms: int,
+    ) -> SendError | None:
         now = wall_ms / 1000.0
         if isinstance(frame, Hello):
             return self._hello(conn, frame, verified, now)

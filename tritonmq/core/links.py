@@ -90,6 +90,12 @@ class ReplicationLinks:
     def _follower_frame(self, ev: FollowerFrame, final: bool = False) -> list[Action]:
         link, frame, now = ev.link, ev.frame, ev.now
         p = self.primary
+        if isinstance(frame, ReplAck | SharedAck) and id(link) not in self.link_ids:
+            # A link that never followed (issue 26): kept open, 10,400 of them took a
+            # primary to its open-file limit. An ack of a link replaced meanwhile closes
+            # one already being closed.
+            msg = "a replication link sends follow first (and only as a member)"
+            return [CloseLink(link, msg, ErrorCode.BAD_REQUEST)]
         if isinstance(frame, ReplAck):
             fid = self.link_ids.get(id(link))
             if p is None or fid is None:

@@ -1,0 +1,193 @@
+"""Issue 26, no anonymous connection can take a broker down: each attack class runs against a
+real broker beside a well-behaved monitor client, whose publishes must keep being
+acknowledged during and after it. The attackers are bounded in count (a few hundred) and
+time; each test asserts what a user would look at: acknowledgements, the broker's memory
+and descriptors, and that the attacker was closed with a documented code."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.security.hostile import (
+    MIB,
+    RawWs,
+    Refused,
+    close_all,
+    metric,
+    monitoring,
+    open_fds,
+    status_bytes,
+    until,
+)
+from tritonmq import Client
+from tritonmq.devtools.cluster import DevCluster
+from tritonmq.tokens import mint
+from tritonmq.wire import codec, repl
+from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL
+
+pytestmark = pytest.mark.integration
+
+KEY = b"hostile-clients-test-hs256-key-of-64-bytes-0123456789abcdef012345"
+CLOSE_NO_HELLO = 4001
+CLOSE_INBOUND_FULL = 4013
+CLOSE_TOO_BIG = 1009
+
+
+def _one_broker(make_cluster: Callable[..., DevCluster], **settings: Any) -> DevCluster:
+    one = {"replicas": 1, "min_insync": 1}
+    return make_cluster(replicas=1, settings={**one, **settings})
+
+
+def _zk_url(c: DevCluster) -> str:
+    return f"zk://{c.zk_hosts}{c.chroot}"
+
+
+async def _primary(c: DevCluster) -> tuple[str, str, int]:
+    """The primary's client URL, replication URL and pid."""
+    bid = await asyncio.to_thread(c.primary)
+    assert bid is not None
+    member = await asyncio.to_thread(c.member, bid)
+    assert member is not None
+    return member["url"], member["repl_url"], c.brokers[bid].pid
+
+
+async def _hello(url: str) -> RawWs:
+    """An attacker that authenticates as the anonymous principal first (any broker without
+    ``auth_required`` lets it): its limits are an authenticated client's."""
+    ws = await RawWs.open(url, SUBPROTOCOL)
+    ws.send(codec.packb({"op": "hello", "client": "attacker"}))
+    reply = codec.decode_broker(await ws.recv())
+    assert reply["op"] == "meta", reply
+    return ws
+
+
+async def test_unfinished_fragmented_messages_hold_bounded_memory(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    # Anonymous mode: anyone may say hello, so the per-broker budget is what bounds them.
+    budget = 64 * MIB
+    c = _one_broker(make_cluster, max_inbound_bytes=budget)
+    url, _, pid = await _primary(c)
+    async with monitoring(_zk_url(c)) as monitor:
+        before = status_bytes(pid, "VmRSS")
+        # 40 that never say hello: a 1 MiB first fragment; 200 that do: a 4 MiB one.
+        # Each answers pings and never sends the rest. Unbounded: ~840 MiB held.
+        early = [await RawWs.open(url, SUBPROTOCOL) for _ in range(40)]
+        piece = b"\xab" * MIB
+        for ws in early:
+            ws.send(piece, fin=False)
+        attackers: list[RawWs] = []
+        big = b"\xcd" * (4 * MIB)
+        try:
+            for _ in range(10):  # 20 at a time, each pushed to the kernel before the next
+                batch = [await _hello(url) for _ in range(20)]
+                for ws in batch:
+                    ws.send(big, fin=False)
+                await asyncio.gather(*(ws.drained() for ws in batch))
+                attackers += batch
+            await monitor.more_acks(20)  # served during the attack: the broker read it all
+            grown = status_bytes(pid, "VmHWM") - before
+            assert grown < 200 * MIB, f"the broker grew by {grown / MIB:.0f} MiB"
+
+            # The attackers were closed with documented codes: before hello, a message over
+            # max_hello_bytes (1009); after, the largest holders past the budget (4013).
+            await until(lambda: all(ws.closed.is_set() for ws in early), 20, "early closed")
+            assert {ws.close_code for ws in early} == {CLOSE_TOO_BIG}
+            holding = budget // len(big)
+            await until(
+                lambda: sum(ws.closed.is_set() for ws in attackers) >= len(attackers) - holding,
+                20,
+                "the attackers past the budget to be closed",
+            )
+            codes = {ws.close_code for ws in attackers if ws.closed.is_set()}
+            assert codes == {CLOSE_INBOUND_FULL}, codes
+            assert metric(url, "tritonmq_connections_closed_total") >= len(attackers) - holding
+            await monitor.more_acks(10)  # and after it
+        finally:
+            await close_all(early + attackers)
+        await monitor.more_acks(5)
+
+
+async def test_sockets_that_never_say_hello_cannot_lock_token_holders_out(
+    make_cluster: Callable[..., DevCluster], tmp_path: Path
+) -> None:
+    key_file = tmp_path / "auth.key"
+    key_file.write_bytes(KEY)
+    token = mint(KEY, "alice", pub=["*"], read=["*"], names=["*"])
+    c = _one_broker(
+        make_cluster,
+        auth_required=True,
+        auth_key_file=str(key_file),
+        max_connections=200,
+        max_unauthenticated=100,
+        hello_timeout=3.0,
+    )
+    url, _, pid = await _primary(c)
+    async with monitoring(_zk_url(c), token) as monitor:
+        fds = open_fds(pid)
+        # 250 sockets that finish the handshake and say nothing (answering pings), and 20
+        # that never even send the handshake: more than max_connections together.
+        idle: list[RawWs] = []
+        refused: list[int] = []
+        try:
+            for i in range(270):
+                try:
+                    idle.append(await RawWs.open(url, SUBPROTOCOL, handshake=i >= 20))
+                except Refused as e:
+                    refused.append(e.status)
+            # A token holder that arrives now gets in, and is served.
+            async with Client(_zk_url(c), token=token, timeout=20) as newcomer:
+                assert (await newcomer.publish("monitor", b"newcomer")).ts > 0
+            await monitor.more_acks(10)
+            assert refused == [], (
+                "unauthenticated sockets were refused instead of the oldest closed"
+            )
+
+            # Every idle socket was closed: the oldest to make room (past max_unauthenticated),
+            # the others at hello_timeout, with 4001; bare TCP ones without a frame.
+            await until(lambda: all(ws.closed.is_set() for ws in idle), 30, "idle sockets closed")
+            assert {ws.close_code for ws in idle[20:]} == {CLOSE_NO_HELLO}
+            await until(lambda: open_fds(pid) <= fds + 10, 20, "the broker's descriptors back")
+            assert metric(url, "tritonmq_connections_closed_total") >= 250
+            await monitor.more_acks(10)
+        finally:
+            await close_all(idle)
+
+
+async def test_replication_links_that_do_not_follow_are_closed_counted_and_logged(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    c = make_cluster(settings={"repl_auth_timeout": 3.0, "max_repl_pending": 32})
+    url, repl_url, pid = await _primary(c)
+    primary = await asyncio.to_thread(c.primary)
+    assert primary is not None
+    async with monitoring(_zk_url(c)) as monitor:
+        fds = open_fds(pid)
+        links: list[RawWs] = []
+        try:
+            # 200 links answer the challenge with a `rack` (a follower's ack, no follow);
+            # 50 say nothing at all. Each answers pings.
+            for i in range(250):
+                ws = await RawWs.open(repl_url, REPL_SUBPROTOCOL)
+                if i < 200:
+                    challenge = codec.decode_broker(await ws.recv())
+                    assert challenge["op"] == "challenge"
+                    ws.send(repl.enc_rack(1, 2**40))
+                links.append(ws)
+            await monitor.more_acks(10)
+            await until(lambda: all(ws.closed.is_set() for ws in links), 30, "links closed")
+            await until(lambda: open_fds(pid) <= fds + 10, 20, "the broker's descriptors back")
+            assert metric(url, "tritonmq_repl_links_closed_total") >= 250
+            log = await asyncio.to_thread(c.log_tail, primary, 400)
+            lines = [ln for ln in log.splitlines() if "replication link" in ln and "closed" in ln]
+            assert 1 <= len(lines) <= 10, lines  # logged, rate-limited
+            # The group's own backups kept following: still a full ISR, still acknowledged.
+            await asyncio.to_thread(c.wait_healthy, 20)
+            await monitor.more_acks(10)
+        finally:
+            await close_all(links)
