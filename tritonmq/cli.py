@@ -76,6 +76,12 @@ main.add_command(cli_slots.rebalance)  # tritonmq rebalance (tritonmq/cli_slots.
     help="Keep records this many seconds (setting retention_s; default 0).",
 )
 @click.option(
+    "--data-dir",
+    default=None,
+    metavar="DIR",
+    help="Keep the log in segment files here too (setting data_dir; default: memory only).",
+)
+@click.option(
     "--advertise-repl",
     default=None,
     metavar="URL",
@@ -96,6 +102,7 @@ def broker(
     min_insync: int | None,
     session_timeout: float | None,
     retention_s: float | None,
+    data_dir: str | None,
     advertise_repl: str | None,
     tls_cert: str | None,
     tls_key: str | None,
@@ -120,6 +127,7 @@ def broker(
             min_insync=min_insync,
             session_timeout=session_timeout,
             retention_s=retention_s,
+            data_dir=data_dir,
             advertise_repl=advertise_repl,
             tls_cert=tls_cert,
             tls_key=tls_key,

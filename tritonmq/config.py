@@ -87,6 +87,13 @@ class BrokerConfig:
     repl_auth_timeout: float = 5.0  # a replication link follows (or asks a handover) by then
     max_repl_pending: int = 64  # replication links not admitted yet; past it the oldest is closed
 
+    # --- storage: segment files behind the in-memory log (docs/operations.md) ---
+    data_dir: str = ""  # empty: memory only (a group that loses every replica loses its records)
+    segment_bytes: int = 64 * 1024 * 1024  # a segment file rolls past this size
+    fsync_interval_s: float = 1.0  # the segment being written is fsynced this often (off-loop)
+    disk_retention_s: float = 0.0  # a segment whose records are all purged is kept this long
+    disk_retention_bytes: int = 0  # ... or while the segments take less than this (0: no bound)
+
     # --- presence: who is subscribed to a topic (soft state on the primary) ---
     max_presence_members: int = 1_000  # per topic: a further `sub` with presence gets LIMIT
     max_presence_info_bytes: int = 256  # UTF-8 bytes of a `sub`'s presence `info`; LIMIT
@@ -148,6 +155,10 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("max_name_len must be 1..249 (the wire's own bound)")
     if cfg.max_presence_members < 1 or cfg.max_presence_info_bytes < 0:
         raise ConfigError("max_presence_members must be >= 1, max_presence_info_bytes >= 0")
+    if cfg.segment_bytes < 4096 or cfg.fsync_interval_s <= 0:
+        raise ConfigError("segment_bytes must be >= 4096 and fsync_interval_s > 0")
+    if cfg.disk_retention_s < 0 or cfg.disk_retention_bytes < 0:
+        raise ConfigError("disk_retention_s and disk_retention_bytes must be >= 0")
     _check_client_security(cfg)
     check_wire_bounds(cfg)
     check_admission_bounds(cfg)

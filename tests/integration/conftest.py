@@ -35,6 +35,7 @@ def make_cluster(zk_server: ZooKeeperServer, tmp_path: Any) -> Iterator[Callable
         zk: str | None = None,
         settings: dict[str, Any] | None = None,
         tls: bool = False,
+        data: bool = False,
     ) -> DevCluster:
         workdir = tmp_path / f"cluster{len(started)}"
         config = None
@@ -54,6 +55,7 @@ def make_cluster(zk_server: ZooKeeperServer, tmp_path: Any) -> Iterator[Callable
             broker_args=broker_args,
             isolated=isolated,
             tls=tls,
+            data=data,
         )
         started.append(c)
         return c.start(timeout=60)

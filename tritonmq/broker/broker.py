@@ -28,6 +28,7 @@ from tritonmq.broker.admission import (
     fit_fd_limit,
 )
 from tritonmq.broker.credentials import BrokerCredentials, load_credentials, warn_if_insecure
+from tritonmq.broker.disk import Disk
 from tritonmq.broker.inbound import (
     AdmissionCollector,
     InboundBudget,
@@ -78,6 +79,7 @@ from tritonmq.core.actions import (
     StopFollowing,
     Stopped,
     StoreOffsets,
+    WriteLog,
 )
 from tritonmq.core.auth import Origins, broker_origins
 from tritonmq.core.broker import STOP_FLUSH_S, BrokerCore
@@ -96,6 +98,7 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.health import Readiness, readiness
+from tritonmq.storage.recovery import open_data_dir
 from tritonmq.tokens import TokenVerifier
 from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import (
@@ -121,6 +124,7 @@ class Broker:
         self.creds = creds
         self.boot = uuid.uuid4().hex[:12]
         self.core: BrokerCore | None = None
+        self.disk: Disk | None = None  # segment files (a data_dir), else memory only
         self.coord: GroupCoordinator | None = None
         self.cluster_origins: Origins = frozenset()  # see _learn_origins
         self._origins_read_at = -ORIGINS_EVERY
@@ -230,8 +234,14 @@ class Broker:
         self.repl_url = self.cfg.advertise_repl or (
             f"{scheme}://{self.cfg.advertise_host or repl_bound_host}:{repl_bound_port}"
         )
+        recovered = None
+        if self.cfg.data_dir:  # the log and incarnation its segment files describe
+            opened = await asyncio.to_thread(
+                open_data_dir, self.cfg.data_dir, self.cfg.segment_bytes
+            )
+            self.disk, self.boot, recovered = Disk(self.cfg, opened.store), opened.boot, opened.log
         me = Member(self.cfg.id, self.url, self.boot, self.repl_url)
-        self.core = BrokerCore(self.cfg, me, creds.secret)
+        self.core = BrokerCore(self.cfg, me, creds.secret, log=recovered)
         self.coord = GroupCoordinator(
             self.cfg.zk,
             self.cfg.chroot,
@@ -260,6 +270,8 @@ class Broker:
             )
         self._zk_changed()
         self.tasks.spawn(self._ticker(), "ticker")
+        if self.disk is not None:
+            self.tasks.spawn(self.disk.run(lambda: self.core.log if self.core else None), "disk")
         if "*" not in self.cfg.allowed_origins:
             self._learn_origins()  # in the background: the brokers known at start
 
@@ -280,6 +292,8 @@ class Broker:
             except TimeoutError:
                 log.warning("offsets not written before the stop deadline")
         await self.tasks.cancel_all(timeout=1.0)
+        if self.disk is not None:
+            await self.disk.close()
         if self.coord is not None:
             await self.coord.stop()
         servers = [s for s in (self.server, self.repl_server) if s is not None]
@@ -472,6 +486,9 @@ class Broker:
                     self.tasks.spawn(self._delete(topic, name), "delete-subscription")
                 case LogLine(level=level, message=message):
                     log.log(level, "%s", message)
+                case WriteLog(ops=ops):  # first of its event's actions (D1)
+                    assert self.disk is not None
+                    self.disk.write(ops)
                 case Stopped():
                     self._stopped.set()
                 case ProposeSlotStep():

@@ -181,10 +181,13 @@ class GroupCoordinator:
                 return
             except NodeExistsError:
                 try:
-                    raw, _ = await self._call(self.zk.get_async(path))
+                    _, stat = await self._call(self.zk.get_async(path))
                 except NoNodeError:
                     continue
-                if json.loads(raw).get("boot") == self.me.boot:
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    # ours: created by this session before a reconnect. Not the boot: a
+                    # broker back from its segment files keeps its boot, and the znode of
+                    # its previous process vanishes with that process's session
                     self.registered = True
                     return
                 if not warned:

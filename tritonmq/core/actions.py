@@ -326,6 +326,15 @@ class LogLine:
 
 
 @dataclass(frozen=True, slots=True)
+class WriteLog:
+    """Append ``ops`` (core/journal.py: what this event changed in the log) to the segment
+    files, before performing any other action of the event: what is then acknowledged or
+    replicated was handed to the OS first (docs/replication.md D1)."""
+
+    ops: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Stopped:
     """A planned stop is complete on the core's side: close the ZooKeeper session, the
     listeners and every connection, then exit."""
@@ -408,6 +417,7 @@ Action: TypeAlias = (
     | ReadState
     | LoadSubscriptions
     | LogLine
+    | WriteLog
     | Stopped
     | ProposeSlotStep
     | AskHandover

@@ -60,6 +60,7 @@ from tritonmq.core.actions import (
     SendPurge,
     Stopped,
     StoreOffsets,
+    WriteLog,
 )
 from tritonmq.core.actions import Level as L
 from tritonmq.core.auth import ClientAuth
@@ -120,6 +121,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         cluster_secret: bytes | None = None,
         *,
         catchup_chunk: int = CATCHUP_CHUNK,
+        log: GroupLog | None = None,
     ) -> None:
         self.cfg = cfg
         self.me = me
@@ -127,7 +129,9 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.follow_gate = FollowGate(cluster_secret)
         self.caps = limits.Caps.of(cfg)
         self.catchup_chunk = catchup_chunk  # entries per catch-up append (the sim scales it)
-        self.log = GroupLog()
+        self.log = log if log is not None else GroupLog()  # restarted from disk: its own
+        if cfg.data_dir:
+            self.log.journal = []  # every change, written to the segment files (WriteLog)
         self.delivery = Delivery(
             self.log,
             window=cfg.window_records,
@@ -198,6 +202,9 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if self._role_changes:
             out += self._role_changes
             self._role_changes = []
+        if self.log.journal:  # written before anything is acknowledged or sent (D1)
+            ops, self.log.journal = tuple(self.log.journal), []
+            out.insert(0, WriteLog(ops))
         return out
 
     @property
@@ -510,7 +517,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.members = dict(ev.members)
         self.slots = ev.slots
         if ev.slots is not None:
-            self.log.slots = ev.slots.slots  # its purged uuids are kept per slot from now on
+            self.log.set_slots(ev.slots.slots)  # its purged uuids are kept per slot from now on
         self.moves.viewed(ev.histories, ev.slots.version if ev.slots is not None else -1)
         p, st = self.primary, ev.state
         if p is not None and st is not None and (st.epoch, st.primary) == (p.epoch, self.me.id):

@@ -188,6 +188,7 @@ class GroupLog:
         "_deleted",
         "records",
         "cuts",
+        "journal",
     )
 
     def __init__(self, base_ts: int = 1) -> None:
@@ -226,6 +227,9 @@ class GroupLog:
         # records from the last ts it saw knows whether that ts still holds what it saw
         self.cuts: dict[str, int] = {}
         self._deleted = 0  # keys deleted from uuids, topics, freed since they were rebuilt
+        # every change, as operations that rebuild the log (core/journal.py); None: kept in
+        # memory only, nothing noted
+        self.journal: list[tuple[Any, ...]] | None = None
 
     @property
     def last_ts(self) -> int:
@@ -233,6 +237,11 @@ class GroupLog:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    @property
+    def purged_through(self) -> int:
+        """Every entry up to this ts is purged (or was never held here)."""
+        return self.base_ts + self._head - 1
 
     def topic(self, name: str) -> TopicLog:
         t = self.topics.get(name)
@@ -261,6 +270,13 @@ class GroupLog:
             self.freed[topic] = t.last_purged
             heapq.heappush(self.freed_order, (t.last_purged, topic))
 
+    def set_slots(self, n: int) -> None:
+        """The cluster's slot count: purged uuids are kept per slot from now on."""
+        if n != self.slots:
+            self.slots = n
+            if self.journal is not None:
+                self.journal.append(("s", n))
+
     def begin_epoch(self, epoch: int, start_ts: int) -> None:
         """A primary starts writing ``epoch`` at ``start_ts`` (== last_ts + 1).
 
@@ -277,6 +293,8 @@ class GroupLog:
         # Epochs adopted from a primary whose entries never arrived describe nothing we hold.
         self.epochs = [e for e in self.epochs if e[1] <= start_ts]
         self.epochs.append((epoch, start_ts))
+        if self.journal is not None:
+            self.journal.append(("e", epoch, start_ts))
 
     def lookup(self, uuid: bytes) -> int | None:
         return self.uuids.get(uuid)
@@ -302,6 +320,13 @@ class GroupLog:
         self.bytes += memory_size(rec, size)
         self.records += 1
         self.uuids[uuid] = ts
+        j = self.journal
+        if j is not None:  # one operation per batch: the records of a pub come in a row
+            last = j[-1] if j else None
+            if last is not None and last[0] == "a" and last[1] + len(last[2]) == ts:
+                last[2].append((topic, rec))
+            else:
+                j.append(("a", ts, [(topic, rec)]))
         return ts
 
     def append_replicated(self, start: int, entries: Sequence[Entry | None]) -> None:
@@ -332,6 +357,8 @@ class GroupLog:
                 uuids[rec[1]] = rec[0]
             cum.append(total)
         self.entries.extend(entries)
+        if self.journal is not None:
+            self.journal.append(("a", start, list(entries)))
 
     def mark_published(self, first_ts: int, wall_ms: int) -> None:
         """Records from ``first_ts`` on were accepted at ``wall_ms`` (never earlier than the last)."""
@@ -339,6 +366,8 @@ class GroupLog:
         if pub and pub[-1][0] >= first_ts:
             return
         pub.append((first_ts, max(wall_ms, pub[-1][1]) if pub else wall_ms))
+        if self.journal is not None:
+            self.journal.append(("p", first_ts, wall_ms))
 
     def adopt_published(self, pairs: Sequence[tuple[int, int]]) -> None:
         """Take the primary's ``(first_ts, ms)`` pairs for entries we now hold."""
@@ -404,6 +433,8 @@ class GroupLog:
                 del self.uuids[rec[1]]
         self.epochs = [e for e in self.epochs if e[1] <= ts]
         self.published = [p for p in self.published if p[0] <= ts]
+        if self.journal is not None:
+            self.journal.append(("t", ts))
         return len(dropped)
 
     def reset_to(self, base_ts: int) -> None:
@@ -430,12 +461,23 @@ class GroupLog:
         self.records = 0
         self.epochs = [e for e in self.epochs if e[1] < base_ts]
         self.published = []  # the primary's next append carries the pair covering base_ts
+        if self.journal is not None:
+            self.journal.append(("r", base_ts))
 
     def purge_as_primary(self, points: Sequence[tuple[str, int]]) -> None:
         """Purge as the primary did; ``points`` are each topic's newest record it purged.
         They are remembered even where we held none of them: a backup that caught up over
         purged entries (``None``) never learned their topics, and elected it would let a
         reader resuming below them skip them silently (S6, simulator seed 186)."""
+        journal, self.journal = self.journal, None  # one operation, not one per topic
+        try:
+            self._purge_points(points)
+        finally:
+            self.journal = journal
+        if journal is not None and points:
+            journal.append(("U", list(points)))
+
+    def _purge_points(self, points: Sequence[tuple[str, int]]) -> None:
         for topic, ts in points:
             self.purge(topic, ts)
             t = self.topics.get(topic)
@@ -462,6 +504,8 @@ class GroupLog:
         gone = t.purge_upto(upto)
         if not gone:
             return 0
+        if self.journal is not None:
+            self.journal.append(("u", topic, upto))
         slot = slot_of(topic, self.slots) if self.slots else UNKNOWN_SLOT
         purged = self.purged_by_slot.get(slot)
         if purged is None:
@@ -520,7 +564,12 @@ class GroupLog:
     def forget_uuids_upto(self, ts: int) -> None:
         """End deduplication for purged records with ``ts <= ts``."""
         uuids, by_slot = self.uuids, self.purged_by_slot
-        for slot in [s for s, d in by_slot.items() if d[0][0] <= ts]:  # O(slots) per purge
+        due = [s for s, d in by_slot.items() if d[0][0] <= ts]  # O(slots) per purge
+        if self.journal is not None and (
+            due or (self.freed_order and self.freed_order[0][0] <= ts)
+        ):
+            self.journal.append(("f", ts))
+        for slot in due:
             purged = by_slot[slot]
             before = len(purged)
             while purged and purged[0][0] <= ts:
@@ -573,6 +622,8 @@ class GroupLog:
                 held.extend(pairs)
             self.purged_count += len(pairs)
             self.purged_max = max(self.purged_max, pairs[-1][0])
+        if self.journal is not None and fresh:
+            self.journal.append(("d", list(purged)))
 
     def adopt_epochs(self, after_ts: int, primary_epochs: Sequence[tuple[int, int]]) -> None:
         """Keep our history up to ``after_ts`` (where we agree), take the primary's after it."""
@@ -582,6 +633,8 @@ class GroupLog:
             mine.append(covering[-1])
         newest = mine[-1][0] if mine else -1
         self.epochs = mine + [e for e in primary_epochs if e[1] > after_ts and e[0] > newest]
+        if self.journal is not None:
+            self.journal.append(("E", after_ts, list(primary_epochs)))
 
 
 def epoch_ends(epochs: Sequence[tuple[int, int]], last_ts: int) -> dict[int, tuple[int, int]]:

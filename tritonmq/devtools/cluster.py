@@ -174,8 +174,10 @@ class DevCluster:
         first_group: int = 1,
         credentials: tuple[Path, Path, Path] | None = None,
         port: int = 0,
+        data: bool = False,
     ) -> None:
-        """``zk``: a connect string (one server or an ensemble) instead of starting a
+        """``data``: each broker keeps its log in segment files too, under
+        ``<workdir>/<broker id>.data`` (kept across its restarts); ``zk``: a connect string (one server or an ensemble) instead of starting a
         ZooKeeper; ``isolated``: put proxies in the way so the network can be partitioned
         (see the module docstring and :meth:`cut_replication`, :meth:`cut_zk`);
         ``tls``: brokers serve ``wss://`` with certificates of a local CA (:attr:`ca_file`);
@@ -184,6 +186,7 @@ class DevCluster:
         after it, in order (:meth:`ports`; 0: any free ones)."""
         self.first_group = first_group
         self.port = port
+        self.data = data
         self.joined = credentials is not None  # the ZooKeeper and the slot map are another's
         self.n_groups = groups
         self.replicas = replicas
@@ -368,6 +371,8 @@ class DevCluster:
             cmd += ["--advertise-repl", b.repl_url]
         if self.config:
             cmd += ["--config", self.config]
+        if self.data:
+            cmd += ["--data-dir", str(self.data_dir(b.id))]
         if self.certs is not None:
             c = self.certs
             cmd += ["--tls-cert", str(c.cert), "--tls-key", str(c.key), "--tls-ca", str(c.ca)]
@@ -433,6 +438,10 @@ class DevCluster:
             )
         except OSError:
             return ""
+
+    def data_dir(self, bid: str) -> Path:
+        """Where broker ``bid`` keeps its segment files (with ``data``)."""
+        return self.workdir / f"{bid}.data"
 
     def kill(self, bid: str, sig: int = signal.SIGKILL) -> None:
         b = self.brokers[bid]

@@ -51,6 +51,7 @@ from tritonmq.core.actions import (
     StopFollowing,
     Stopped,
     StoreOffsets,
+    WriteLog,
 )
 from tritonmq.core.actions import (
     CloseConn as CoreCloseConn,
@@ -475,6 +476,8 @@ class SimCoreBroker:
                 self.moves.ask(a, out)
             case SendHandover(link=link, pairs=pairs):
                 out.append(Send(link, pairs))
+            case WriteLog():
+                raise AssertionError("simulated brokers have no data_dir (no disk model yet)")
             case _:
                 assert_never(a)
 

@@ -1,0 +1,71 @@
+"""A broker's start from its ``data_dir``: the log its segment files describe, and the
+incarnation (``boot``) it comes back as (blocking: run it off the event loop)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonmq.core import journal
+from tritonmq.core.log import GroupLog
+from tritonmq.storage.segments import Recovered, SegmentStore
+
+log = logging.getLogger("tritonmq.storage")
+BOOT_FILE = "boot"
+
+
+@dataclass(slots=True)
+class Opened:
+    store: SegmentStore
+    log: GroupLog
+    boot: str
+    recovered: Recovered
+    kept_boot: bool  # came back as the incarnation it was (its log whole)
+
+
+def open_data_dir(data_dir: str | Path, segment_bytes: int) -> Opened:
+    """Read the segments, rebuild the log, and choose the incarnation to come back as.
+
+    A replica whose files held everything it wrote comes back as the same incarnation: it
+    holds every record it acknowledged, so the group state's ISR may still count it (after
+    every replica of a group went down together, the first back leads with its records).
+    One whose files were damaged before their end lost what it acknowledged: it comes back
+    as a new incarnation, out of the ISR until it copied what it lacks from the primary,
+    and is never elected over a replica that holds more (docs/replication.md D3)."""
+    store = SegmentStore(Path(data_dir) / "log", segment_bytes)
+    recovered = store.recover()
+    rebuilt = journal.replay(recovered.ops)
+    boot_path = Path(data_dir) / BOOT_FILE
+    old = boot_path.read_text().strip() if boot_path.exists() else ""
+    kept = bool(old) and not recovered.damaged
+    boot = old if kept else secrets.token_hex(6)
+    if not kept:
+        tmp = boot_path.with_suffix(".tmp")
+        tmp.write_text(boot + "\n")
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, boot_path)
+    if recovered.cut:
+        log.warning(
+            "segment files: %s at %s; %d bytes after it dropped%s",
+            recovered.cut,
+            recovered.cut_at,
+            recovered.dropped_bytes,
+            "; coming back as a new incarnation that copies what it lacks"
+            if recovered.damaged
+            else "",
+        )
+    log.info(
+        "segment files: %d operations in %d bytes; log ts %d..%d, %d records retained; boot %s%s",
+        recovered.frames,
+        recovered.bytes,
+        rebuilt.base_ts,
+        rebuilt.last_ts,
+        rebuilt.records,
+        boot,
+        " (kept)" if kept else " (new)",
+    )
+    return Opened(store, rebuilt, boot, recovered, kept)
