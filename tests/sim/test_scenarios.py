@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from tritonmq.sim.scenarios import SCENARIO_PARAMS, SCENARIOS
+import pytest
+
+from tritonmq.sim.scenarios import SCENARIO_PARAMS, SCENARIOS, with_scenario
 from tritonmq.sim.trace import Trace
 from tritonmq.sim.world import SimParams, World
 
@@ -54,3 +56,47 @@ def test_a_restarted_follower_is_not_admitted_on_a_new_primary_s_inherited_commi
         assert re.search(
             r"proposing epoch 2 isr \['g0b0', 'g0b1', 'g0b2'\]: g0b\d caught up", trace
         )
+
+
+# Issue 25 (an acknowledged-record loss at a slot's first move): these fail on the core as
+# of this branch and are expected to pass once the core fix lands; strict, so that the
+# fix turns them into failures (XPASS) until these marks are removed.
+ISSUE_25 = (
+    "issue 25: a load read before a slot's move completed is taken after it (core fix pending)"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE_25)
+def test_a_named_sub_at_the_new_owner_does_not_adopt_the_old_group_s_offset() -> None:
+    """Scenario seed 37 (docs/testing.md, "Issue 25"): g1 completes the move of slot 9
+    (``g0.m3``) at 1.18 s; ``md``'s `sub` reaches it at 1.80 s and waits for a load; the
+    answer to a load g1 sent at 1.05 s, before it owned the slot, lists none of the slot's
+    subscriptions and releases it; ``md`` is created afresh at era 1 and registered, and
+    ZooKeeper answers with g0's offset (era 0, ts 30), taken as era 1's: g1's records of
+    ``g0.m3`` at ts 20..30 are never delivered and later purged."""
+    params = with_scenario(SimParams(), "slot-swaps")
+    violation, trace = run_traced(37, params)
+    assert violation is None, trace
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE_25)
+def test_the_new_owner_purges_nothing_of_its_era_on_a_load_read_before_it_owned_the_slot() -> None:
+    """Scenario seed 1: g1 completes the move of slot 73 (``g0.m``) at 1.26 s and reloads
+    the subscriptions, purging nothing until that load is answered; the answers to loads
+    it sent at 1.05-1.16 s, before it owned the slot, come first (1.52 s, 1.76 s), list
+    none of the slot's subscriptions, and let purge run: g1 purges its era 1 records of
+    ``g0.m`` that ``md`` (stored at era 0, pending at g1) has not received."""
+    params = with_scenario(SimParams(), "slot-swaps")
+    violation, trace = run_traced(1, params)
+    assert violation is None, trace
+
+
+def test_the_slot_swaps_scenario_draws_issue_25_s_shape_and_its_replay_hint_names_it() -> None:
+    params = with_scenario(SimParams(), "slot-swaps")
+    w = World(0, params)
+    assert w._flags() == " --scenario slot-swaps"
+    assert 0.2 <= w.broker.offset_interval <= 1.5  # drawn per seed
+    topics = {getattr(make(), "topic", "") for name, make in w.factories.items() if "b" not in name}
+    assert {"g0.m", "g0.m3", "g1.m3", "g0.b9"} <= topics and "g1.b0" not in topics
+    moves = [f for f in params.scenario if f.kind.value == "move-slot"]
+    assert len(moves) == 3 * 2 * 4 and min(f.at for f in moves) == 1.0

@@ -89,6 +89,12 @@ class BrokerParams:
     legacy_lost_cas: bool = False  # behave as the shell did before the fix of issue 6 bug 3
     # Entries per catch-up append (BrokerCore only); the real default is far above these logs.
     catchup_chunk: int = CATCHUP_CHUNK
+    # BrokerCore only: which topics a subscriptions load lists is decided as the load is
+    # read, as the shell's (``coord.offsets.load`` asks ``ours(topic)`` after listing the
+    # topics), not when its answer comes back; a load read before a slot's move completed
+    # here, answered after it, then leaves that slot's subscriptions out (issue 25). Off
+    # by default: it changes what some runs with moves load, so their draws.
+    filter_loads_at_read: bool = False
 
 
 def group_prefix(group: str) -> str:

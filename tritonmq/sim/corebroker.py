@@ -11,6 +11,7 @@ to stop.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, assert_never
 
@@ -59,6 +60,7 @@ from tritonmq.core.actions import (
 from tritonmq.core.broker import BrokerCore
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.log import GroupLog
+from tritonmq.core.slots import slot_of
 from tritonmq.sim import slotmodel
 from tritonmq.sim.broker import (
     BrokerParams,
@@ -165,6 +167,10 @@ class SimCoreBroker:
         # the cluster has a slot map (moves on): read it with every view, watch /cluster
         self.slots = slots
         self.moves = MoveShell(group, self.me)
+        # filter_loads_at_read: each load in flight -> the topics it lists, as of its read
+        self.filter_at_read = params.filter_loads_at_read
+        self.load_filters: dict[int, Callable[[str], bool]] = {}
+        self._loads_sent = 0
 
     @property
     def log(self) -> GroupLog:
@@ -274,17 +280,19 @@ class SimCoreBroker:
                 state = None
             self._core(ce.CasDone(int(num), outcome, state, now), now, out)
         elif kind == "load":
+            req, _, sent = num.partition(".")
+            lists = self.load_filters.pop(int(sent), self._loads) if sent else self._loads
             found = None
             eras: dict[tuple[str, str], int] = {}
             if ok:
                 found = []
                 for path, n in result.value.items():
                     topic, name = path.split("/")[2:4]
-                    if self._loads(topic):
+                    if lists(topic):
                         found.append((topic, name, n.data[0], n.data[1]))
                         if n.data[2:] and n.data[2]:
                             eras[(topic, name)] = n.data[2]
-            self._core(ce.SubscriptionsLoaded(int(num), found, now, eras=eras), now, out)
+            self._core(ce.SubscriptionsLoaded(int(req), found, now, eras=eras), now, out)
         elif kind == "register-sub":
             topic, name = op.path.split("/")[2:4]
             held, era = (op.data[1], op.data[2]) if ok else (None, 0)
@@ -443,7 +451,12 @@ class SimCoreBroker:
                 self.read_asked = max(self.read_asked, req)
                 self._read(out)
             case LoadSubscriptions(request=req):
-                out.append(ZkRequest(f"load:{req}", ZkList("/offsets/")))
+                tag = f"load:{req}"
+                if self.filter_at_read:
+                    self._loads_sent += 1
+                    self.load_filters[self._loads_sent] = self._loads_as_now()
+                    tag += f".{self._loads_sent}"
+                out.append(ZkRequest(tag, ZkList("/offsets/")))
             case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
                 # (mode, offset, the era the offset is a ts of: a moved slot's, M5)
                 fence = self._fence(a.fence)
@@ -494,6 +507,25 @@ class SimCoreBroker:
         if slots is None:
             return topic.startswith(f"{self.group}.")
         return slots.group_of(topic) == self.group or bool(self.core.moves.serves_fetch(topic))
+
+    def _loads_as_now(self) -> Callable[[str], bool]:
+        """:meth:`_loads` as of now, for a load read now and answered later: the slot map
+        and histories are replaced, never changed in place, so holding them holds now."""
+        slots, histories, group = self.core.slots, self.core.moves.histories, self.group
+        if slots is None:
+            return self._loads
+
+        def lists(topic: str) -> bool:
+            if slots.group_of(topic) == group:
+                return True
+            h = histories[slot_of(topic, len(histories))] if histories else None
+            return (
+                h is not None
+                and h.moved
+                and (h.owner == group or any(e.group == group for e in h.history))
+            )
+
+        return lists
 
     def _fence(self, version: int | None) -> tuple[str, int] | None:
         """A write's fence: our group state znode at the version the core holds."""

@@ -38,21 +38,36 @@ MOVED_READERS: tuple[tuple[str, str | None, str, bool], ...] = (
 
 
 def moved_readers(
-    rng: random.Random, publish_until: float
+    rng: random.Random, publish_until: float, topics: int = 1
 ) -> list[tuple[str, str | None, str, float]]:
-    """The moved topic's readers of one group, each with the time it starts reading."""
+    """The moved topics' readers of one group, each with the time it starts reading: the
+    six of ``MOVED_READERS`` on ``m``, and on each further moved topic (``topics`` > 1)
+    one durable broadcast subscription ``md`` from ``earliest``, reading from the start
+    (the real-process run of issue 25: one such subscription per topic)."""
     return [
         (t, sub, mode, rng.uniform(0.5, publish_until) if late else 0.0)
         for t, sub, mode, late in MOVED_READERS
-    ]
+    ] + [(t, "md", "broadcast", 0.0) for t in moved_topics(topics)[1:]]
+
+
+def moved_topics(count: int) -> tuple[str, ...]:
+    """The names of a group's ``count`` topics whose slots move: ``m``, ``m1``, ``m2``..."""
+    return (MOVED_TOPIC, *(f"{MOVED_TOPIC}{i}" for i in range(1, count)))
+
+
+def busy_topics(count: int) -> tuple[str, ...]:
+    """The names of ``g0``'s extra producer-only topics (``SimParams.busy``)."""
+    return tuple(f"b{i}" for i in range(count))
 
 
 def create_map(zk: ZkModel, p: Any, history: History) -> int:
     """Create the map (``tritonmq init``) for ``p`` (SimParams): each topic's slot owned by
     its group; the checker reads the slot histories from it. The number of slots."""
     groups = [f"g{g}" for g in range(p.groups)]
-    names = {*p.producers, *(t for t, _, _ in p.subscribers), MOVED_TOPIC}
-    owners = slotmodel.plan_owners(groups, {f"{g}.{t}": g for g in groups for t in names})
+    names = {*p.producers, *(t for t, _, _ in p.subscribers), *moved_topics(p.moved_topics)}
+    topics = {f"{g}.{t}": g for g in groups for t in names}
+    topics.update((f"g0.{t}", "g0") for t in busy_topics(p.busy))
+    owners = slotmodel.plan_owners(groups, topics)
     slotmodel.create(zk, owners)
     history.slot_history = lambda topic: slotmodel.history_of(zk, topic)
     return len(owners)

@@ -54,6 +54,7 @@ from tritonmq.sim.zkmodel import (
     Outcome,
     SessionState,
     ZkCreate,
+    ZkList,
     ZkModel,
     ZkMulti,
     ZkResult,
@@ -92,6 +93,7 @@ class SimParams:
     # A fixed fault list instead of random draws (e.g. issue 6's bug sequences); a target
     # "@primary:g0" / "@backup:g0" names whoever holds that role when the fault fires.
     scenario: tuple[Fault, ...] = ()
+    scenario_name: str = ""  # its name in sim/scenarios.py (the replay hint names it)
     # Also draw REFUSE faults (a live process that refuses connections), and check after
     # healing that every replica re-joined its group's ISR (the CI seeds run with both;
     # off by default so that a seed's draws stay those of the runs docs/testing.md cites).
@@ -101,6 +103,21 @@ class SimParams:
     # BrokerCore brokers: the cluster gets a slot map and each group a producer-only
     # topic "m" whose slot moves (docs/testing.md, "Slot moves in the simulator").
     moves: int = 3
+    # Issue 25's shape (a slot's first move losing acknowledged records; all off by
+    # default, so that every seed cited in docs/testing.md draws what it always drew):
+    # moved topics per group ("m", "m1", ...; the others with a producer and a durable
+    # broadcast reader "md" from earliest each), ...
+    moved_topics: int = 1
+    # ... producer-only topics of g0 ("g0.b0", ...), so that g0's ts run ahead of the
+    # other groups' ...
+    busy: int = 0
+    # ... a subscriptions load that takes up to this much longer (drawn per load; a
+    # broker's loads answered in order), as the shell's load reads each topic's
+    # subscriptions in turn, two round trips each ...
+    slow_loads: float = 0.0
+    # ... and the offset store's interval drawn per seed from this range (coalesced
+    # stores: a hand-on lands that much later).
+    offset_intervals: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +211,10 @@ class World:
         self.seed = seed
         self.p = params or SimParams()
         self.rng = random.Random(seed)
+        self.broker = self.p.broker
+        if self.p.offset_intervals is not None:
+            interval = self.rng.uniform(*self.p.offset_intervals)
+            self.broker = dataclasses.replace(self.broker, offset_interval=interval)
         self.now = 0.0
         self.queue: list[tuple[float, int, _Event]] = []
         self._seq = 0
@@ -212,6 +233,7 @@ class World:
         self.last_zk_ok: dict[str, float] = {}
         self.session_note_at: dict[str, float] = {}
         self.pending_watches: set[tuple[str, int, str]] = set()  # (node, incarnation, prefix)
+        self.loads_due: dict[str, float] = {}  # slow loads: a broker's last load's read
         self.zk_flaky: dict[str, int] = {}  # group -> CASes that will end in ConnectionLoss
         self.watch_delay = 0.05
         self.faults_done = 0
@@ -226,9 +248,11 @@ class World:
 
     def _build(self) -> None:
         p = self.p
-        producers = (*p.producers, slotops.MOVED_TOPIC) if self.moving else p.producers
+        moved = slotops.moved_topics(p.moved_topics) if self.moving else ()
         slots = slotops.create_map(self.zk, p, self.history) if self.moving else 0
         for g in range(p.groups):
+            busy = slotops.busy_topics(p.busy) if g == 0 else ()
+            producers = (*p.producers, *moved, *busy)
             group = f"g{g}"
             for r in range(p.replicas):
                 name = f"{group}b{r}"
@@ -239,14 +263,14 @@ class World:
                 self.group_of[name] = group
                 rng = random.Random(self.rng.getrandbits(64))
                 topic = f"{group}.{t}"
-                slot = slot_of(topic, slots) if t == slotops.MOVED_TOPIC else None
+                slot = slot_of(topic, slots) if t in moved else None
                 prod = SimProducer(
                     name, group, topic, self.history, rng, publish_until=p.publish_until, slot=slot
                 )
                 self.factories[name] = lambda prod=prod: prod  # type: ignore[misc]
             readers = [(*r, 0.0) for r in p.subscribers]
             if self.moving:
-                readers += slotops.moved_readers(self.rng, p.publish_until)
+                readers += slotops.moved_readers(self.rng, p.publish_until, p.moved_topics)
             for i, (t, sub, mode, start_at) in enumerate(readers):
                 name = f"{group}s{i}"
                 self.group_of[name] = group
@@ -267,8 +291,8 @@ class World:
         def make() -> SimNode:
             boot = f"{self.rng.getrandbits(32):08x}"
             if self.p.adapter == "shell":
-                return SimBroker(name, group, boot, self.p.broker)
-            return SimCoreBroker(name, group, boot, self.p.broker, slots=self.moving)
+                return SimBroker(name, group, boot, self.broker)
+            return SimCoreBroker(name, group, boot, self.broker, slots=self.moving)
 
         return make
 
@@ -319,6 +343,9 @@ class World:
     def _flags(self) -> str:
         """The `tritonmq sim` options besides ``--seed`` that replay this run."""
         p, d = self.p, SimParams()
+        if p.scenario_name:  # it sets what it needs
+            flags = f" --scenario {p.scenario_name}" + (" --refusals" if p.refusals else "")
+            return flags + (" --check-whole" if p.check_whole else "")
         flags = f" --groups {p.groups}" if p.groups != d.groups else ""
         flags += f" --moves {p.moves}" if self.moving and p.moves != d.moves else ""
         flags += f" --replicas {p.replicas}" if p.replicas != d.replicas else ""
@@ -453,7 +480,12 @@ class World:
             lose = True
             self.trace.fault(self.now, f"ConnectionLoss on {name}'s {req.tag} ({req.op.path})")
         inc = self.inc[name]
-        self._at(self.now + self.net.delay(), _ZkArrive(name, inc, sid, req, lose))
+        at = self.now + self.net.delay()
+        if self.p.slow_loads and isinstance(req.op, ZkList) and req.op.prefix == "/offsets/":
+            # read late, the shell's loads in turn: its reads of each topic take a while
+            at = max(at + self.rng.uniform(0.0, self.p.slow_loads), self.loads_due.get(name, 0))
+            self.loads_due[name] = at
+        self._at(at, _ZkArrive(name, inc, sid, req, lose))
 
     def _zk_arrive(self, ev: _ZkArrive) -> None:
         name, req = ev.node, ev.req
