@@ -92,7 +92,7 @@ class BrokerParams:
     # BrokerCore only: which topics a subscriptions load lists is decided as the load is
     # read, as the shell's (``coord.offsets.load`` asks ``ours(topic)`` after listing the
     # topics), not when its answer comes back; a load read before a slot's move completed
-    # here, answered after it, then leaves that slot's subscriptions out (issue 25). Off
+    # here, answered after it, then leaves that slot's subscriptions out (docs/replication.md M9). Off
     # by default: it changes what some runs with moves load, so their draws.
     filter_loads_at_read: bool = False
 

@@ -1,5 +1,5 @@
 """Fixed fault lists that replay the sequences of issue 6's bugs (and the slot swaps of
-issue 25), for `SimParams.scenario`.
+docs/replication.md M9), for `SimParams.scenario`.
 
 Random draws rarely line up several faults in the order a bug needs; these do, against
 whoever holds a role when each fault fires ("@primary:g0", "@backup:g0", "@outside:g0";
@@ -63,7 +63,7 @@ SCENARIOS: dict[str, tuple[Fault, ...]] = {
         Fault(K.CRASH, "@=X", 4.5, 0.4, "force"),
         Fault(K.CRASH, "@=Z", 4.5, 0.4, "force"),
     ),
-    # Issue 25, the real-process run in small: two groups, each topic's slot swapped to the
+    # The real-process run of M9's loss, in small: two groups, each topic's slot swapped to the
     # other group three times, a durable broadcast reader from earliest on every moved
     # topic, g0 busier (its ts run ahead of g1's). At a slot's first move its new owner
     # completes several moves one after another; a subscriptions load read before one of

@@ -43,7 +43,7 @@ def moved_readers(
     """The moved topics' readers of one group, each with the time it starts reading: the
     six of ``MOVED_READERS`` on ``m``, and on each further moved topic (``topics`` > 1)
     one durable broadcast subscription ``md`` from ``earliest``, reading from the start
-    (the real-process run of issue 25: one such subscription per topic)."""
+    (the real-process run of M9's loss: one such subscription per topic)."""
     return [
         (t, sub, mode, rng.uniform(0.5, publish_until) if late else 0.0)
         for t, sub, mode, late in MOVED_READERS

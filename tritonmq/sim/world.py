@@ -103,7 +103,7 @@ class SimParams:
     # BrokerCore brokers: the cluster gets a slot map and each group a producer-only
     # topic "m" whose slot moves (docs/testing.md, "Slot moves in the simulator").
     moves: int = 3
-    # Issue 25's shape (a slot's first move losing acknowledged records; all off by
+    # The shape of docs/replication.md M9's loss (a slot's first move losing acknowledged records; all off by
     # default, so that every seed cited in docs/testing.md draws what it always drew):
     # moved topics per group ("m", "m1", ...; the others with a producer and a durable
     # broadcast reader "md" from earliest each), ...
