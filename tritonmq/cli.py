@@ -192,6 +192,8 @@ def dev(
 
     Its brokers keep records an hour (retention_s = 3600, unless --config sets it; the
     brokers' own default is 0), so `pub` then `sub --from earliest` shows the record.
+    Each broker also keeps its log in segment files under the cluster's directory, so a
+    broker it restarts comes back with its records.
 
     It listens on fixed ports: ZooKeeper on --port (4350), the brokers on the ports after
     it, and writes the local context (its ZooKeeper, credentials and CA) to
@@ -229,6 +231,7 @@ def dev(
             tls=tls,
             broker_args=dev_retention_args(config_file),
             port=port,
+            data=True,  # each broker keeps segment files under the cluster's directory
         )
         ports = cluster.ports()
         if ports and ports[-1] > 65535:

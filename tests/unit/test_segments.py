@@ -133,3 +133,18 @@ def test_retention_deletes_whole_purged_segments_and_a_replay_starts_from_their_
     assert not got.cut and got.ops[0][0] == journal.BASE
     rebuilt = journal.replay(got.ops)
     assert records(rebuilt) == records(log) and rebuilt.last_purged("t0") == log.last_purged("t0")
+
+
+def test_a_flipped_length_that_runs_past_the_end_is_damage_not_a_torn_tail(
+    tmp_path: Path,
+) -> None:
+    store = SegmentStore(tmp_path)
+    store.recover()
+    written_log(store, 20)
+    store.close()
+    seg = store.segments[-1].path
+    data = bytearray(seg.read_bytes())
+    data[6] ^= 0x01  # the first frame's length grows 64 KiB: past the end of the file
+    seg.write_bytes(bytes(data))
+    got = SegmentStore(tmp_path).recover()
+    assert got.damaged and got.cut == "frame cut short" and got.frames == 0

@@ -48,7 +48,7 @@ from tritonmq.core.events import (
 )
 from tritonmq.core.health import readiness, subscription_lags
 from tritonmq.core.roles import Role
-from tritonmq.wire.frames import ErrorCode, Pub, Record
+from tritonmq.wire.frames import Append, ErrorCode, Pub, Record
 
 LATENCY_BUCKETS = (
     0.0005,
@@ -119,6 +119,12 @@ COUNTERS = (
     ),
     ("elections", "tritonmq_leader_elections", "Times this broker became the group's primary."),
     (
+        "replicated",
+        "tritonmq_replicated_entries",
+        "Log entries received from primaries as a backup (catch-up included): a restart"
+        " from segment files copies only what it lacks.",
+    ),
+    (
         "failovers",
         "tritonmq_failovers",
         "Elections of this broker that took over from another primary (crash or planned stop).",
@@ -164,6 +170,7 @@ class BrokerMetrics:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.elections = 0
+        self.replicated = 0
         self.failovers = 0
         self.refused = dict.fromkeys(ErrorCode, 0)
         self.ack_latency = Buckets(LATENCY_BUCKETS)
@@ -212,6 +219,9 @@ class BrokerMetrics:
         elif t is PrimaryFrame:
             self._heard_primary = ev.now
             self._trouble = None
+            frame = ev.frame  # type: ignore[union-attr]
+            if type(frame) is Append:
+                self.replicated += len(frame.entries)
         elif t is LinkEvent and self._trouble is None and ev.what is not LinkEnd.CONNECTED:  # type: ignore[union-attr]
             self._trouble = ev.now
         elif t is ClientGone:

@@ -139,7 +139,8 @@ class SegmentStore:
                 op, used = _frame_at(data, pos)
                 if op is None:
                     last = i == len(files) - 1
-                    out.cut = "torn tail" if last and used < 0 else _damage(used)
+                    torn = last and used == -1 and not _frame_after(data, pos)
+                    out.cut = "torn tail" if torn else _damage(used)
                     out.cut_at = f"{path.name}:{pos}"
                     out.dropped_bytes += len(data) - pos
                     with open(path, "r+b") as f:
@@ -301,6 +302,19 @@ def _frame_at(data: bytes, pos: int) -> tuple[Op | None, int]:
     except Exception:  # a body that checks out and does not decode is damage all the same
         return None, -4
     return op, HEADER.size + length
+
+
+def _frame_after(data: bytes, pos: int) -> bool:
+    """Is there a valid frame after ``pos``? A frame cut short by the end of the file is a
+    torn tail only if nothing valid follows it: a flipped bit in a length field also makes
+    a frame run past the end, with the rest of the log after it."""
+    i = data.find(MAGIC.to_bytes(1, "big"), pos + 1)
+    while i >= 0:
+        op, _ = _frame_at(data, i)
+        if op is not None:
+            return True
+        i = data.find(MAGIC.to_bytes(1, "big"), i + 1)
+    return False
 
 
 def _damage(code: int) -> str:
