@@ -507,6 +507,14 @@ def _group_counts(_ctx: click.Context, _param: click.Parameter, value: str | Non
     show_default=True,
     help="With --groups: producer clients sharing the records.",
 )
+@click.option(
+    "--storage",
+    type=click.Choice(["memory", "files", "both"]),
+    default="memory",
+    show_default=True,
+    help="Brokers in memory only, with segment files (a data_dir each), or both in one run"
+    " alternating (memory, files, memory, files) with the ratio files/memory.",
+)
 def bench(
     zk_hosts: str | None,
     records: int,
@@ -517,6 +525,7 @@ def bench(
     group_counts: list[int] | None,
     topics: int,
     producers: int,
+    storage: str,
 ) -> None:
     """Throughput and latency of acknowledged publishing and delivery on a 1x3 cluster;
     with --groups, acknowledged publish over --topics topics (spread over all slots) by
@@ -539,29 +548,50 @@ def bench(
     from tritonmq.devtools.bench import run_bench, write_json
     from tritonmq.devtools.cluster import DevCluster
 
-    cluster = None
-    try:
-        with progress("bench: starting a 1x3 cluster") as phase:
-            if zk_hosts is None:
-                cluster = DevCluster(1, 3).start()
-                zk_hosts = str(cluster.zk_hosts)
-            run = run_bench(f"zk://{zk_hosts}", records, size, rate, seconds, on_phase=phase)
-            r = asyncio.run(run)
-    except TritonError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
-    finally:
-        if cluster is not None:
-            cluster.stop()
+    modes = {"memory": [False], "files": [True], "both": [False, True, False, True]}[storage]
+    if zk_hosts is not None and storage != "memory":
+        _fail("--storage starts its own clusters: not with --zk")
+    results: dict[bool, list[Any]] = {False: [], True: []}
+    for data in modes:
+        cluster = None
+        try:
+            what = "with segment files" if data else "in memory"
+            with progress(f"bench: starting a 1x3 cluster {what}") as phase:
+                zk = zk_hosts
+                if zk is None:
+                    cluster = DevCluster(1, 3, data=data).start()
+                    zk = str(cluster.zk_hosts)
+                run = run_bench(f"zk://{zk}", records, size, rate, seconds, on_phase=phase)
+                results[data].append(asyncio.run(run))
+        except TritonError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+        finally:
+            if cluster is not None:
+                cluster.stop()
     table = Table(title=f"TritonMQ 1 group x 3 replicas, {size}-byte records")
     table.add_column("measure")
-    table.add_column("value", justify="right")
-    table.add_row("acknowledged publish, msg/s", f"{r.publish_acked_msgs_per_s:,.0f}")
-    table.add_row("end to end 1->1, msg/s", f"{r.e2e_msgs_per_s:,.0f}")
-    table.add_row(f"latency p50 at {rate:,} msg/s, us", f"{r.latency_p50_us:,.0f}")
-    table.add_row(f"latency p99 at {rate:,} msg/s, us", f"{r.latency_p99_us:,.0f}")
+    shown = [d for d in (False, True) if results[d]]
+    for d in shown:
+        table.add_column("segment files" if d else "memory only", justify="right")
+    if len(shown) == 2:
+        table.add_column("files / memory", justify="right")
+    rows = (
+        ("acknowledged publish, msg/s", "publish_acked_msgs_per_s", "{:,.0f}"),
+        ("end to end 1->1, msg/s", "e2e_msgs_per_s", "{:,.0f}"),
+        (f"latency p50 at {rate:,} msg/s, us", "latency_p50_us", "{:,.0f}"),
+        (f"latency p99 at {rate:,} msg/s, us", "latency_p99_us", "{:,.0f}"),
+    )
+    for label, attr, fmt in rows:
+        # the median of the runs of each mode (two each with --storage both)
+        vals = [sorted(getattr(r, attr) for r in results[d])[len(results[d]) // 2] for d in shown]
+        cells = [fmt.format(v) for v in vals]
+        if len(vals) == 2:
+            cells.append(f"{vals[1] / vals[0]:.2f}" if vals[0] else "-")
+        table.add_row(label, *cells)
     Console().print(table)
     if json_path:
+        r = (results[True] or results[False])[-1]
         write_json(
             r,
             json_path,
