@@ -22,6 +22,10 @@ the wall-clock time that comes with each frame:
   subscriptions. An admin may delete or reset it instead.
 * **No jumps.** A ``sub`` naming an existing subscription may not start beyond the
   commit point + 1 (``BAD_REQUEST``): that would acknowledge records nobody has seen.
+  A ``commit`` may not go past the commit point either (core/requests.py).
+* **Durable subscriptions per principal.** A principal owns at most
+  ``max_durable_per_principal`` of this group's (the anonymous principal counts as
+  one); a ``sub`` or ``commit`` creating one more gets ``LIMIT``.
 """
 
 from __future__ import annotations
@@ -135,11 +139,13 @@ class ClientAuth:
     """The principal of every client connection, and the owner of every durable
     subscription this primary knows; decides each client frame (see the module doc)."""
 
-    def __init__(self, required: bool) -> None:
+    def __init__(self, required: bool, max_durable: int = 1 << 62) -> None:
         self.required = required
+        self.max_durable = max_durable  # durable subscriptions a principal may own
         self.principals: dict[int, Principal] = {}  # id(conn) -> who it is
         self.accepted: set[int] = set()  # id(conn) of connections admitted (see admitted())
         self.owners: dict[tuple[str, str], str] = {}  # (topic, name) -> principal name
+        self.owned_by: dict[str, int] = {}  # principal name -> how many of owners it has
 
     # --- connections ----------------------------------------------------------------
 
@@ -149,6 +155,12 @@ class ClientAuth:
         if p is None and not self.required:
             return ANONYMOUS
         return p
+
+    def producer(self, conn: Any) -> str | int:
+        """Whom ``conn``'s records count for in shares of group-wide bounds: its principal,
+        or the connection itself for the anonymous principal (``id(conn)``)."""
+        p = self.principals.get(id(conn))
+        return p.name if p is not None and p.name else id(conn)
 
     def admitted(self, conn: Any) -> bool:
         """Whether ``conn`` is admitted: a frame of it passed :meth:`check`, i.e. a ``hello``
@@ -261,13 +273,22 @@ class ClientAuth:
             return _refuse(conn, frame, ErrorCode.UNAUTHENTICATED, "send hello with a token first")
         key = (frame.topic, name)
         if key not in durables:
+            if self.owners.get(key) == p.name:  # claimed by an earlier request of its own
+                return None
+            n = self.owned_by.get(p.name, 0)
+            if n >= self.max_durable:
+                who = repr(p.name) if p.name else "the anonymous principal"
+                msg = (
+                    f"{who} owns {n} durable subscriptions here, max_durable_per_principal="
+                    f"{self.max_durable}; delete one first"
+                )
+                return _refuse(conn, frame, ErrorCode.LIMIT, msg)
+            self.forget(*key)  # a claim of someone else's that was not carried out
             self.owners[key] = p.name
+            self.owned_by[p.name] = self.owned_by.get(p.name, 0) + 1
             return None
-        owner = self.owners.get(key, "")
-        if owner != p.name:
-            who = repr(owner) if owner else "the anonymous principal"
-            msg = f"subscription {name!r} of {frame.topic!r} belongs to {who}"
-            return _refuse(conn, frame, ErrorCode.FORBIDDEN, msg)
+        if self.owners.get(key, "") != p.name:
+            return self._taken(conn, frame, key)
         if isinstance(frame, Sub) and not frame.resume:
             start = frame.start
             if not isinstance(start, From) and start > commit_ts + 1:
@@ -278,12 +299,27 @@ class ClientAuth:
                 return _refuse(conn, frame, ErrorCode.BAD_REQUEST, msg)
         return None
 
+    def _taken(self, conn: Any, frame: Sub | Commit, key: tuple[str, str]) -> SendError:
+        owner = self.owners.get(key, "")
+        who = repr(owner) if owner else "the anonymous principal"
+        msg = f"subscription {key[1]!r} of {key[0]!r} belongs to {who}"
+        return _refuse(conn, frame, ErrorCode.FORBIDDEN, msg)
+
     def loaded(self, owners: Mapping[tuple[str, str], str]) -> None:
         """A new primary read the subscriptions (and their owners) from ZooKeeper."""
         self.owners = dict(owners)
+        self.owned_by = {}
+        for owner in self.owners.values():
+            self.owned_by[owner] = self.owned_by.get(owner, 0) + 1
 
     def forget(self, topic: str, name: str) -> None:
-        self.owners.pop((topic, name), None)
+        owner = self.owners.pop((topic, name), None)
+        if owner is not None:
+            left = self.owned_by.get(owner, 0) - 1
+            if left > 0:
+                self.owned_by[owner] = left
+            else:
+                self.owned_by.pop(owner, None)
 
     def owner_of(self, topic: str, name: str) -> str:
         return self.owners.get((topic, name), "")

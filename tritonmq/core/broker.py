@@ -102,11 +102,7 @@ from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
 from tritonmq.core.slots import SlotMap
 from tritonmq.core.stats import Rates
-from tritonmq.wire.frames import (
-    Commit,
-    ErrorCode,
-    Sub,
-)
+from tritonmq.wire.frames import Commit, ErrorCode, Sub
 
 DURABLES_WAIT_S = 5.0  # a durable `sub` waits this long for a new primary's subscriptions
 STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be written
@@ -126,6 +122,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.cluster_secret = cluster_secret  # None: insecure_cluster (no follow proofs)
         self.follow_gate = FollowGate(cluster_secret)
         self.caps = limits.Caps.of(cfg)
+        self.shares = limits.DedupShares(cfg.dedup_max_per_producer)
         self.catchup_chunk = catchup_chunk  # entries per catch-up append (the sim scales it)
         self.log = GroupLog()
         self.delivery = Delivery(
@@ -163,7 +160,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.link_ids: dict[int, str] = {}  # id(link) -> follower id
         self.durables_ready = False
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
-        self.auth = ClientAuth(cfg.auth_required)
+        self.auth = ClientAuth(cfg.auth_required, cfg.max_durable_per_principal)
         acked = partial(slotcommits.acknowledged, self.moves)
         self.commits = Commits(self.delivery, self.auth, self.readers.current_era, acked)
         self.registrations = Registrations(self.delivery)

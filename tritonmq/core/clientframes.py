@@ -22,7 +22,7 @@ from tritonmq.core.delivery import Delivery
 from tritonmq.core.events import ClientFrameIn
 from tritonmq.core.group import Member
 from tritonmq.core.handover import HANDOVER_TOPIC
-from tritonmq.core.limits import Caps
+from tritonmq.core.limits import Caps, DedupShares
 from tritonmq.core.log import GroupLog
 from tritonmq.core.moves import SlotMoves
 from tritonmq.core.presence import PresenceTable
@@ -57,6 +57,7 @@ class ClientFrames:
     cfg: BrokerConfig
     me: Member
     caps: Caps
+    shares: DedupShares
     log: GroupLog
     delivery: Delivery
     auth: ClientAuth
@@ -125,6 +126,9 @@ class ClientFrames:
                     return [self._not_primary(conn, id=pub_id)]
                 if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
                     return [cap]
+                who = self.auth.producer(conn)
+                if full := self.shares.refusal(p, who, conn, frame):  # R7's share rule
+                    return [p.refuse_batch(full)]
                 if not self.moves.map_read:  # a new primary reading the slot map (M7)
                     msg = f"{self.cfg.group}'s new primary is reading the slot map; retry"
                     return [p.refuse_batch(SendError(conn, ErrorCode.UNAVAILABLE, msg, pub_id))]
@@ -135,6 +139,7 @@ class ClientFrames:
                 batch = p.publish(conn, pub_id, topic, records, ev.wall_ms, origins=origins)
                 out = self._primary_out(p, batch, now)
                 self.rates.published(topic, self.log.last_ts - last)
+                self.shares.spent(who, self.log.last_ts - last, self.log.last_ts)
                 return out
             case Ack(sid=sid, ts=ts, many=many):
                 return list(self.delivery.ack(conn, sid, ts, self.commit_ts, many, now))
