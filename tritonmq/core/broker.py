@@ -164,9 +164,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         acked = partial(slotcommits.acknowledged, self.moves)
         self.commits = Commits(self.delivery, self.auth, self.readers.current_era, acked)
         self.registrations = Registrations(self.delivery)
-        self.presence = PresenceTable(
-            f"{me.id}.{me.boot[:6]}", cfg.max_presence_members, cfg.max_presence_info_bytes
-        )
+        self.presence = PresenceTable.of(f"{me.id}.{me.boot[:6]}", cfg)
         self.rates = Rates()  # records/s accepted as primary, for `stats`
         self.stop_deadline = 0.0
         self._requests = 0

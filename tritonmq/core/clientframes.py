@@ -213,7 +213,7 @@ class ClientFrames:
             return [refused]
         if cap := limits.check_sub(self.delivery, self.cfg.group, conn, frame, self.caps):
             return [cap]
-        if cap := self.presence.refusal(conn, frame):
+        if cap := self.presence.refusal(conn, frame, now):
             return [cap]
         if isinstance(moved := self.readers.admit(self.delivery, conn, frame), str):
             self.durables_ready = False  # named subs wait for what ZooKeeper holds now
@@ -234,7 +234,9 @@ class ClientFrames:
                     return []  # declared by an earlier `sub`: its registration answers both
                 args = (frame.topic, frame.subscription, Mode(frame.mode), frame.start)
                 return [self.delivery.declare(*args, p.commit_ts, era)]
-        left = self.presence.leave(conn, frame.sid)  # a `sub` replaces its sid's attachment
+        # a `sub` replaces its sid's attachment; its presence only if it changes (issue 26)
+        kept = self.presence.unchanged(conn, frame)
+        left = [] if kept else self.presence.leave(conn, frame.sid)
         try:
             next_ts, first = self.delivery.subscribe(
                 conn,
@@ -254,9 +256,10 @@ class ClientFrames:
                 until=until,
             )
         except RequestRejected as e:
+            left = left or self.presence.leave(conn, frame.sid)
             return [requests.refusal(conn, e, sid=frame.sid), *left]
         out: list[Action] = [SendSubOk(conn, frame.sid, next_ts, era), *first, *left]
-        if frame.presence:
+        if frame.presence and not kept:
             who = self.auth.principal(conn)
             user = who.name if who is not None else ""
             out.extend(self.presence.join(conn, frame.sid, frame.topic, user, frame.info))
