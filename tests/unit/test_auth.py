@@ -353,3 +353,33 @@ def test_every_refusal_names_its_request_and_a_matching_claim_is_never_forbidden
         assert refused.code is ErrorCode.FORBIDDEN
         if isinstance(frame, Pub):
             assert not any(fnmatchcase(frame.topic, p) for p in who.pub)
+
+
+def test_a_commit_cannot_move_an_offset_past_the_commit_point() -> None:
+    """Issue 26: in anonymous mode `commit ts=2**53-1` acknowledged another application's
+    waiting records and every later one; the no-jump rule held for `sub` only."""
+    from tritonmq.core.actions import SendCommitted
+
+    c = leading(isr="a", live="a", replicas=1)
+    c.handle(ClientFrameIn("p", Pub(1, "orders", recs("u1", "u2")), 0.1))
+    c.handle(ClientFrameIn("app", Sub(1, "orders", "app", From.EARLIEST), 0.2))
+    c.handle(SubscriptionRegistered("orders", "app", 0, 0.3))
+    for ts in (2**53 - 1, 3):
+        [err] = c.handle(ClientFrameIn("other", Commit(7, "orders", "app", ts), 0.4))
+        assert isinstance(err, SendError) and (err.code, err.id) == (ErrorCode.BAD_REQUEST, 7)
+        assert "commit point 2" in err.message
+        assert c.delivery.durables[("orders", "app")].offset == 0
+    # a new subscription cannot be created past it either
+    [err] = c.handle(ClientFrameIn("other", Commit(8, "orders", "new", 2**40), 0.4))
+    assert isinstance(err, SendError) and err.code is ErrorCode.BAD_REQUEST
+    assert ("orders", "new") not in c.delivery.durables
+    out = c.handle(ClientFrameIn("other", Commit(9, "orders", "app", 2), 0.5))
+    assert only(out, SendCommitted) == [SendCommitted("other", 9, 2, 2)]
+
+
+def test_a_commit_of_records_held_but_not_committed_yet_is_refused_retriably() -> None:
+    c = leading()  # the ISR is abc: nothing commits before b and c have it
+    c.handle(ClientFrameIn("p", Pub(1, "orders", recs("u1", "u2")), 0.1))
+    [err] = c.handle(ClientFrameIn("spark", Commit(3, "orders", "q", 2), 0.2))
+    assert isinstance(err, SendError) and (err.code, err.id) == (ErrorCode.UNAVAILABLE, 3)
+    assert ("orders", "q") not in c.delivery.durables
