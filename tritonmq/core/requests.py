@@ -87,11 +87,11 @@ class Commits:
         self.waiting: dict[tuple[str, str], list[tuple[Any, int]]] = {}  # (topic, name) -> asks
 
     def commit(self, conn: Any, frame: Commit, commit_ts: int) -> list[Action]:
+        if refused := _jump(conn, frame, commit_ts, self.delivery.log.last_ts):
+            return [refused]  # before anything is claimed
         if self.auth is not None and (
             refused := self.auth.may_use(conn, frame, self.delivery.durables, commit_ts)
         ):
-            return [refused]
-        if refused := _jump(conn, frame, commit_ts, self.delivery.log.last_ts):
             return [refused]
         key = (frame.topic, frame.subscription)
         ts = frame.ts
