@@ -383,3 +383,32 @@ def test_a_commit_of_records_held_but_not_committed_yet_is_refused_retriably() -
     [err] = c.handle(ClientFrameIn("spark", Commit(3, "orders", "q", 2), 0.2))
     assert isinstance(err, SendError) and (err.code, err.id) == (ErrorCode.UNAVAILABLE, 3)
     assert ("orders", "q") not in c.delivery.durables
+
+
+def test_a_refresh_that_narrows_the_claims_ends_the_subscriptions_no_longer_granted() -> None:
+    """Issue 26: a new `hello` whose token no longer granted a topic left the connection's
+    subscriptions to it flowing."""
+    c = leading(isr="a", live="a", replicas=1, auth_required=True)
+    wide = Principal("alice", read=("orders", "news"), names=("alice.*",), exp=T0 + 60)
+    authed(c, "alice", wide)
+    for frame in (
+        Sub(1, "orders", None, From.LATEST),
+        Sub(2, "news", None, From.LATEST),
+        Sub(3, "orders", "alice.app", From.LATEST),
+    ):
+        c.handle(ClientFrameIn("alice", frame, 0.1, at()))
+    c.handle(SubscriptionRegistered("orders", "alice.app", 0, 0.2))
+    assert c.delivery.subscriptions_of("alice") == 3
+    narrow = dataclasses.replace(wide, read=("orders",), names=(), exp=T0 + 600)
+    out = c.handle(ClientFrameIn("alice", hello(), 0.3, at(30), narrow))
+    assert only(out, SendMeta)
+    ended = sorted((e.sid, e.code) for e in only(out, SendError))
+    assert ended == [(2, ErrorCode.FORBIDDEN), (3, ErrorCode.FORBIDDEN)]
+    assert c.delivery.subscriptions_of("alice") == 1
+    # nothing of "news" reaches it any more; "orders" still does
+    c.handle(ClientFrameIn("p", Hello("p", "tok"), 0.4, at(30), MALLORY))
+    out = c.handle(ClientFrameIn("p", Pub(1, "news", recs("n1")), 0.5, at(31)))
+    out += c.handle(ClientFrameIn("p", Pub(2, "orders", recs("o1")), 0.5, at(31)))
+    from tritonmq.core.actions import Deliver
+
+    assert sorted((d.conn, d.sid) for d in only(out, Deliver)) == [("alice", 1)]

@@ -10,7 +10,7 @@ the wall-clock time that comes with each frame:
   connection is :data:`ANONYMOUS` (may do everything) until a token names someone.
   A token whose ``exp`` has passed gets ``TOKEN_EXPIRED`` at ``hello`` and on every
   later request; a new ``hello`` on the same connection refreshes it (it must name the
-  same principal).
+  same principal), and ends the connection's subscriptions its claims no longer grant.
 * **Claims.** ``pub`` and ``read`` are topic patterns (publish; subscribe and fetch),
   ``names`` subscription-name patterns; ``admin`` allows the admin ops (``subdel``,
   ``subreset``, and the read-only ``stats``). Patterns are :func:`fnmatch.fnmatchcase` patterns (``*`` matches any
@@ -252,6 +252,24 @@ class ClientAuth:
             return SendError(conn, ErrorCode.UNAUTHENTICATED, msg)
         self.principals[id(conn)] = verified
         return None
+
+    def no_longer_granted(
+        self, conn: Any, subs: Iterable[tuple[int, str, str | None]]
+    ) -> list[tuple[int, str]]:
+        """Of ``conn``'s subscriptions ``(sid, topic, name)``, those its principal's claims no
+        longer grant (a refresh narrowed them), each with the reason: they end."""
+        p = self.principal(conn)
+        out = []
+        for sid, topic, name in subs:
+            if p is None or not allowed(p.read, topic):
+                why = f"subscribe to {topic!r}"
+            elif name and not allowed(p.names, name):
+                why = f"use subscription name {name!r}"
+            else:
+                continue
+            who = repr(p.name) if p is not None and p.name else "the anonymous principal"
+            out.append((sid, f"{who} may no longer {why} (the refreshed token): unsubscribed"))
+        return out
 
     # --- durable subscriptions ----------------------------------------------------------
 

@@ -155,7 +155,10 @@ class ClientFrames:
             case Unsub(sid=sid):
                 return [*self.delivery.unsubscribe(conn, sid, now), *self.presence.leave(conn, sid)]
             case Hello():
-                return [SendMeta(conn, {**self.meta(), "id": 0}, cluster=False)]
+                return [
+                    SendMeta(conn, {**self.meta(), "id": 0}, cluster=False),
+                    *self._narrowed(ev),
+                ]
             case Meta(id=meta_id):
                 # topics: for readers that match topics by pattern (Spark's topicPattern)
                 topics = sorted(t for t in self.log.topics if t != HANDOVER_TOPIC)
@@ -263,4 +266,26 @@ class ClientFrames:
             who = self.auth.principal(conn)
             user = who.name if who is not None else ""
             out.extend(self.presence.join(conn, frame.sid, frame.topic, user, frame.info))
+        return out
+
+    def _narrowed(self, ev: ClientFrameIn) -> list[Action]:
+        """A refreshed token may grant less: the subscriptions it no longer grants end, each
+        with ``FORBIDDEN`` naming its ``sid`` (issue 26), and so do waiting ones."""
+        conn, d = ev.conn, self.delivery
+        subs = []
+        for sid in sorted(d.by_conn.get(id(conn), ())):
+            c = d.consumers[(id(conn), sid)]
+            subs.append((sid, c.topic, c.durable.name if c.durable is not None else None))
+        waiting = [w.frame for w in self.waiting_subs if w.conn is conn]
+        subs += [(f.sid, f.topic, f.subscription) for f in waiting if isinstance(f, Sub)]
+        out: list[Action] = []
+        for sid, why in self.auth.no_longer_granted(conn, subs):
+            out.extend(d.unsubscribe(conn, sid, ev.now))
+            out.extend(self.presence.leave(conn, sid))
+            out.append(SendError(conn, ErrorCode.FORBIDDEN, why, sid=sid))
+            self.waiting_subs = [
+                w
+                for w in self.waiting_subs
+                if not (w.conn is conn and isinstance(w.frame, Sub) and w.frame.sid == sid)
+            ]
         return out
