@@ -28,6 +28,7 @@ from tritonmq.core.auth import (
     TokenRejected,
     broker_origins,
     origin_allowed,
+    own_names,
 )
 from tritonmq.core.events import CasDone, CasOutcome, ClientFrameIn, SubscriptionRegistered, ZkView
 from tritonmq.core.events import SubscriptionsLoaded as Loaded
@@ -412,3 +413,26 @@ def test_a_refresh_that_narrows_the_claims_ends_the_subscriptions_no_longer_gran
     from tritonmq.core.actions import Deliver
 
     assert sorted((d.conn, d.sid) for d in only(out, Deliver)) == [("alice", 1)]
+
+
+def test_the_same_origin_rule_needs_one_of_the_brokers_own_names() -> None:
+    """Issue 26: DNS rebinding passed the default check, which compared the Origin with the
+    Host header only: a page of http://evil.example:7000 whose name had been rebound to
+    the broker's address sends Host evil.example:7000 too."""
+    local = own_names("ws://127.0.0.1:7000", "127.0.0.1", "", "box")
+    assert local == frozenset({"127.0.0.1", "localhost", "::1"})
+    assert not origin_allowed("http://evil.example:7000", "evil.example:7000", (), names=local)
+    for host in ("localhost:7000", "127.0.0.1:7000", "[::1]:7000"):
+        origin = f"http://{host}"
+        assert origin_allowed(origin, host, (), names=local), host
+    assert not origin_allowed("http://localhost:7001", "localhost:7000", (), names=local)
+    public = own_names("ws://mq.example.com:7000", "10.0.0.5", "mq.example.com", "box")
+    assert public == frozenset({"mq.example.com", "10.0.0.5"})
+    assert origin_allowed("https://mq.example.com", "mq.example.com", (), names=public)
+    assert not origin_allowed("http://localhost:7000", "localhost:7000", (), names=public)
+    anywhere = own_names("ws://0.0.0.0:7000", "0.0.0.0", "", "box")
+    assert anywhere == frozenset({"box", "localhost", "127.0.0.1", "::1"})
+    # a listed origin or a page of the cluster's brokers is allowed whatever the names
+    assert origin_allowed("https://app.example", "evil:1", ("https://app.example",), names=local)
+    cluster = broker_origins(["ws://b:7000"])
+    assert origin_allowed("http://b:7000", "b:7000", (), cluster, names=local)

@@ -110,17 +110,37 @@ def broker_origins(urls: Iterable[str]) -> Origins:
     return frozenset(k for k in map(_origin_key, urls) if k is not None)
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_WILDCARD = frozenset({"", "0.0.0.0", "::"})
+
+
+def own_names(url: str, bound_host: str, advertise_host: str, hostname: str) -> frozenset[str]:
+    """The host names a broker answers to, for the same-origin rule: its client URL's host
+    and ``advertise_host``; the loopback names when it listens on loopback; its machine's
+    ``hostname`` and the loopback names when it listens on every address."""
+    names = {urlsplit(url).hostname or "", advertise_host, bound_host}
+    if bound_host in _WILDCARD:
+        names |= LOOPBACK_NAMES | {hostname}
+    elif bound_host in LOOPBACK_NAMES or bound_host.startswith("127."):
+        names |= LOOPBACK_NAMES
+    return frozenset(n.lower() for n in names - _WILDCARD)
+
+
 def origin_allowed(
     origin: str | None,
     host: str | None,
     allowed: Sequence[str],
     cluster: Origins = frozenset(),
+    names: frozenset[str] | None = None,
 ) -> bool:
     """May a browser page from ``origin`` open a connection? No ``Origin`` header: not a
     browser, allowed. A page served by a broker of this cluster (``cluster``, from
     :func:`broker_origins`) is allowed: it connects to whichever broker is its topic's
     primary. ``*`` allows any; an empty list only the same origin (the Origin's
-    host:port is the ``Host`` header); else the Origin must be listed."""
+    host:port is the ``Host`` header) under one of the broker's own ``names``
+    (:func:`own_names`; None: any): a page whose name an attacker rebound to the
+    broker's address (DNS rebinding) sends a Host of that name; else the Origin must be
+    listed."""
     if origin is None:
         return True
     if "*" in allowed:
@@ -131,6 +151,8 @@ def origin_allowed(
     if allowed:
         return origin.rstrip("/") in {a.rstrip("/") for a in allowed}
     if key is None or not host:
+        return False
+    if names is not None and key[1].lower() not in names:
         return False
     return key == _origin_key(f"{key[0]}://{host}")
 
