@@ -87,13 +87,15 @@ class Commits:
         self.waiting: dict[tuple[str, str], list[tuple[Any, int]]] = {}  # (topic, name) -> asks
 
     def commit(self, conn: Any, frame: Commit, commit_ts: int) -> list[Action]:
-        if refused := _jump(conn, frame, commit_ts, self.delivery.log.last_ts):
-            return [refused]  # before anything is claimed
         if self.auth is not None and (
             refused := self.auth.may_use(conn, frame, self.delivery.durables, commit_ts)
         ):
             return [refused]
         key = (frame.topic, frame.subscription)
+        if refused := _jump(conn, frame, commit_ts, self.delivery.log.last_ts):
+            if self.auth is not None and key not in self.delivery.durables:
+                self.auth.forget(*key)  # a refused commit claims no name
+            return [refused]
         ts = frame.ts
         if self.acknowledged is not None:
             here = self.acknowledged(frame.topic, self.delivery.durables.get(key), frame.ts)
