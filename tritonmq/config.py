@@ -41,6 +41,9 @@ class BrokerConfig:
     topic_retention: dict[str, float] = dataclasses.field(default_factory=dict)
     dedup_window_s: float = 60.0
     dedup_max: int = 2_000_000
+    # uuids of the dedup window one producer may hold (a principal; a connection when
+    # anonymous): past it that producer alone gets FULL (docs/replication.md, R7)
+    dedup_max_per_producer: int = 1_000_000
     # uuids a frame when a broker hands another its dedup state (about 4 MB)
     dedup_page: int = DEDUP_PAGE
     max_bytes: int = 1024 * 1024 * 1024
@@ -78,6 +81,7 @@ class BrokerConfig:
     max_subscriptions_per_conn: int = 1_000  # a further `sub` gets LIMIT
     max_topics: int = 100_000  # per group: a `pub`/`sub` creating one more gets LIMIT
     max_name_len: int = 249  # characters of a topic or subscription name (BAD_REQUEST)
+    max_durable_per_principal: int = 1_000  # per group; anonymous is one principal; LIMIT
 
     # --- bounds: connections before they authenticate, and input held per broker ---
     hello_timeout: float = 10.0  # seconds from accept to the first accepted frame; close 4001
@@ -97,6 +101,10 @@ class BrokerConfig:
     # --- presence: who is subscribed to a topic (soft state on the primary) ---
     max_presence_members: int = 1_000  # per topic: a further `sub` with presence gets LIMIT
     max_presence_info_bytes: int = 256  # UTF-8 bytes of a `sub`'s presence `info`; LIMIT
+    # join/leave pushes one connection's presence changes may cause: a refill rate and a
+    # burst; a `sub` whose change would overdraw them gets LIMIT
+    presence_pushes_per_s: float = 1_000.0
+    presence_burst: int = 10_000
 
     @property
     def effective_min_insync(self) -> int:
@@ -159,6 +167,15 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("segment_bytes must be >= 4096 and fsync_interval_s > 0")
     if cfg.disk_retention_s < 0 or cfg.disk_retention_bytes < 0:
         raise ConfigError("disk_retention_s and disk_retention_bytes must be >= 0")
+    if not 1 <= cfg.dedup_max_per_producer <= cfg.dedup_max:
+        raise ConfigError("dedup_max_per_producer must be 1..dedup_max")
+    if cfg.max_durable_per_principal < 1:
+        raise ConfigError("max_durable_per_principal must be >= 1")
+    if cfg.presence_pushes_per_s <= 0 or cfg.presence_burst < cfg.max_presence_members:
+        raise ConfigError(
+            "presence_pushes_per_s must be > 0 and presence_burst at least max_presence_members"
+            " (a join to a full topic must fit)"
+        )
     _check_client_security(cfg)
     check_wire_bounds(cfg)
     check_admission_bounds(cfg)

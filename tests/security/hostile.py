@@ -61,17 +61,28 @@ class RawWs:
         self._task = asyncio.create_task(self._read())
 
     @classmethod
-    async def open(cls, url: str, subprotocol: str, *, handshake: bool = True) -> RawWs:
-        """Connect to ``url``; ``handshake=False`` leaves it at a bare TCP connection."""
+    async def open(
+        cls,
+        url: str,
+        subprotocol: str,
+        *,
+        handshake: bool = True,
+        host_header: str | None = None,
+        origin: str | None = None,
+    ) -> RawWs:
+        """Connect to ``url``; ``handshake=False`` leaves it at a bare TCP connection.
+        ``host_header`` and ``origin``: what a browser would send (a page's, DNS rebinding)."""
         u = urlsplit(url)
         host, port = u.hostname or "127.0.0.1", u.port or 80
         reader, writer = await asyncio.open_connection(host, port)
         if not handshake:
             return cls(reader, writer)
         key = base64.b64encode(os.urandom(16)).decode()
+        extra = f"Origin: {origin}\r\n" if origin is not None else ""
         writer.write(
             (
-                f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+                f"GET / HTTP/1.1\r\nHost: {host_header or f'{host}:{port}'}\r\n{extra}"
+                f"Upgrade: websocket\r\n"
                 f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
                 f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: {subprotocol}\r\n\r\n"
             ).encode()

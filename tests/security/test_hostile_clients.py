@@ -7,6 +7,7 @@ and descriptors, and that the attacker was closed with a documented code."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,141 @@ async def test_replication_links_that_do_not_follow_are_closed_counted_and_logge
             await monitor.more_acks(10)
         finally:
             await close_all(links)
+
+
+# --- issue 26: group-wide bounds one client could spend ------------------------------------
+
+
+async def _authed(url: str, token: str | None = None) -> RawWs:
+    ws = await RawWs.open(url, SUBPROTOCOL)
+    hello: dict[str, Any] = {"op": "hello", "client": "attacker"}
+    if token is not None:
+        hello["token"] = token
+    ws.send(codec.packb(hello))
+    reply = codec.decode_broker(await ws.recv())
+    assert reply["op"] == "meta", reply
+    return ws
+
+
+async def _answer(ws: RawWs, op: str | tuple[str, ...] = ("puback", "error")) -> dict[str, Any]:
+    """The next frame of ``ws`` that is one of ``op`` (pushes in between are skipped)."""
+    ops = (op,) if isinstance(op, str) else op
+    while True:
+        got = codec.decode_broker(await ws.recv(30))
+        if got["op"] in ops:
+            return got
+
+
+async def test_one_principal_cannot_fill_the_dedup_table_for_everyone(
+    make_cluster: Callable[..., DevCluster], tmp_path: Path
+) -> None:
+    # Before: fresh uuids to a topic nobody reads filled dedup_max, and the whole group
+    # answered FULL for dedup_window_s (53 of 62 s without a puback elsewhere).
+    key_file = tmp_path / "auth.key"
+    key_file.write_bytes(KEY)
+    mallory = mint(KEY, "mallory", pub=["void"], read=[], names=[])
+    monitor_token = mint(KEY, "monitor", pub=["*"], read=["*"], names=["*"])
+    c = _one_broker(
+        make_cluster,
+        auth_required=True,
+        auth_key_file=str(key_file),
+        dedup_max=20_000,
+        dedup_max_per_producer=8_000,
+    )
+    url, _, _ = await _primary(c)
+    async with monitoring(_zk_url(c), monitor_token) as monitor:
+        # two connections of one principal, 1,000 empty records a frame, 14,000 each
+        attackers = [await _authed(url, mallory) for _ in range(2)]
+        acked, refused = 0, []
+        try:
+            for i in range(14):
+                for ws in attackers:
+                    recs = [[os.urandom(16), None, b"", None] for _ in range(1000)]
+                    ws.send(codec.packb({"op": "pub", "id": i, "topic": "void", "records": recs}))
+                    got = await _answer(ws)
+                    if got["op"] == "puback":
+                        acked += len(got["ts"])
+                    else:
+                        refused.append(got)
+                await monitor.more_acks(2)  # served all along
+            assert acked <= 8_000, f"{acked} records of one principal acknowledged"
+            assert refused and {r["code"] for r in refused} == {"FULL"}, refused[:1]
+            assert "dedup_max_per_producer" in refused[0]["message"]
+            await monitor.more_acks(20)  # the group is not full for anyone else
+        finally:
+            await close_all(attackers)
+
+
+async def test_presence_churn_on_one_connection_cannot_saturate_a_primary(
+    make_cluster: Callable[..., DevCluster], tmp_path: Path
+) -> None:
+    # Before: re-sending `sub` with presence on one sid (a leave and a join to every member
+    # each time) kept a primary from acknowledging for 65 of 66 s, with a read-only token.
+    key_file = tmp_path / "auth.key"
+    key_file.write_bytes(KEY)
+    reader = mint(KEY, "mallory", read=["room"])
+    member = mint(KEY, "member", read=["room"])
+    monitor_token = mint(KEY, "monitor", pub=["*"], read=["*"], names=["*"])
+    c = _one_broker(
+        make_cluster,
+        auth_required=True,
+        auth_key_file=str(key_file),
+        max_presence_members=100,
+        presence_pushes_per_s=200.0,
+        presence_burst=400,
+    )
+    url, _, _ = await _primary(c)
+    async with monitoring(_zk_url(c), monitor_token) as monitor:
+        members = [await _authed(url, member) for _ in range(20)]
+        attacker = await _authed(url, reader)
+        try:
+            for ws in members:
+                ws.send(codec.packb({"op": "sub", "sid": 1, "topic": "room", "presence": True}))
+                await _answer(ws, "subok")
+            sub = {"op": "sub", "sid": 1, "topic": "room", "presence": True, "info": "same"}
+            churn = 1500
+            for i in range(churn):
+                if i >= 300:  # the first 300 the same member each time, then a new info each
+                    sub["info"] = f"x{i}"
+                attacker.send(codec.packb(sub))
+                if i % 100 == 99:
+                    await attacker.drained()
+            answers = [await _answer(attacker, ("subok", "error")) for _ in range(churn)]
+            limited = [a for a in answers if a["op"] == "error"]
+            assert limited and {a["code"] for a in limited} == {"LIMIT"}, limited[:1]
+            assert "presence_pushes_per_s" in limited[0]["message"]
+            await monitor.more_acks(20)
+            # a member was told of a bounded part of it (unbounded: 2 pushes per churned sub)
+            pushes = 0
+            while not members[0].messages.empty():
+                op = codec.decode_broker(members[0].messages.get_nowait())["op"]
+                pushes += op in ("join", "leave")
+            assert pushes < churn // 2, pushes
+        finally:
+            await close_all([*members, attacker])
+
+
+async def test_a_rebound_name_does_not_pass_the_same_origin_check(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    # Before: a page of http://evil.example:PORT whose name resolved to the broker (DNS
+    # rebinding) sent Origin and Host of that name, equal, and was let in.
+    c = _one_broker(make_cluster)
+    url, _, _ = await _primary(c)
+    port = url.rsplit(":", 1)[1]
+    async with monitoring(_zk_url(c)) as monitor:
+        with pytest.raises(Refused) as refused:
+            await RawWs.open(
+                url,
+                SUBPROTOCOL,
+                host_header=f"evil.example:{port}",
+                origin=f"http://evil.example:{port}",
+            )
+        assert refused.value.status == 403
+        # the broker's own names still pass: a page it served itself
+        for name in ("localhost", "127.0.0.1"):
+            ws = await RawWs.open(
+                url, SUBPROTOCOL, host_header=f"{name}:{port}", origin=f"http://{name}:{port}"
+            )
+            await ws.aclose()
+        await monitor.more_acks(5)

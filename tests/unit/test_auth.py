@@ -28,6 +28,7 @@ from tritonmq.core.auth import (
     TokenRejected,
     broker_origins,
     origin_allowed,
+    own_names,
 )
 from tritonmq.core.events import CasDone, CasOutcome, ClientFrameIn, SubscriptionRegistered, ZkView
 from tritonmq.core.events import SubscriptionsLoaded as Loaded
@@ -353,3 +354,85 @@ def test_every_refusal_names_its_request_and_a_matching_claim_is_never_forbidden
         assert refused.code is ErrorCode.FORBIDDEN
         if isinstance(frame, Pub):
             assert not any(fnmatchcase(frame.topic, p) for p in who.pub)
+
+
+def test_a_commit_cannot_move_an_offset_past_the_commit_point() -> None:
+    """Issue 26: in anonymous mode `commit ts=2**53-1` acknowledged another application's
+    waiting records and every later one; the no-jump rule held for `sub` only."""
+    from tritonmq.core.actions import SendCommitted
+
+    c = leading(isr="a", live="a", replicas=1)
+    c.handle(ClientFrameIn("p", Pub(1, "orders", recs("u1", "u2")), 0.1))
+    c.handle(ClientFrameIn("app", Sub(1, "orders", "app", From.EARLIEST), 0.2))
+    c.handle(SubscriptionRegistered("orders", "app", 0, 0.3))
+    for ts in (2**53 - 1, 3):
+        [err] = c.handle(ClientFrameIn("other", Commit(7, "orders", "app", ts), 0.4))
+        assert isinstance(err, SendError) and (err.code, err.id) == (ErrorCode.BAD_REQUEST, 7)
+        assert "commit point 2" in err.message
+        assert c.delivery.durables[("orders", "app")].offset == 0
+    # a new subscription cannot be created past it either
+    [err] = c.handle(ClientFrameIn("other", Commit(8, "orders", "new", 2**40), 0.4))
+    assert isinstance(err, SendError) and err.code is ErrorCode.BAD_REQUEST
+    assert ("orders", "new") not in c.delivery.durables
+    out = c.handle(ClientFrameIn("other", Commit(9, "orders", "app", 2), 0.5))
+    assert only(out, SendCommitted) == [SendCommitted("other", 9, 2, 2)]
+
+
+def test_a_commit_of_records_held_but_not_committed_yet_is_refused_retriably() -> None:
+    c = leading()  # the ISR is abc: nothing commits before b and c have it
+    c.handle(ClientFrameIn("p", Pub(1, "orders", recs("u1", "u2")), 0.1))
+    [err] = c.handle(ClientFrameIn("spark", Commit(3, "orders", "q", 2), 0.2))
+    assert isinstance(err, SendError) and (err.code, err.id) == (ErrorCode.UNAVAILABLE, 3)
+    assert ("orders", "q") not in c.delivery.durables
+
+
+def test_a_refresh_that_narrows_the_claims_ends_the_subscriptions_no_longer_granted() -> None:
+    """Issue 26: a new `hello` whose token no longer granted a topic left the connection's
+    subscriptions to it flowing."""
+    c = leading(isr="a", live="a", replicas=1, auth_required=True)
+    wide = Principal("alice", read=("orders", "news"), names=("alice.*",), exp=T0 + 60)
+    authed(c, "alice", wide)
+    for frame in (
+        Sub(1, "orders", None, From.LATEST),
+        Sub(2, "news", None, From.LATEST),
+        Sub(3, "orders", "alice.app", From.LATEST),
+    ):
+        c.handle(ClientFrameIn("alice", frame, 0.1, at()))
+    c.handle(SubscriptionRegistered("orders", "alice.app", 0, 0.2))
+    assert c.delivery.subscriptions_of("alice") == 3
+    narrow = dataclasses.replace(wide, read=("orders",), names=(), exp=T0 + 600)
+    out = c.handle(ClientFrameIn("alice", hello(), 0.3, at(30), narrow))
+    assert only(out, SendMeta)
+    ended = sorted((e.sid, e.code) for e in only(out, SendError))
+    assert ended == [(2, ErrorCode.FORBIDDEN), (3, ErrorCode.FORBIDDEN)]
+    assert c.delivery.subscriptions_of("alice") == 1
+    # nothing of "news" reaches it any more; "orders" still does
+    c.handle(ClientFrameIn("p", Hello("p", "tok"), 0.4, at(30), MALLORY))
+    out = c.handle(ClientFrameIn("p", Pub(1, "news", recs("n1")), 0.5, at(31)))
+    out += c.handle(ClientFrameIn("p", Pub(2, "orders", recs("o1")), 0.5, at(31)))
+    from tritonmq.core.actions import Deliver
+
+    assert sorted((d.conn, d.sid) for d in only(out, Deliver)) == [("alice", 1)]
+
+
+def test_the_same_origin_rule_needs_one_of_the_brokers_own_names() -> None:
+    """Issue 26: DNS rebinding passed the default check, which compared the Origin with the
+    Host header only: a page of http://evil.example:7000 whose name had been rebound to
+    the broker's address sends Host evil.example:7000 too."""
+    local = own_names("ws://127.0.0.1:7000", "127.0.0.1", "", "box")
+    assert local == frozenset({"127.0.0.1", "localhost", "::1"})
+    assert not origin_allowed("http://evil.example:7000", "evil.example:7000", (), names=local)
+    for host in ("localhost:7000", "127.0.0.1:7000", "[::1]:7000"):
+        origin = f"http://{host}"
+        assert origin_allowed(origin, host, (), names=local), host
+    assert not origin_allowed("http://localhost:7001", "localhost:7000", (), names=local)
+    public = own_names("ws://mq.example.com:7000", "10.0.0.5", "mq.example.com", "box")
+    assert public == frozenset({"mq.example.com", "10.0.0.5"})
+    assert origin_allowed("https://mq.example.com", "mq.example.com", (), names=public)
+    assert not origin_allowed("http://localhost:7000", "localhost:7000", (), names=public)
+    anywhere = own_names("ws://0.0.0.0:7000", "0.0.0.0", "", "box")
+    assert anywhere == frozenset({"box", "localhost", "127.0.0.1", "::1"})
+    # a listed origin or a page of the cluster's brokers is allowed whatever the names
+    assert origin_allowed("https://app.example", "evil:1", ("https://app.example",), names=local)
+    cluster = broker_origins(["ws://b:7000"])
+    assert origin_allowed("http://b:7000", "b:7000", (), cluster, names=local)

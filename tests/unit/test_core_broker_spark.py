@@ -79,8 +79,10 @@ def test_a_commit_registers_a_new_subscription_and_answers_once_zookeeper_holds_
     assert again == [], "one registration in flight answers both"
     done = c.handle(SubscriptionRegistered("t", "q", 2, 0.3))
     assert done == [SendCommitted("spark", 5, 2, 3), SendCommitted("spark2", 6, 2, 3)]
-    assert c.handle(ClientFrameIn("spark", Commit(7, "t", "q", 9), 0.4)) == [
-        SendCommitted("spark", 7, 3, 3)  # never past the commit point, answered at once
+    [jump] = c.handle(ClientFrameIn("spark", Commit(7, "t", "q", 9), 0.4))
+    assert isinstance(jump, SendError) and jump.code is ErrorCode.BAD_REQUEST  # no jumps
+    assert c.handle(ClientFrameIn("spark", Commit(7, "t", "q", 3), 0.4)) == [
+        SendCommitted("spark", 7, 3, 3)  # up to the commit point, answered at once
     ]
     # purge waits for ZooKeeper to hold the new offset
     assert c.delivery.holds() == {"t": 2}

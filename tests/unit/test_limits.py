@@ -115,3 +115,90 @@ def test_the_caps_are_settings_with_sane_bounds() -> None:
         load_config(None, max_name_len=250)
     with pytest.raises(ConfigError, match="max_topics"):
         load_config(None, max_topics=0)
+
+
+# --- issue 26: shares of the group-wide bounds ------------------------------------------
+
+
+def _pub(c: object, conn: str, pid: int, topic: str, *uuids: str, now: float = 0.1) -> list:  # type: ignore[type-arg]
+    return c.handle(ClientFrameIn(conn, Pub(pid, topic, recs(*uuids)), now))  # type: ignore[attr-defined]
+
+
+def test_one_producer_cannot_spend_the_dedup_table_every_producer_needs() -> None:
+    """Issue 26: ~2M records with fresh uuids to a topic nobody reads filled the dedup table
+    and the whole group answered FULL for the dedup window. One producer (here anonymous:
+    one connection) holds at most dedup_max_per_producer uuids of the window."""
+    c = leading(
+        isr="a", live="a", replicas=1, ephemeral_grace=0.0, dedup_max=10, dedup_max_per_producer=4
+    )
+    for i in range(4):
+        assert only(_pub(c, "evil", i, "void", f"e{i}"), SendPubAck)
+    c.handle(Tick(1.0))  # nobody reads "void": purged, its uuids remembered for the window
+    assert c.log.purged_count == 4
+    [full] = _pub(c, "evil", 4, "void", "e4", now=1.1)
+    assert isinstance(full, SendError) and full.code is ErrorCode.FULL and full.code.retriable
+    assert "dedup_max_per_producer=4" in full.message and full.id == 4
+    # everyone else is acknowledged, up to the group's own bound
+    for i in range(6):
+        assert only(_pub(c, ("good0", "good1")[i % 2], i, "monitor", f"g{i}", now=1.2), SendPubAck)
+    # a retry of what it published within the window is answered with the original ts,
+    # on a new connection as on the refused one
+    assert _pub(c, "evil", 5, "void", "e1", now=1.3) == [SendPubAck("evil", 5, (2,))]
+    assert _pub(c, "evil2", 1, "void", "e0", "e3", now=1.3) == [SendPubAck("evil2", 1, (1, 4))]
+    # once the window has let its uuids go, it may publish again
+    for t in range(2, 63):  # ticks as the shell's: a silent gap would make it doubt its role
+        c.handle(Tick(float(t)))
+    assert c.log.lookup(b"e0") is None
+    assert only(_pub(c, "evil3", 1, "void", "e9", now=62.1), SendPubAck)
+
+
+def test_a_principals_connections_share_one_dedup_allowance() -> None:
+    from tritonmq.core.auth import Principal
+    from tritonmq.wire.frames import Hello
+
+    c = leading(isr="a", live="a", replicas=1, dedup_max=10, dedup_max_per_producer=3)
+    bob = Principal("bob", pub=("*",), read=("*",), names=("*",))
+    for conn in ("bob1", "bob2"):
+        c.handle(ClientFrameIn(conn, Hello("t", "tok"), 0.0, 0, bob))
+    assert only(_pub(c, "bob1", 1, "void", "b1", "b2"), SendPubAck)
+    [full] = _pub(c, "bob2", 1, "void", "b3", "b4")  # 2 + 2 > 3, whichever connection
+    assert isinstance(full, SendError) and full.code is ErrorCode.FULL
+    assert only(_pub(c, "anon", 1, "void", "a1", "a2", "a3"), SendPubAck)  # another producer
+
+
+def test_durable_subscriptions_per_principal_are_capped_with_limit() -> None:
+    """Issue 26: 20,000 durable subscriptions created through `commit` made durable
+    consumers unavailable for up to a minute after a failover. The anonymous principal
+    counts as one principal (its subscriptions outlive every connection)."""
+    from tritonmq.core.actions import RegisterSubscription
+    from tritonmq.core.events import SubscriptionRegistered
+
+    c = leading(isr="a", live="a", replicas=1, max_durable_per_principal=2)
+    _pub(c, "p", 1, "t", "u1")
+    for i, name in enumerate(("app.a", "app.b")):
+        out = c.handle(ClientFrameIn(f"c{i}", Commit(i, "t", name, 1), 0.2))
+        assert only(out, RegisterSubscription), out
+        c.handle(SubscriptionRegistered("t", name, 1, 0.3))
+    [cap] = c.handle(ClientFrameIn("c9", Commit(9, "t", "app.c", 1), 0.4))
+    assert isinstance(cap, SendError) and (cap.code, cap.id) == (ErrorCode.LIMIT, 9)
+    assert "max_durable_per_principal=2" in cap.message
+    [cap] = c.handle(ClientFrameIn("c9", Sub(3, "t", "app.d", From.EARLIEST), 0.4))
+    assert isinstance(cap, SendError) and (cap.code, cap.sid) == (ErrorCode.LIMIT, 3)
+    assert ("t", "app.c") not in c.delivery.durables
+    # its existing subscriptions keep working
+    assert only(c.handle(ClientFrameIn("c9", Sub(4, "t", "app.a", From.EARLIEST), 0.5)), SendSubOk)
+    # one deleted makes room again
+    c.handle(ClientFrameIn("c9", Unsub(4), 0.6))
+    c.handle(ClientFrameIn("adm", SubDelete(1, "t", "app.b", execute=True), 0.7))
+    out = c.handle(ClientFrameIn("c9", Commit(10, "t", "app.c", 1), 0.9))
+    assert only(out, RegisterSubscription), out
+
+
+def test_the_new_shares_are_settings_with_sane_bounds() -> None:
+    cfg = BrokerConfig()
+    assert cfg.dedup_max_per_producer == cfg.dedup_max // 2
+    assert cfg.max_durable_per_principal == 1_000
+    with pytest.raises(ConfigError, match="dedup_max_per_producer"):
+        load_config(None, dedup_max=10, dedup_max_per_producer=11)
+    with pytest.raises(ConfigError, match="max_durable_per_principal"):
+        load_config(None, max_durable_per_principal=0)

@@ -170,3 +170,43 @@ def test_a_deposed_primary_forgets_its_members_and_a_new_term_rebuilds_from_resu
     sub(fresh, "alice2", 1, info="Alice")
     assert pushes(sub(fresh, "bob2", 2, info="Bob")) == [("alice2", "join", 1, "Bob")]
     assert infos(ask(fresh)) == ["Alice", "Bob"]
+
+
+def test_a_sub_repeated_with_the_same_topic_and_info_changes_no_presence() -> None:
+    """Issue 26: one connection re-sending `sub` with presence on its sid was a leave and a
+    join to every member each time, and kept a primary from acknowledging for a minute."""
+    c = leading()
+    sub(c, "alice", 1, info="Alice")
+    sub(c, "bob", 2, info="Bob")
+    before = ask(c).members
+    for _ in range(3):
+        out = sub(c, "bob", 2, info="Bob")
+        assert only(out, SendSubOk) and pushes(out) == []
+    assert ask(c).members == before  # the same member, the same client id
+
+
+def test_presence_changes_past_a_connections_rate_are_refused_with_limit() -> None:
+    c = leading(max_presence_members=10, presence_pushes_per_s=10.0, presence_burst=20)
+    for conn in ("m1", "m2", "m3", "m4"):
+        sub(c, conn, 1, info=conn)
+    at = 1.0
+
+    def churn(info: str, now: float) -> list[Action]:
+        frame = Sub(1, "room", None, From.LATEST, presence=True, info=info)
+        return c.handle(ClientFrameIn("x", frame, now))
+
+    assert len(pushes(churn("a", at))) == 4  # a join to 4: 16 of its 20 left
+    assert len(pushes(churn("b", at))) == 8  # a leave and a join to 4 each: 8 left
+    assert len(pushes(churn("c", at))) == 8  # the burst spent exactly
+    [err] = churn("d", at)
+    assert isinstance(err, SendError) and (err.code, err.sid) == (ErrorCode.LIMIT, 1)
+    assert "presence_pushes_per_s=10" in err.message
+    assert infos(ask(c))[-1] == "c"  # refused whole: the member is as it was
+    # others are not limited by it
+    assert len(pushes(sub(c, "m5", 1, info="m5"))) == 5
+    # leaves are never refused, but spend the same budget: sub/unsub churn is held too
+    c.handle(ClientFrameIn("x", Unsub(1), at))
+    [err] = churn("e", at + 0.5)
+    assert isinstance(err, SendError) and err.code is ErrorCode.LIMIT
+    # it refills at its rate
+    assert len(pushes(churn("f", at + 2.0))) == 5

@@ -13,6 +13,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Iterable
+from socket import gethostname
 from typing import Any, assert_never
 
 import websockets
@@ -81,7 +82,7 @@ from tritonmq.core.actions import (
     StoreOffsets,
     WriteLog,
 )
-from tritonmq.core.auth import Origins, broker_origins
+from tritonmq.core.auth import Origins, broker_origins, own_names
 from tritonmq.core.broker import STOP_FLUSH_S, BrokerCore
 from tritonmq.core.events import (
     CasDone,
@@ -127,6 +128,7 @@ class Broker:
         self.disk: Disk | None = None  # segment files (a data_dir), else memory only
         self.coord: GroupCoordinator | None = None
         self.cluster_origins: Origins = frozenset()  # see _learn_origins
+        self.own_names: frozenset[str] = frozenset()  # our host names, once bound (Origin)
         self._origins_read_at = -ORIGINS_EVERY
         self.offsets: Offsets | None = None
         self.server: Server | None = None
@@ -205,6 +207,7 @@ class Broker:
                         self.cfg.allowed_origins,
                         lambda: self.cluster_origins,
                         self._learn_origins,
+                        lambda: self.own_names,
                     )
                 ),
             ),
@@ -213,6 +216,7 @@ class Broker:
         bound_host, bound_port = sock.getsockname()[:2]
         scheme = "wss" if tls is not None else "ws"
         self.url = f"{scheme}://{self.cfg.advertise_host or bound_host}:{bound_port}"
+        self.own_names = own_names(self.url, bound_host, self.cfg.advertise_host, gethostname())
         repl_host, _, repl_port = (self.cfg.repl_listen or f"{host}:0").rpartition(":")
         self.repl_server = await websockets.serve(
             self._serve_follower,

@@ -26,9 +26,11 @@ def origin_check(
     allowed: Sequence[str],
     cluster: Callable[[], Origins] = frozenset,
     refused: Callable[[], None] = lambda: None,
+    names: Callable[[], frozenset[str] | None] = lambda: None,
 ) -> Hook:
     """A ``process_request`` hook refusing handshakes from origins not ``allowed``;
-    ``cluster()`` gives the origins of the cluster's brokers (always allowed), and
+    ``cluster()`` gives the origins of the cluster's brokers (always allowed), ``names()``
+    the broker's own host names (the same-origin rule's, :func:`own_names`), and
     ``refused()`` is told of each refusal (the broker then re-reads its cluster)."""
     allowed = tuple(allowed)
 
@@ -37,7 +39,8 @@ def origin_check(
         hosts = request.headers.get_all("Host")
         origin = origins[0] if len(origins) == 1 else None
         host = hosts[0] if len(hosts) == 1 else None
-        if len(origins) > 1 or not origin_allowed(origin, host, allowed, cluster()):
+        ok = origin_allowed(origin, host, allowed, cluster(), names())
+        if len(origins) > 1 or not ok:
             log.info("refused a handshake from Origin %r (Host %r)", origins, host)
             refused()
             return conn.respond(HTTPStatus.FORBIDDEN, "Origin not allowed\n")

@@ -10,7 +10,7 @@ the wall-clock time that comes with each frame:
   connection is :data:`ANONYMOUS` (may do everything) until a token names someone.
   A token whose ``exp`` has passed gets ``TOKEN_EXPIRED`` at ``hello`` and on every
   later request; a new ``hello`` on the same connection refreshes it (it must name the
-  same principal).
+  same principal), and ends the connection's subscriptions its claims no longer grant.
 * **Claims.** ``pub`` and ``read`` are topic patterns (publish; subscribe and fetch),
   ``names`` subscription-name patterns; ``admin`` allows the admin ops (``subdel``,
   ``subreset``, and the read-only ``stats``). Patterns are :func:`fnmatch.fnmatchcase` patterns (``*`` matches any
@@ -22,6 +22,10 @@ the wall-clock time that comes with each frame:
   subscriptions. An admin may delete or reset it instead.
 * **No jumps.** A ``sub`` naming an existing subscription may not start beyond the
   commit point + 1 (``BAD_REQUEST``): that would acknowledge records nobody has seen.
+  A ``commit`` may not go past the commit point either (core/requests.py).
+* **Durable subscriptions per principal.** A principal owns at most
+  ``max_durable_per_principal`` of this group's (the anonymous principal counts as
+  one); a ``sub`` or ``commit`` creating one more gets ``LIMIT``.
 """
 
 from __future__ import annotations
@@ -106,17 +110,37 @@ def broker_origins(urls: Iterable[str]) -> Origins:
     return frozenset(k for k in map(_origin_key, urls) if k is not None)
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_WILDCARD = frozenset({"", "0.0.0.0", "::"})
+
+
+def own_names(url: str, bound_host: str, advertise_host: str, hostname: str) -> frozenset[str]:
+    """The host names a broker answers to, for the same-origin rule: its client URL's host
+    and ``advertise_host``; the loopback names when it listens on loopback; its machine's
+    ``hostname`` and the loopback names when it listens on every address."""
+    names = {urlsplit(url).hostname or "", advertise_host, bound_host}
+    if bound_host in _WILDCARD:
+        names |= LOOPBACK_NAMES | {hostname}
+    elif bound_host in LOOPBACK_NAMES or bound_host.startswith("127."):
+        names |= LOOPBACK_NAMES
+    return frozenset(n.lower() for n in names - _WILDCARD)
+
+
 def origin_allowed(
     origin: str | None,
     host: str | None,
     allowed: Sequence[str],
     cluster: Origins = frozenset(),
+    names: frozenset[str] | None = None,
 ) -> bool:
     """May a browser page from ``origin`` open a connection? No ``Origin`` header: not a
     browser, allowed. A page served by a broker of this cluster (``cluster``, from
     :func:`broker_origins`) is allowed: it connects to whichever broker is its topic's
     primary. ``*`` allows any; an empty list only the same origin (the Origin's
-    host:port is the ``Host`` header); else the Origin must be listed."""
+    host:port is the ``Host`` header) under one of the broker's own ``names``
+    (:func:`own_names`; None: any): a page whose name an attacker rebound to the
+    broker's address (DNS rebinding) sends a Host of that name; else the Origin must be
+    listed."""
     if origin is None:
         return True
     if "*" in allowed:
@@ -128,6 +152,8 @@ def origin_allowed(
         return origin.rstrip("/") in {a.rstrip("/") for a in allowed}
     if key is None or not host:
         return False
+    if names is not None and key[1].lower() not in names:
+        return False
     return key == _origin_key(f"{key[0]}://{host}")
 
 
@@ -135,11 +161,13 @@ class ClientAuth:
     """The principal of every client connection, and the owner of every durable
     subscription this primary knows; decides each client frame (see the module doc)."""
 
-    def __init__(self, required: bool) -> None:
+    def __init__(self, required: bool, max_durable: int = 1 << 62) -> None:
         self.required = required
+        self.max_durable = max_durable  # durable subscriptions a principal may own
         self.principals: dict[int, Principal] = {}  # id(conn) -> who it is
         self.accepted: set[int] = set()  # id(conn) of connections admitted (see admitted())
         self.owners: dict[tuple[str, str], str] = {}  # (topic, name) -> principal name
+        self.owned_by: dict[str, int] = {}  # principal name -> how many of owners it has
 
     # --- connections ----------------------------------------------------------------
 
@@ -149,6 +177,12 @@ class ClientAuth:
         if p is None and not self.required:
             return ANONYMOUS
         return p
+
+    def producer(self, conn: Any) -> str | int:
+        """Whom ``conn``'s records count for in shares of group-wide bounds: its principal,
+        or the connection itself for the anonymous principal (``id(conn)``)."""
+        p = self.principals.get(id(conn))
+        return p.name if p is not None and p.name else id(conn)
 
     def admitted(self, conn: Any) -> bool:
         """Whether ``conn`` is admitted: a frame of it passed :meth:`check`, i.e. a ``hello``
@@ -241,6 +275,24 @@ class ClientAuth:
         self.principals[id(conn)] = verified
         return None
 
+    def no_longer_granted(
+        self, conn: Any, subs: Iterable[tuple[int, str, str | None]]
+    ) -> list[tuple[int, str]]:
+        """Of ``conn``'s subscriptions ``(sid, topic, name)``, those its principal's claims no
+        longer grant (a refresh narrowed them), each with the reason: they end."""
+        p = self.principal(conn)
+        out = []
+        for sid, topic, name in subs:
+            if p is None or not allowed(p.read, topic):
+                why = f"subscribe to {topic!r}"
+            elif name and not allowed(p.names, name):
+                why = f"use subscription name {name!r}"
+            else:
+                continue
+            who = repr(p.name) if p is not None and p.name else "the anonymous principal"
+            out.append((sid, f"{who} may no longer {why} (the refreshed token): unsubscribed"))
+        return out
+
     # --- durable subscriptions ----------------------------------------------------------
 
     def may_use(
@@ -261,13 +313,22 @@ class ClientAuth:
             return _refuse(conn, frame, ErrorCode.UNAUTHENTICATED, "send hello with a token first")
         key = (frame.topic, name)
         if key not in durables:
+            if self.owners.get(key) == p.name:  # claimed by an earlier request of its own
+                return None
+            n = self.owned_by.get(p.name, 0)
+            if n >= self.max_durable:
+                who = repr(p.name) if p.name else "the anonymous principal"
+                msg = (
+                    f"{who} owns {n} durable subscriptions here, max_durable_per_principal="
+                    f"{self.max_durable}; delete one first"
+                )
+                return _refuse(conn, frame, ErrorCode.LIMIT, msg)
+            self.forget(*key)  # a claim of someone else's that was not carried out
             self.owners[key] = p.name
+            self.owned_by[p.name] = self.owned_by.get(p.name, 0) + 1
             return None
-        owner = self.owners.get(key, "")
-        if owner != p.name:
-            who = repr(owner) if owner else "the anonymous principal"
-            msg = f"subscription {name!r} of {frame.topic!r} belongs to {who}"
-            return _refuse(conn, frame, ErrorCode.FORBIDDEN, msg)
+        if self.owners.get(key, "") != p.name:
+            return self._taken(conn, frame, key)
         if isinstance(frame, Sub) and not frame.resume:
             start = frame.start
             if not isinstance(start, From) and start > commit_ts + 1:
@@ -278,12 +339,27 @@ class ClientAuth:
                 return _refuse(conn, frame, ErrorCode.BAD_REQUEST, msg)
         return None
 
+    def _taken(self, conn: Any, frame: Sub | Commit, key: tuple[str, str]) -> SendError:
+        owner = self.owners.get(key, "")
+        who = repr(owner) if owner else "the anonymous principal"
+        msg = f"subscription {key[1]!r} of {key[0]!r} belongs to {who}"
+        return _refuse(conn, frame, ErrorCode.FORBIDDEN, msg)
+
     def loaded(self, owners: Mapping[tuple[str, str], str]) -> None:
         """A new primary read the subscriptions (and their owners) from ZooKeeper."""
         self.owners = dict(owners)
+        self.owned_by = {}
+        for owner in self.owners.values():
+            self.owned_by[owner] = self.owned_by.get(owner, 0) + 1
 
     def forget(self, topic: str, name: str) -> None:
-        self.owners.pop((topic, name), None)
+        owner = self.owners.pop((topic, name), None)
+        if owner is not None:
+            left = self.owned_by.get(owner, 0) - 1
+            if left > 0:
+                self.owned_by[owner] = left
+            else:
+                self.owned_by.pop(owner, None)
 
     def owner_of(self, topic: str, name: str) -> str:
         return self.owners.get((topic, name), "")

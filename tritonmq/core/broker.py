@@ -103,11 +103,7 @@ from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
 from tritonmq.core.slots import SlotMap
 from tritonmq.core.stats import Rates
-from tritonmq.wire.frames import (
-    Commit,
-    ErrorCode,
-    Sub,
-)
+from tritonmq.wire.frames import Commit, ErrorCode, Sub
 
 DURABLES_WAIT_S = 5.0  # a durable `sub` waits this long for a new primary's subscriptions
 STOP_FLUSH_S = 2.0  # a planned stop waits this long for its last offsets to be written
@@ -128,6 +124,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.cluster_secret = cluster_secret  # None: insecure_cluster (no follow proofs)
         self.follow_gate = FollowGate(cluster_secret)
         self.caps = limits.Caps.of(cfg)
+        self.shares = limits.DedupShares(cfg.dedup_max_per_producer)
         self.catchup_chunk = catchup_chunk  # entries per catch-up append (the sim scales it)
         self.log = log if log is not None else GroupLog()  # restarted from disk: its own
         if cfg.data_dir:
@@ -167,13 +164,11 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.link_ids: dict[int, str] = {}  # id(link) -> follower id
         self.durables_ready = False
         self.waiting_subs: list[ClientFrameIn] = []  # durable `sub`s and `commit`s
-        self.auth = ClientAuth(cfg.auth_required)
+        self.auth = ClientAuth(cfg.auth_required, cfg.max_durable_per_principal)
         acked = partial(slotcommits.acknowledged, self.moves)
         self.commits = Commits(self.delivery, self.auth, self.readers.current_era, acked)
         self.registrations = Registrations(self.delivery)
-        self.presence = PresenceTable(
-            f"{me.id}.{me.boot[:6]}", cfg.max_presence_members, cfg.max_presence_info_bytes
-        )
+        self.presence = PresenceTable.of(f"{me.id}.{me.boot[:6]}", cfg)
         self.rates = Rates()  # records/s accepted as primary, for `stats`
         self.stop_deadline = 0.0
         self._requests = 0

@@ -22,7 +22,7 @@ from tritonmq.core.delivery import Delivery
 from tritonmq.core.events import ClientFrameIn
 from tritonmq.core.group import Member
 from tritonmq.core.handover import HANDOVER_TOPIC
-from tritonmq.core.limits import Caps
+from tritonmq.core.limits import Caps, DedupShares
 from tritonmq.core.log import GroupLog
 from tritonmq.core.moves import SlotMoves
 from tritonmq.core.presence import PresenceTable
@@ -57,6 +57,7 @@ class ClientFrames:
     cfg: BrokerConfig
     me: Member
     caps: Caps
+    shares: DedupShares
     log: GroupLog
     delivery: Delivery
     auth: ClientAuth
@@ -125,6 +126,9 @@ class ClientFrames:
                     return [self._not_primary(conn, id=pub_id)]
                 if cap := limits.check_pub(self.log, self.cfg.group, conn, frame, self.caps):
                     return [cap]
+                who = self.auth.producer(conn)
+                if full := self.shares.refusal(p, who, conn, frame):  # R7's share rule
+                    return [p.refuse_batch(full)]
                 if not self.moves.map_read:  # a new primary reading the slot map (M7)
                     msg = f"{self.cfg.group}'s new primary is reading the slot map; retry"
                     return [p.refuse_batch(SendError(conn, ErrorCode.UNAVAILABLE, msg, pub_id))]
@@ -135,6 +139,7 @@ class ClientFrames:
                 batch = p.publish(conn, pub_id, topic, records, ev.wall_ms, origins=origins)
                 out = self._primary_out(p, batch, now)
                 self.rates.published(topic, self.log.last_ts - last)
+                self.shares.spent(who, self.log.last_ts - last, self.log.last_ts)
                 return out
             case Ack(sid=sid, ts=ts, many=many):
                 return list(self.delivery.ack(conn, sid, ts, self.commit_ts, many, now))
@@ -150,7 +155,10 @@ class ClientFrames:
             case Unsub(sid=sid):
                 return [*self.delivery.unsubscribe(conn, sid, now), *self.presence.leave(conn, sid)]
             case Hello():
-                return [SendMeta(conn, {**self.meta(), "id": 0}, cluster=False)]
+                return [
+                    SendMeta(conn, {**self.meta(), "id": 0}, cluster=False),
+                    *self._narrowed(ev),
+                ]
             case Meta(id=meta_id):
                 # topics: for readers that match topics by pattern (Spark's topicPattern)
                 topics = sorted(t for t in self.log.topics if t != HANDOVER_TOPIC)
@@ -208,7 +216,7 @@ class ClientFrames:
             return [refused]
         if cap := limits.check_sub(self.delivery, self.cfg.group, conn, frame, self.caps):
             return [cap]
-        if cap := self.presence.refusal(conn, frame):
+        if cap := self.presence.refusal(conn, frame, now):
             return [cap]
         if isinstance(moved := self.readers.admit(self.delivery, conn, frame), str):
             self.durables_ready = False  # named subs wait for what ZooKeeper holds now
@@ -229,7 +237,9 @@ class ClientFrames:
                     return []  # declared by an earlier `sub`: its registration answers both
                 args = (frame.topic, frame.subscription, Mode(frame.mode), frame.start)
                 return [self.delivery.declare(*args, p.commit_ts, era)]
-        left = self.presence.leave(conn, frame.sid)  # a `sub` replaces its sid's attachment
+        # a `sub` replaces its sid's attachment; its presence only if it changes (issue 26)
+        kept = self.presence.unchanged(conn, frame)
+        left = [] if kept else self.presence.leave(conn, frame.sid)
         try:
             next_ts, first = self.delivery.subscribe(
                 conn,
@@ -249,10 +259,33 @@ class ClientFrames:
                 until=until,
             )
         except RequestRejected as e:
+            left = left or self.presence.leave(conn, frame.sid)
             return [requests.refusal(conn, e, sid=frame.sid), *left]
         out: list[Action] = [SendSubOk(conn, frame.sid, next_ts, era), *first, *left]
-        if frame.presence:
+        if frame.presence and not kept:
             who = self.auth.principal(conn)
             user = who.name if who is not None else ""
             out.extend(self.presence.join(conn, frame.sid, frame.topic, user, frame.info))
+        return out
+
+    def _narrowed(self, ev: ClientFrameIn) -> list[Action]:
+        """A refreshed token may grant less: the subscriptions it no longer grants end, each
+        with ``FORBIDDEN`` naming its ``sid`` (issue 26), and so do waiting ones."""
+        conn, d = ev.conn, self.delivery
+        subs = []
+        for sid in sorted(d.by_conn.get(id(conn), ())):
+            c = d.consumers[(id(conn), sid)]
+            subs.append((sid, c.topic, c.durable.name if c.durable is not None else None))
+        waiting = [w.frame for w in self.waiting_subs if w.conn is conn]
+        subs += [(f.sid, f.topic, f.subscription) for f in waiting if isinstance(f, Sub)]
+        out: list[Action] = []
+        for sid, why in self.auth.no_longer_granted(conn, subs):
+            out.extend(d.unsubscribe(conn, sid, ev.now))
+            out.extend(self.presence.leave(conn, sid))
+            out.append(SendError(conn, ErrorCode.FORBIDDEN, why, sid=sid))
+            self.waiting_subs = [
+                w
+                for w in self.waiting_subs
+                if not (w.conn is conn and isinstance(w.frame, Sub) and w.frame.sid == sid)
+            ]
         return out

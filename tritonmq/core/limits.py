@@ -10,6 +10,9 @@
 * **Topics per group** (``max_topics``): a topic costs memory on every replica
   while it holds records or has a subscriber (empty, unsubscribed topics are freed);
   a ``pub`` or ``sub`` that would create one more than the cap gets ``LIMIT``.
+* **A producer's share of the dedup table** (``dedup_max_per_producer``, R7 in
+  docs/replication.md): :class:`DedupShares`. Durable subscriptions per principal are
+  capped where their owners are known (:class:`~tritonmq.core.auth.ClientAuth`).
 
 Connections per broker are counted and refused by the shell (they are sockets).
 """
@@ -17,8 +20,9 @@ Connections per broker are counted and refused by the shell (they are sockets).
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import SendError
@@ -34,6 +38,9 @@ from tritonmq.wire.frames import (
     SubDelete,
     SubReset,
 )
+
+if TYPE_CHECKING:
+    from tritonmq.core.replication import PrimaryCore
 
 MAX_NAME_LEN = 249  # the wire's own bound on a name (wire/codec.py): max_name_len cannot exceed it
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -126,3 +133,60 @@ def _topic_refusal(log: GroupLog, group: str, topic: str, caps: Caps) -> str | N
         f"group {group} holds max_topics={caps.max_topics} topics; {topic[:60]!r} would be one"
         " more (a topic is freed once it has no records and no subscribers)"
     )
+
+
+Producer = str | int
+"""Who a share is counted for: a principal's name, or ``id(conn)`` for the anonymous
+principal (which is everyone on a broker without ``auth_required``)."""
+
+
+class DedupShares:
+    """How many uuids of the dedup window each producer holds, and the refusal of a batch
+    that would take one past ``max_per_producer`` (R7's share rule).
+
+    A producer's records count from the moment this primary accepts them until the
+    dedup window forgets their ``ts`` (retained or purged: once purged, each is a uuid
+    of the table). Only new records count: a retry whose uuids the group remembers is
+    answered with their ``ts`` whatever the producer holds. Kept by the primary of a
+    term only (a new primary starts with nobody holding anything), one entry per
+    accepted batch, in ``ts`` order, so forgetting is a pop from the left."""
+
+    def __init__(self, max_per_producer: int) -> None:
+        self.max = max_per_producer
+        self.term: PrimaryCore | None = None
+        self.held: dict[Producer, int] = {}
+        self._batches: deque[tuple[int, Producer, int]] = deque()  # (last ts, who, records)
+
+    def refusal(self, p: PrimaryCore, who: Producer, conn: Any, frame: Pub) -> SendError | None:
+        """``FULL`` for a ``pub`` whose new records would take ``who`` past its share."""
+        if self.term is not p:  # a new term: nothing of the last one is attributed
+            self.term, self.held, self._batches = p, {}, deque()
+        self._forget(p.forgotten)
+        n = self.held.get(who, 0)
+        if n + len(frame.records) <= self.max:
+            return None
+        known = p.log.uuids
+        new = len({r[0] for r in frame.records if r[0] not in known})
+        if not new or n + new <= self.max:
+            return None
+        why = (
+            f"this producer holds {n} uuids of the dedup window, dedup_max_per_producer="
+            f"{self.max}; retry once the window lets them go (others are not refused)"
+        )
+        return SendError(conn, ErrorCode.FULL, why, id=frame.id)
+
+    def spent(self, who: Producer, records: int, last_ts: int) -> None:
+        """``who`` had ``records`` new records accepted, the newest at ``last_ts``."""
+        if records > 0:
+            self.held[who] = self.held.get(who, 0) + records
+            self._batches.append((last_ts, who, records))
+
+    def _forget(self, upto: int) -> None:
+        batches, held = self._batches, self.held
+        while batches and batches[0][0] <= upto:
+            _, who, n = batches.popleft()
+            left = held[who] - n
+            if left:
+                held[who] = left
+            else:
+                del held[who]

@@ -14,7 +14,17 @@ already back. A deposed primary forgets it (its subscribers are told NOT_PRIMARY
 
 Bounds (``# --- presence`` in the config): at most ``max_presence_members`` members
 per topic and ``max_presence_info_bytes`` UTF-8 bytes of ``info``; a ``sub`` past
-either is refused whole with ``LIMIT``.
+either is refused whole with ``LIMIT``. The work one connection's changes cause is
+bounded too (issue 26: re-sending a `sub` with presence on one sid, each a leave and a
+join to every member, kept a primary from acknowledging anything for a minute):
+
+* a ``sub`` that leaves its sid a member of the same topic with the same ``info`` changes
+  nothing of presence (no leave, no join; the member keeps its ``client`` id);
+* every ``join`` and ``leave`` push a connection's changes cause is spent from its budget,
+  refilled at ``presence_pushes_per_s`` up to ``presence_burst``. A ``sub`` whose change
+  would cost more than is left is refused whole with ``LIMIT``; leaves (``unsub``, a
+  ``sub`` without presence) are never refused, but spend the budget all the same (it may
+  go below zero), so alternating ``sub`` and ``unsub`` is held to the rate as well.
 """
 
 from __future__ import annotations
@@ -22,10 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tritonmq.config import BrokerConfig
 from tritonmq.core.actions import SendError, SendPresence
 from tritonmq.wire.frames import ErrorCode, Join, Leave, Members, PresenceMember, Sub
 
 Key = tuple[int, int]  # (id(conn), sid)
+_UNSEEN = float("inf")  # a budget not refilled yet: it starts full at its first refill
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,19 +54,69 @@ class PresenceTable:
     """Members per topic, in the order they joined; ``prefix`` makes ``client`` ids unique
     across this broker's incarnations (a client keeps none across a failover anyway)."""
 
-    def __init__(self, prefix: str, max_members: int, max_info_bytes: int) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        max_members: int,
+        max_info_bytes: int,
+        pushes_per_s: float = float("inf"),
+        burst: int = 1 << 62,
+    ) -> None:
         self.prefix = prefix
         self.max_members = max_members
         self.max_info_bytes = max_info_bytes
+        self.pushes_per_s = pushes_per_s
+        self.burst = burst
+        self.budget: dict[int, tuple[float, float]] = {}  # id(conn) -> (pushes left, when)
         self.topics: dict[str, dict[Key, Attendee]] = {}
         self.by_key: dict[Key, Attendee] = {}
         self.by_conn: dict[int, set[int]] = {}  # id(conn) -> its sids that are members
         self._seq = 0
 
-    def refusal(self, conn: Any, frame: Sub) -> SendError | None:
-        """``LIMIT`` for a ``sub`` with presence past the caps, else None. A ``sub`` that
-        replaces a member (same connection and sid, same topic) does not count twice."""
-        if not frame.presence:
+    @classmethod
+    def of(cls, prefix: str, cfg: BrokerConfig) -> PresenceTable:
+        return cls(
+            prefix,
+            cfg.max_presence_members,
+            cfg.max_presence_info_bytes,
+            cfg.presence_pushes_per_s,
+            cfg.presence_burst,
+        )
+
+    def unchanged(self, conn: Any, frame: Sub) -> bool:
+        """Whether ``frame`` leaves its sid the member it is (same topic, same ``info``)."""
+        a = self.by_key.get((id(conn), frame.sid))
+        return (
+            frame.presence
+            and a is not None
+            and (a.topic, a.member.info)
+            == (
+                frame.topic,
+                frame.info,
+            )
+        )
+
+    def _left(self, conn: Any, now: float | None) -> float:
+        """The pushes ``conn`` may still cause, refilled up to ``now``."""
+        left, at = self.budget.get(id(conn), (float(self.burst), _UNSEEN))
+        if at == _UNSEEN and now is not None:
+            at = now
+        if now is not None and now > at:
+            left = min(float(self.burst), left + (now - at) * self.pushes_per_s)
+            at = now
+        self.budget[id(conn)] = (left, at)
+        return left
+
+    def _spend(self, conn: Any, pushes: int) -> None:
+        if pushes:
+            left, at = self.budget.get(id(conn), (float(self.burst), _UNSEEN))
+            self.budget[id(conn)] = (left - pushes, at)
+
+    def refusal(self, conn: Any, frame: Sub, now: float | None = None) -> SendError | None:
+        """``LIMIT`` for a ``sub`` with presence past the caps or past its connection's
+        budget of pushes, else None. A ``sub`` that replaces a member (same connection and
+        sid, same topic) does not count twice."""
+        if not frame.presence or self.unchanged(conn, frame):
             return None
         size = len(frame.info.encode())
         if size > self.max_info_bytes:
@@ -70,6 +132,19 @@ class PresenceTable:
                 f"max_presence_members={self.max_members}"
             )
             return SendError(conn, ErrorCode.LIMIT, why, sid=frame.sid)
+        key = (id(conn), frame.sid)
+        cost = len(here) - (key in here)  # a join to every other member
+        old = self.by_key.get(key)
+        if old is not None:  # and a leave to those of the topic it leaves
+            cost += len(self.topics[old.topic]) - 1
+        left = self._left(conn, now)
+        if cost > left:
+            why = (
+                f"this connection's presence changes would cause {cost} join/leave pushes, "
+                f"{max(0, int(left))} left: presence_pushes_per_s={self.pushes_per_s:g}, "
+                f"presence_burst={self.burst}; retry later"
+            )
+            return SendError(conn, ErrorCode.LIMIT, why, sid=frame.sid)
         return None
 
     def join(self, conn: Any, sid: int, topic: str, user: str, info: str) -> list[SendPresence]:
@@ -81,6 +156,7 @@ class PresenceTable:
         self.topics.setdefault(topic, {})[(id(conn), sid)] = a
         self.by_key[(id(conn), sid)] = a
         self.by_conn.setdefault(id(conn), set()).add(sid)
+        self._spend(conn, len(others))
         return [SendPresence(o.conn, Join(o.sid, topic, member)) for o in others]
 
     def leave(self, conn: Any, sid: int) -> list[SendPresence]:
@@ -97,6 +173,7 @@ class PresenceTable:
         del here[key]
         if not here:
             del self.topics[a.topic]
+        self._spend(conn, len(here))
         return [SendPresence(o.conn, Leave(o.sid, a.topic, a.member)) for o in here.values()]
 
     def drop_conn(self, conn: Any) -> list[SendPresence]:
@@ -105,6 +182,7 @@ class PresenceTable:
         for sid in sorted(self.by_conn.get(id(conn), ())):
             # nothing more goes to the closed connection's own other members
             out.extend(a for a in self.leave(conn, sid) if a.conn is not conn)
+        self.budget.pop(id(conn), None)
         return out
 
     def members(self, conn: Any, rid: int, topic: str) -> SendPresence:
@@ -117,3 +195,4 @@ class PresenceTable:
         self.topics.clear()
         self.by_key.clear()
         self.by_conn.clear()
+        self.budget.clear()

@@ -191,6 +191,11 @@ class PrimaryCore:
         self._forgot = 0
         log.begin_epoch(state.epoch, state.start_ts)
 
+    @property
+    def forgotten(self) -> int:
+        """Purged records up to this ts deduplicate no more (R7)."""
+        return self._forgot
+
     # --- producers -----------------------------------------------------------
 
     def publish(

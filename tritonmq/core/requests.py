@@ -92,6 +92,10 @@ class Commits:
         ):
             return [refused]
         key = (frame.topic, frame.subscription)
+        if refused := _jump(conn, frame, commit_ts, self.delivery.log.last_ts):
+            if self.auth is not None and key not in self.delivery.durables:
+                self.auth.forget(*key)  # a refused commit claims no name
+            return [refused]
         ts = frame.ts
         if self.acknowledged is not None:
             here = self.acknowledged(frame.topic, self.delivery.durables.get(key), frame.ts)
@@ -134,6 +138,25 @@ class Commits:
         out = [a for asks in self.waiting.values() for a in asks]
         self.waiting.clear()
         return out
+
+
+def _jump(conn: Any, frame: Commit, commit_ts: int, last_ts: int) -> SendError | None:
+    """The no-jump rule for ``commit`` (as core/auth.py's for ``sub``): a ``ts`` past the
+    commit point acknowledges records nobody could have read, and every later one up to it.
+    Past what this group holds at all: ``BAD_REQUEST``. Held, not committed yet (a new
+    primary's commit point catching up with what a reader read from its predecessor):
+    ``UNAVAILABLE``, retry. It used to be clamped in silence: in anonymous mode
+    ``ts = 2**53 - 1`` acknowledged another application's waiting records (issue 26)."""
+    if frame.ts <= commit_ts:
+        return None
+    if frame.ts <= last_ts:
+        msg = f"ts {frame.ts} is not committed yet (commit point {commit_ts}); retry"
+        return SendError(conn, ErrorCode.UNAVAILABLE, msg, id=frame.id)
+    msg = (
+        f"ts {frame.ts} is beyond the commit point {commit_ts}: a commit acknowledges only "
+        "records that could have been read"
+    )
+    return SendError(conn, ErrorCode.BAD_REQUEST, msg, id=frame.id)
 
 
 REGISTER_RETRY_S = 0.5  # a failed registration is asked again after this
