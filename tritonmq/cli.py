@@ -28,8 +28,24 @@ def _fail(message: str) -> None:
 
 @click.group()
 @click.version_option(package_name="tritonmq")
-def main() -> None:
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Show the ZooKeeper client's (kazoo's) own log lines."
+)
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
     """TritonMQ: a replicated, in-memory publish/subscribe broker."""
+    if not verbose and ctx.invoked_subcommand != "broker":  # a broker logs as it is told
+        quiet_kazoo()
+
+
+def quiet_kazoo() -> None:
+    """kazoo logs each failed try and state change as a warning, which Python prints on
+    stderr when nothing configured logging: a command says what went wrong in one line."""
+    import logging
+
+    kazoo = logging.getLogger("kazoo")
+    kazoo.addHandler(logging.NullHandler())
+    kazoo.propagate = False
 
 
 @main.command()
@@ -403,7 +419,6 @@ def sub(
 
     from tritonmq.client import Client
 
-    target, token = _client_url(url, zk_hosts), read_token(token_file)
     if mode == "shared" and not subscription:
         _fail("--mode shared needs --subscription")
     start: str | int = from_
@@ -411,6 +426,7 @@ def sub(
         if not from_.isdigit():
             _fail("--from must be latest, earliest or a ts")
         start = int(from_)
+    target, token = _client_url(url, zk_hosts), read_token(token_file)
 
     async def run() -> None:
         seen = 0
@@ -437,7 +453,7 @@ def sub(
     try:
         asyncio.run(run())
     except KeyboardInterrupt:
-        pass
+        sys.exit(130)  # the shell's convention for a command ended by SIGINT
     except TritonError as e:
         click.echo(f"error: {e.code}: {e}", err=True)
         sys.exit(1)

@@ -181,14 +181,14 @@ def test_bare_sub_and_pub_against_tritonmq_dev(tmp_path: Path) -> None:
             s.bind(("127.0.0.1", 0))
             nowhere = f"127.0.0.1:{s.getsockname()[1]}"
         flag = cli("pub", "--zk", nowhere, "chat", "x", env=dev.env)
-        assert flag.returncode == 1 and f"cannot reach ZooKeeper at {nowhere}" in flag.stderr
+        assert flag.returncode == 2 and f"cannot reach ZooKeeper at {nowhere}" in flag.stderr
         by_env = cli("pub", "chat", "x", env={**dev.env, "TRITONMQ_ZK": nowhere})
-        assert by_env.returncode == 1 and nowhere in by_env.stderr, by_env.stderr
+        assert by_env.returncode == 2 and nowhere in by_env.stderr, by_env.stderr
     finally:
         dev.stop()
     assert not dev.context.exists()  # removed by the dev that wrote it
     gone = cli("status", env=dev.env)  # no context: the old default, which nothing serves
-    assert gone.returncode == 1 and "127.0.0.1:2181" in gone.stderr
+    assert gone.returncode == 2 and "127.0.0.1:2181" in gone.stderr
 
 
 def test_dev_refuses_a_taken_port_with_status_2(tmp_path: Path) -> None:
@@ -246,3 +246,90 @@ def test_the_readmes_python_snippet_runs_as_a_script_against_tritonmq_dev(tmp_pa
     assert r.returncode == 0, r.stderr
     published, received = r.stdout.splitlines()
     assert published.startswith("published Ack(topic='chat'") and received.endswith(" b'hello'")
+
+
+@pytest.fixture(scope="module")
+def shared_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
+    """One `tritonmq dev` for the tests below that only publish and subscribe (each on
+    topics of its own)."""
+    d = Dev(tmp_path_factory.mktemp("shared-dev"))
+    yield d
+    d.stop()
+
+
+def a_port_nothing_listens_on() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+ZK_COMMANDS = [
+    ["status"],
+    ["pub", "chat", "x"],
+    ["sub", "chat"],
+    ["topics"],
+    ["subscriptions"],
+    ["top", "--once"],
+    ["slots", "show"],
+    ["rebalance"],
+]
+
+
+@pytest.mark.parametrize("args", ZK_COMMANDS, ids=lambda a: " ".join(a))
+def test_a_refused_zookeeper_is_one_line_and_status_2_at_once(
+    args: list[str], tmp_path: Path
+) -> None:
+    """It took 6-13 s of kazoo retries, printed 6-8 kazoo log lines, said "time-out" for a
+    refused connection, and exited 1 or 2 depending on the command."""
+    where = f"127.0.0.1:{a_port_nothing_listens_on()}"
+    env = without_cluster_env(tmp_path / "context.json")
+    started = time.monotonic()
+    r = cli(*args, "--zk", where, env=env)
+    took = time.monotonic() - started
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [
+        f"Error: cannot reach ZooKeeper at {where}: connection refused"
+    ]
+    assert took < 5, f"{took:.1f}s"  # a Python start-up, not a connection policy's retries
+
+
+def test_something_that_is_not_zookeeper_is_named_quickly(tmp_path: Path) -> None:
+    """A port that accepts and says nothing (a wrong port), and one that answers as
+    something else: both "cannot reach ZooKeeper", status 2, without kazoo's lines."""
+    env = without_cluster_env(tmp_path / "context.json")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        where = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        r = cli("status", "--zk", where, env=env)
+        took = time.monotonic() - started
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [
+        f"Error: cannot reach ZooKeeper at {where}: not ZooKeeper (no handshake within 2s)"
+    ]
+    assert took < 7, f"{took:.1f}s"
+
+
+def test_a_brokers_port_given_as_zookeeper_is_not_zookeeper(shared_dev: Dev) -> None:
+    broker = shared_dev.state["brokers"][0]["url"].removeprefix("ws://")
+    r = cli("pub", "--zk", broker, "chat", "x", env=shared_dev.env)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"Error: cannot reach ZooKeeper at {broker}: not ZooKeeper"), line
+
+
+def test_ctrl_c_ends_sub_with_status_130(shared_dev: Dev) -> None:
+    """It exited 0, as if it had ended on its own (--count)."""
+    sub = subprocess.Popen(
+        [TRITONMQ, "sub", "ctrl-c"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=shared_dev.env,
+    )
+    assert sub.stderr is not None
+    read_until(sub.stderr, "waiting", 30)
+    sub.send_signal(signal.SIGINT)
+    assert sub.wait(timeout=30) == 130
+    assert "Traceback" not in sub.stderr.read()
