@@ -354,30 +354,77 @@ def pub(
     token_file: str | None,
     key: str | None,
 ) -> None:
-    """Publish VALUE to TOPIC; with VALUE '-' (or none), publish each line of standard input."""
+    """Publish VALUE to TOPIC; with VALUE '-' (or none), publish each line of standard input
+    as it comes (a record a line, each acknowledged line printed at once; Ctrl-C keeps
+    what was acknowledged and exits 130)."""
     import asyncio
 
     from tritonmq.client import Client
 
     target, token = _client_url(url, zk_hosts), read_token(token_file)
-    lines = (
-        [value.encode()]
-        if value not in (None, "-")
-        else [ln.rstrip(b"\n") for ln in sys.stdin.buffer]
-    )
+    k = key.encode() if key is not None else None
 
     async def run() -> None:
         async with Client(target, ca_file=ca_file, token=token) as c:
-            k = key.encode() if key is not None else None
-            acks = await asyncio.gather(*(c.publish(topic, v, key=k) for v in lines))
-            for a in acks:
+            if value not in (None, "-"):
+                a = await c.publish(topic, value.encode(), key=k)
                 click.echo(f"{a.topic} ts={a.ts} group={a.group}")
+                return
+            if sys.stdin.isatty():
+                click.echo(f"publishing each line to {topic} (Ctrl-D ends)", err=True)
+            await _publish_lines(c, topic, k)
 
     try:
         asyncio.run(run())
+    except KeyboardInterrupt:
+        sys.exit(130)
     except TritonError as e:
         click.echo(f"error: {e.code}: {e}", err=True)
         sys.exit(1)
+
+
+async def _publish_lines(client: Any, topic: str, key: bytes | None) -> None:
+    """Each line of stdin a record, published as soon as it is read, its acknowledgement
+    printed as soon as it comes (in order); at most 256 in flight."""
+    import asyncio
+    import os
+    import threading
+
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def read() -> None:
+        # A daemon thread reading the descriptor itself: a read that blocks (nothing typed
+        # yet) holds no lock of sys.stdin's, so Ctrl-C can end the process at once.
+        fd, rest = sys.stdin.fileno(), b""
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                *whole, rest = (rest + chunk).split(b"\n")
+                for line in whole:
+                    loop.call_soon_threadsafe(lines.put_nowait, line)
+            if rest:
+                loop.call_soon_threadsafe(lines.put_nowait, rest)
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+        except RuntimeError:  # the loop is closed: the command is ending (Ctrl-C, an error)
+            pass
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+    acks: asyncio.Queue[asyncio.Future[Any] | None] = asyncio.Queue(maxsize=256)
+
+    async def show() -> None:
+        while (pending := await acks.get()) is not None:
+            a = await pending
+            click.echo(f"{a.topic} ts={a.ts} group={a.group}")
+            sys.stdout.flush()
+
+    shower = asyncio.ensure_future(show())
+    try:
+        while (line := await lines.get()) is not None:
+            await acks.put(asyncio.ensure_future(client.publish(topic, line, key=key)))
+        await acks.put(None)
+        await shower
+    finally:
+        shower.cancel()
 
 
 @main.command()
@@ -439,11 +486,7 @@ def sub(
                 err=True,
             )
             async for msg in s:
-                text = msg.value.decode("utf-8", "replace")
-                if as_json:
-                    click.echo(json.dumps({"topic": msg.topic, "ts": msg.ts, "value": text}))
-                else:
-                    click.echo(f"{msg.ts}\t{text}")
+                click.echo(message_json(msg) if as_json else message_line(msg))
                 sys.stdout.flush()  # each record as it comes, into a pipe too
                 await msg.ack()
                 seen += 1
@@ -457,6 +500,43 @@ def sub(
     except TritonError as e:
         click.echo(f"error: {e.code}: {e}", err=True)
         sys.exit(1)
+
+
+def _jsonable(v: Any) -> Any:
+    """Bytes as text when they are valid UTF-8, else ``{"base64": "..."}``; in headers too."""
+    import base64
+
+    if isinstance(v, bytes | bytearray | memoryview):
+        try:
+            return bytes(v).decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(bytes(v)).decode("ascii")}
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def message_json(msg: Any) -> str:
+    """`sub --json`: one object a line, ``{"topic", "ts", "key", "value", "headers"}``; key
+    null when the record has none, headers {} when none; bytes as :func:`_jsonable` says."""
+    return json.dumps(
+        {
+            "topic": msg.topic,
+            "ts": msg.ts,
+            "key": _jsonable(msg.key),
+            "value": _jsonable(msg.value),
+            "headers": _jsonable(msg.headers or {}),
+        },
+        ensure_ascii=False,
+    )
+
+
+def message_line(msg: Any) -> str:
+    """`sub`'s plain output: ``TS<TAB>VALUE``; a value's further lines each begin with a TAB,
+    so a line that does not is the next record."""
+    return f"{msg.ts}\t" + msg.value.decode("utf-8", "replace").replace("\n", "\n\t")
 
 
 def _group_counts(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:

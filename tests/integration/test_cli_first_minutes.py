@@ -333,3 +333,73 @@ def test_ctrl_c_ends_sub_with_status_130(shared_dev: Dev) -> None:
     sub.send_signal(signal.SIGINT)
     assert sub.wait(timeout=30) == 130
     assert "Traceback" not in sub.stderr.read()
+
+
+def test_interactive_pub_publishes_each_line_as_it_is_typed(shared_dev: Dev) -> None:
+    """`tritonmq pub TOPIC` read all of stdin before it sent anything: nothing was
+    acknowledged while one typed, and Ctrl-C lost every line typed."""
+    pub = subprocess.Popen(
+        [TRITONMQ, "pub", "typed"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=shared_dev.env,
+    )
+    try:
+        assert pub.stdin is not None and pub.stdout is not None
+        acks = []
+        for line in ("one", "two"):
+            pub.stdin.write(line + "\n")
+            pub.stdin.flush()
+            acks += read_until(pub.stdout, "ts=", 30)  # acknowledged before the next line
+        pub.send_signal(signal.SIGINT)  # stdin still open: the user stops typing with Ctrl-C
+        assert pub.wait(timeout=30) == 130
+    finally:
+        if pub.poll() is None:
+            pub.kill()
+            pub.wait()
+    ts = [int(a.split("ts=")[1].split()[0]) for a in acks]
+    got = cli("sub", "typed", "--from", "earliest", "--count", "2", env=shared_dev.env)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.splitlines() == [f"{ts[0]}\tone", f"{ts[1]}\ttwo"]
+
+
+def test_sub_json_has_key_headers_and_binary_values(shared_dev: Dev) -> None:
+    """--json printed only topic, ts and the value decoded with replacement characters."""
+    import asyncio
+
+    from tritonmq import Client
+
+    async def publish() -> list[int]:
+        async with Client(shared_dev.state["brokers"][0]["url"]) as c:
+            text = await c.publish("as-json", "héllo".encode(), key=b"k1", headers={"h": "v"})
+            raw = await c.publish("as-json", b"\xff\x00\x01", key=b"\x80", headers={"b": b"\xfe"})
+            none = await c.publish("as-json", b"")
+            return [text.ts, raw.ts, none.ts]
+
+    ts = asyncio.run(publish())
+    r = cli("sub", "as-json", "--from", "earliest", "--count", "3", "--json", env=shared_dev.env)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert rows == [
+        {"topic": "as-json", "ts": ts[0], "key": "k1", "value": "héllo", "headers": {"h": "v"}},
+        {
+            "topic": "as-json",
+            "ts": ts[1],
+            "key": {"base64": "gA=="},
+            "value": {"base64": "/wAB"},
+            "headers": {"b": {"base64": "/g=="}},
+        },
+        {"topic": "as-json", "ts": ts[2], "key": None, "value": "", "headers": {}},
+    ]
+
+
+def test_a_multi_line_value_is_one_record_in_subs_plain_output(shared_dev: Dev) -> None:
+    """A value's second line looked like a record of its own (or garbage) after ts TAB."""
+    published = cli("pub", "lines", "first\nsecond\n\tthird", env=shared_dev.env)
+    assert published.returncode == 0, published.stderr
+    ts = published.stdout.split("ts=")[1].split()[0]
+    r = cli("sub", "lines", "--from", "earliest", "--count", "1", env=shared_dev.env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{ts}\tfirst\n\tsecond\n\t\tthird\n"  # continuation lines: a TAB first
