@@ -16,7 +16,7 @@ import click
 
 from tritonmq import cli_slots
 from tritonmq.cli_admin import add_commands, ca_file_option, read_token, token_option
-from tritonmq.cli_context import URL_HELP, ZK_HELP, resolve_url, zk_option
+from tritonmq.cli_context import URL_HELP, ZK_HELP, resolve_url, topic_callback, zk_option
 from tritonmq.cli_ops import add_commands as add_ops_commands
 from tritonmq.context import DEV_PORT
 from tritonmq.errors import ConfigError, CoordinationError, TritonError
@@ -338,7 +338,7 @@ _zk_option = click.option("--zk", "zk_hosts", default=None, metavar="HOST:PORT",
 
 
 @main.command()
-@click.argument("topic")
+@click.argument("topic", callback=topic_callback)
 @click.argument("value", required=False)
 @_url_option
 @_zk_option
@@ -428,7 +428,7 @@ async def _publish_lines(client: Any, topic: str, key: bytes | None) -> None:
 
 
 @main.command()
-@click.argument("topic")
+@click.argument("topic", callback=topic_callback)
 @_url_option
 @_zk_option
 @ca_file_option

@@ -96,6 +96,17 @@ def resolve_url(url: str | None, zk_hosts: str | None, chroot: str | None = None
     return f"zk://{resolve_zk(zk_hosts)}{chroot or ''}"
 
 
+def topic_callback(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    """For TOPIC arguments: a name outside the topic-name rule (tritonmq/wire/names.py; a
+    pattern such as ``chat.*`` included) is bad input, exit status 2."""
+    from tritonmq.wire.names import topic_problem
+
+    problem = None if value is None else topic_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="TOPIC")
+    return value
+
+
 def zk_callback(_ctx: click.Context, _param: click.Parameter, value: Any) -> str:
     """For ``--zk`` options (default None): the connect string :func:`resolve_zk` finds."""
     return resolve_zk(value)

@@ -403,3 +403,36 @@ def test_a_multi_line_value_is_one_record_in_subs_plain_output(shared_dev: Dev) 
     r = cli("sub", "lines", "--from", "earliest", "--count", "1", env=shared_dev.env)
     assert r.returncode == 0, r.stderr
     assert r.stdout == f"{ts}\tfirst\n\tsecond\n\t\tthird\n"  # continuation lines: a TAB first
+
+
+@pytest.mark.parametrize(
+    "args", [["sub", "chat.*"], ["sub", "chat.>"], ["pub", "chat.*", "x"], ["topics", "a/b"]]
+)
+def test_a_topic_pattern_or_bad_name_is_refused_with_status_2(
+    args: list[str], shared_dev: Dev
+) -> None:
+    """`sub 'chat.*'` subscribed to a topic literally named `chat.*`, silently."""
+    r = cli(*args, env=shared_dev.env)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    [line] = r.stderr.splitlines()[-1:]
+    assert "topic name" in line and "Traceback" not in r.stderr, r.stderr
+    if "*" in args[1] or ">" in args[1]:
+        assert "pattern" in line
+
+
+def test_the_python_client_refuses_a_pattern_with_invalid_name(shared_dev: Dev) -> None:
+    import asyncio
+
+    from tritonmq import Client
+    from tritonmq.errors import InvalidName
+
+    async def attempt() -> None:
+        async with Client(shared_dev.state["brokers"][0]["url"]) as c:
+            with pytest.raises(InvalidName, match="pattern"):
+                c.subscribe("chat.*")
+            with pytest.raises(InvalidName, match="'>'"):
+                await c.publish("chat.>", b"x")
+            with pytest.raises(InvalidName):
+                await c.fetch("a/b", 1, 2)
+
+    asyncio.run(attempt())

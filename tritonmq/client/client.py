@@ -51,6 +51,7 @@ from tritonmq.wire.frames import (
     SubInfo,
     SubReset,
 )
+from tritonmq.wire.names import check_topic
 from tritonmq.wire.subprotocols import MSGPACK
 
 if TYPE_CHECKING:
@@ -451,6 +452,7 @@ class Client:
         the group the refusal names (while a slot moves, the map still names the old owner,
         which refuses new writes naming the new one: docs/replication.md M2), else by the
         re-read map."""
+        check_topic(topic)
         order = self._orders.get(topic)
         if order is None:
             order = self._orders[topic] = TopicOrder()
@@ -480,6 +482,7 @@ class Client:
     async def _ask(self, frame: Fetch | Commit | SubDelete | SubReset | Presence) -> BrokerFrame:
         """One request about ``frame.topic`` to its group's primary. The link follows
         failovers until ``timeout``; a slot move re-routes; other errors are raised."""
+        check_topic(frame.topic)
         for _ in range(REROUTES):
             link = self._link(self._group_of(frame.topic))
             try:
@@ -611,6 +614,7 @@ class Client:
         member that comes or goes; it is asked for again on every reconnect, so a new
         primary knows it after a failover (docs/protocol.md §13).
         """
+        check_topic(topic)  # InvalidName: a pattern ("chat.*") is refused, not taken literally
         if not (from_ in ("latest", "earliest") or (isinstance(from_, int) and from_ >= 0)):
             raise ConfigError("from_ must be 'latest', 'earliest' or a ts >= 0")
         if mode not in ("broadcast", "shared"):
