@@ -87,6 +87,9 @@ class Client:
     ``token`` (a JWT, docs/security.md) is presented in every ``hello``;
     :meth:`refresh_token` replaces it, live connections included.
 
+    ``zk_auth_file`` (zk:// URLs): the file holding the cluster's ZooKeeper credential
+    (``user:password``); default ``$TRITONMQ_ZK_AUTH_FILE``, else the local context's.
+
     ``max_frame_bytes`` is the brokers' setting of that name (default 8 MiB, theirs): a
     record that cannot fit in such a frame is refused before it is sent, with
     :class:`~tritonmq.errors.FrameTooLarge` (code ``TOO_LARGE``).
@@ -105,6 +108,7 @@ class Client:
         ca_file: str | None = None,
         token: str | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        zk_auth_file: str | None = None,
     ) -> None:
         url = client_url(url)
         parsed = urlparse(url)
@@ -126,6 +130,8 @@ class Client:
             ca_file = ca_file or ctx.ca_file
             if parsed.scheme == "zk" and credential_from() is None:
                 self._zk_auth = read_credential(ctx.zk_auth_file)
+        if zk_auth_file is not None:  # the argument wins over the environment and context
+            self._zk_auth = read_credential(zk_auth_file)
         self._tls = tlsconfig.client_context(ca_file) if ca_file else None
         self.url = url
         self._scheme = parsed.scheme
