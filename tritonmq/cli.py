@@ -186,6 +186,12 @@ def broker(
     show_default=True,
     help="ZooKeeper's port; the brokers take the next ones (0: any free ports).",
 )
+@click.option(
+    "--restart/--no-restart",
+    default=True,
+    show_default=True,
+    help="Start a broker that exits again, on its port (not if it exits within 10 s of that).",
+)
 def dev(
     groups: int,
     replicas: int,
@@ -195,8 +201,12 @@ def dev(
     tls: bool,
     join_file: str | None,
     port: int,
+    restart: bool,
 ) -> None:
     """Run a local cluster (ZooKeeper + brokers) until Ctrl-C or SIGTERM.
+
+    A broker that exits is reported on stderr (its pid, exit status or signal, log) and
+    started again on its port, unless --no-restart or it exited within 10 s of a restart.
 
     Its brokers keep records an hour (retention_s = 3600, unless --config sets it; the
     brokers' own default is 0), so `pub` then `sub --from earliest` shows the record.
@@ -277,8 +287,17 @@ def dev(
             added = ", ".join(cluster.groups)
             click.echo(f"added {added}; `tritonmq rebalance --execute` gives them slots")
         click.echo("ready; Ctrl-C stops the cluster", err=True)
+
+        def save() -> None:  # the context and state name each broker's pid and URL
+            if context is not None:
+                write_context(context, cluster.state(), os.getpid())
+            if state_file:
+                cluster.write_state(state_file)
+
+        watch = BrokerWatch(cluster, restart=restart, on_change=save)
         while not stop:
             time.sleep(0.2)
+            watch.check(lambda: stop)
     except TritonError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
@@ -286,6 +305,44 @@ def dev(
         if context is not None:
             remove_context(context, os.getpid())
         cluster.stop()
+
+
+class BrokerWatch:
+    """`tritonmq dev`'s eye on its brokers: one line on stderr for each that exits, and,
+    with ``restart``, a new process on its port (not again for one that exits within 10 s
+    of a restart: it would only crash again; its log says why)."""
+
+    MIN_LIFE_S = 10.0
+
+    def __init__(self, cluster: Any, *, restart: bool, on_change: Any) -> None:
+        self.cluster, self.restart, self.on_change = cluster, restart, on_change
+        self.started: dict[str, float] = {}  # when each was restarted
+        self.reported: set[int] = set()  # pids already said to have exited
+
+    def check(self, stopping: Any) -> None:
+        for b in list(self.cluster.brokers.values()):
+            if b.proc is None or b.proc.poll() is None or b.pid in self.reported or stopping():
+                continue
+            self.reported.add(b.pid)
+            code = b.proc.returncode
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+            click.echo(f"broker {b.group}/{b.id} (pid {b.pid}) exited: {how}; log {b.log_path}",
+                       err=True)  # fmt: skip
+            if not self.restart:
+                continue
+            lived = time.monotonic() - self.started.get(b.id, -self.MIN_LIFE_S)
+            if lived < self.MIN_LIFE_S:  # a crash loop: its log says why
+                click.echo(f"  not restarting it: it exited {lived:.0f}s after its restart",
+                           err=True)  # fmt: skip
+                continue
+            try:
+                self.cluster.restart(b.id)
+            except TritonError as e:
+                click.echo(f"  cannot restart it: {e}", err=True)
+                continue
+            self.started[b.id] = time.monotonic()
+            click.echo(f"broker {b.group}/{b.id} restarted: {b.url} pid {b.pid}", err=True)
+            self.on_change()
 
 
 @main.command()
@@ -301,6 +358,7 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
     except TritonError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
+    pids = _dev_pids(zk_hosts, chroot)
     if as_json:
         out = {
             "groups": {
@@ -309,6 +367,12 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
                     "primary": v["primary"],
                     "isr": v["isr"],
                     "members": sorted(v["members"]),
+                    "urls": dict(sorted(v["members"].items())),
+                    **(
+                        {"pids": {m: pids[m] for m in sorted(v["members"]) if m in pids}}
+                        if pids
+                        else {}
+                    ),  # fmt: skip
                 }
                 for g, v in info["groups"].items()
             }
@@ -322,9 +386,25 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
     for col in ("group", "epoch", "primary", "isr", "members"):
         table.add_column(col)
     for g, v in info["groups"].items():
-        members = ", ".join(f"{m} {u}" for m, u in v["members"].items())
+        members = "\n".join(  # one a line: id, URL and, under `tritonmq dev`, pid
+            f"{m} {u}" + (f" pid {pids[m]}" if m in pids else "") for m, u in v["members"].items()
+        )
         table.add_row(g, str(v["epoch"]), str(v["primary"]), ", ".join(v["isr"]), members)
     Console().print(table)
+
+
+def _dev_pids(zk_hosts: str, chroot: str) -> dict[str, int]:
+    """Broker id -> pid, when the cluster is the one the local context's `tritonmq dev`
+    runs (its processes are on this machine); else none."""
+    from tritonmq.context import load_context
+
+    try:
+        ctx = load_context()
+    except TritonError:
+        return {}
+    if ctx is None or not ctx.alive or not ctx.names_zk(zk_hosts) or ctx.chroot != chroot:
+        return {}
+    return dict(ctx.pids)
 
 
 def _client_url(url: str | None, zk_hosts: str | None) -> str:

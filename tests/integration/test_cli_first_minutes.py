@@ -436,3 +436,42 @@ def test_the_python_client_refuses_a_pattern_with_invalid_name(shared_dev: Dev) 
                 await c.fetch("a/b", 1, 2)
 
     asyncio.run(attempt())
+
+
+def test_dev_reports_a_broker_that_dies_and_brings_it_back_and_status_shows_pids(
+    tmp_path: Path,
+) -> None:
+    """A broker killed under `tritonmq dev` went unmentioned and stayed dead; `status` showed
+    neither pids nor URLs."""
+    dev = Dev(tmp_path)
+    try:
+        assert dev.proc.stderr is not None
+        victim = dev.state["brokers"][1]
+        os.kill(victim["pid"], signal.SIGKILL)
+        said = read_until(dev.proc.stderr, "restarted", 60)
+        died = [line for line in said if "exited" in line]
+        assert died and f"{victim['group']}/{victim['id']}" in died[0], said
+        assert f"pid {victim['pid']}" in died[0] and "SIGKILL" in died[0], said
+
+        def back() -> dict[str, object] | None:
+            out = cli("status", "--json", env=dev.env)
+            assert out.returncode == 0, out.stderr
+            g1 = json.loads(out.stdout)["groups"]["g1"]
+            return g1 if victim["id"] in g1["members"] else None
+
+        g1 = wait_for(back, 60, "the restarted broker to register again")
+        pid = g1["pids"][victim["id"]]  # type: ignore[index]
+        assert pid != victim["pid"] and process_alive(pid)
+        assert g1["urls"][victim["id"]].startswith("ws://127.0.0.1:")  # type: ignore[index]
+        table = cli("status", env={**dev.env, "COLUMNS": "200"})  # a terminal that wide
+        assert table.returncode == 0 and f"pid {pid}" in table.stdout, table.stdout
+    finally:
+        dev.stop()
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
