@@ -16,7 +16,7 @@ import click
 
 from tritonmq import cli_slots
 from tritonmq.cli_admin import add_commands, ca_file_option, read_token, token_option
-from tritonmq.cli_context import URL_HELP, ZK_HELP, resolve_url, zk_option
+from tritonmq.cli_context import URL_HELP, ZK_HELP, resolve_url, topic_callback, zk_option
 from tritonmq.cli_ops import add_commands as add_ops_commands
 from tritonmq.context import DEV_PORT
 from tritonmq.errors import ConfigError, CoordinationError, TritonError
@@ -28,8 +28,24 @@ def _fail(message: str) -> None:
 
 @click.group()
 @click.version_option(package_name="tritonmq")
-def main() -> None:
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Show the ZooKeeper client's (kazoo's) own log lines."
+)
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
     """TritonMQ: a replicated, in-memory publish/subscribe broker."""
+    if not verbose and ctx.invoked_subcommand != "broker":  # a broker logs as it is told
+        quiet_kazoo()
+
+
+def quiet_kazoo() -> None:
+    """kazoo logs each failed try and state change as a warning, which Python prints on
+    stderr when nothing configured logging: a command says what went wrong in one line."""
+    import logging
+
+    kazoo = logging.getLogger("kazoo")
+    kazoo.addHandler(logging.NullHandler())
+    kazoo.propagate = False
 
 
 @main.command()
@@ -178,6 +194,12 @@ def broker(
     show_default=True,
     help="ZooKeeper's port; the brokers take the next ones (0: any free ports).",
 )
+@click.option(
+    "--restart/--no-restart",
+    default=True,
+    show_default=True,
+    help="Start a broker that exits again, on its port (not if it exits within 10 s of that).",
+)
 def dev(
     groups: int,
     replicas: int,
@@ -187,8 +209,12 @@ def dev(
     tls: bool,
     join_file: str | None,
     port: int,
+    restart: bool,
 ) -> None:
     """Run a local cluster (ZooKeeper + brokers) until Ctrl-C or SIGTERM.
+
+    A broker that exits is reported on stderr (its pid, exit status or signal, log) and
+    started again on its port, unless --no-restart or it exited within 10 s of a restart.
 
     Its brokers keep records an hour (retention_s = 3600, unless --config sets it; the
     brokers' own default is 0), so `pub` then `sub --from earliest` shows the record.
@@ -272,8 +298,17 @@ def dev(
             added = ", ".join(cluster.groups)
             click.echo(f"added {added}; `tritonmq rebalance --execute` gives them slots")
         click.echo("ready; Ctrl-C stops the cluster", err=True)
+
+        def save() -> None:  # the context and state name each broker's pid and URL
+            if context is not None:
+                write_context(context, cluster.state(), os.getpid())
+            if state_file:
+                cluster.write_state(state_file)
+
+        watch = BrokerWatch(cluster, restart=restart, on_change=save)
         while not stop:
             time.sleep(0.2)
+            watch.check(lambda: stop)
     except TritonError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
@@ -281,6 +316,44 @@ def dev(
         if context is not None:
             remove_context(context, os.getpid())
         cluster.stop()
+
+
+class BrokerWatch:
+    """`tritonmq dev`'s eye on its brokers: one line on stderr for each that exits, and,
+    with ``restart``, a new process on its port (not again for one that exits within 10 s
+    of a restart: it would only crash again; its log says why)."""
+
+    MIN_LIFE_S = 10.0
+
+    def __init__(self, cluster: Any, *, restart: bool, on_change: Any) -> None:
+        self.cluster, self.restart, self.on_change = cluster, restart, on_change
+        self.started: dict[str, float] = {}  # when each was restarted
+        self.reported: set[int] = set()  # pids already said to have exited
+
+    def check(self, stopping: Any) -> None:
+        for b in list(self.cluster.brokers.values()):
+            if b.proc is None or b.proc.poll() is None or b.pid in self.reported or stopping():
+                continue
+            self.reported.add(b.pid)
+            code = b.proc.returncode
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+            click.echo(f"broker {b.group}/{b.id} (pid {b.pid}) exited: {how}; log {b.log_path}",
+                       err=True)  # fmt: skip
+            if not self.restart:
+                continue
+            lived = time.monotonic() - self.started.get(b.id, -self.MIN_LIFE_S)
+            if lived < self.MIN_LIFE_S:  # a crash loop: its log says why
+                click.echo(f"  not restarting it: it exited {lived:.0f}s after its restart",
+                           err=True)  # fmt: skip
+                continue
+            try:
+                self.cluster.restart(b.id)
+            except TritonError as e:
+                click.echo(f"  cannot restart it: {e}", err=True)
+                continue
+            self.started[b.id] = time.monotonic()
+            click.echo(f"broker {b.group}/{b.id} restarted: {b.url} pid {b.pid}", err=True)
+            self.on_change()
 
 
 @main.command()
@@ -296,6 +369,7 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
     except TritonError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
+    pids = _dev_pids(zk_hosts, chroot)
     if as_json:
         out = {
             "groups": {
@@ -304,6 +378,12 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
                     "primary": v["primary"],
                     "isr": v["isr"],
                     "members": sorted(v["members"]),
+                    "urls": dict(sorted(v["members"].items())),
+                    **(
+                        {"pids": {m: pids[m] for m in sorted(v["members"]) if m in pids}}
+                        if pids
+                        else {}
+                    ),  # fmt: skip
                 }
                 for g, v in info["groups"].items()
             }
@@ -317,9 +397,25 @@ def status(zk_hosts: str, chroot: str, as_json: bool) -> None:
     for col in ("group", "epoch", "primary", "isr", "members"):
         table.add_column(col)
     for g, v in info["groups"].items():
-        members = ", ".join(f"{m} {u}" for m, u in v["members"].items())
+        members = "\n".join(  # one a line: id, URL and, under `tritonmq dev`, pid
+            f"{m} {u}" + (f" pid {pids[m]}" if m in pids else "") for m, u in v["members"].items()
+        )
         table.add_row(g, str(v["epoch"]), str(v["primary"]), ", ".join(v["isr"]), members)
     Console().print(table)
+
+
+def _dev_pids(zk_hosts: str, chroot: str) -> dict[str, int]:
+    """Broker id -> pid, when the cluster is the one the local context's `tritonmq dev`
+    runs (its processes are on this machine); else none."""
+    from tritonmq.context import load_context
+
+    try:
+        ctx = load_context()
+    except TritonError:
+        return {}
+    if ctx is None or not ctx.alive or not ctx.names_zk(zk_hosts) or ctx.chroot != chroot:
+        return {}
+    return dict(ctx.pids)
 
 
 def _client_url(url: str | None, zk_hosts: str | None) -> str:
@@ -333,7 +429,7 @@ _zk_option = click.option("--zk", "zk_hosts", default=None, metavar="HOST:PORT",
 
 
 @main.command()
-@click.argument("topic")
+@click.argument("topic", callback=topic_callback)
 @click.argument("value", required=False)
 @_url_option
 @_zk_option
@@ -349,34 +445,81 @@ def pub(
     token_file: str | None,
     key: str | None,
 ) -> None:
-    """Publish VALUE to TOPIC; with VALUE '-' (or none), publish each line of standard input."""
+    """Publish VALUE to TOPIC; with VALUE '-' (or none), publish each line of standard input
+    as it comes (a record a line, each acknowledged line printed at once; Ctrl-C keeps
+    what was acknowledged and exits 130)."""
     import asyncio
 
     from tritonmq.client import Client
 
     target, token = _client_url(url, zk_hosts), read_token(token_file)
-    lines = (
-        [value.encode()]
-        if value not in (None, "-")
-        else [ln.rstrip(b"\n") for ln in sys.stdin.buffer]
-    )
+    k = key.encode() if key is not None else None
 
     async def run() -> None:
         async with Client(target, ca_file=ca_file, token=token) as c:
-            k = key.encode() if key is not None else None
-            acks = await asyncio.gather(*(c.publish(topic, v, key=k) for v in lines))
-            for a in acks:
+            if value not in (None, "-"):
+                a = await c.publish(topic, value.encode(), key=k)
                 click.echo(f"{a.topic} ts={a.ts} group={a.group}")
+                return
+            if sys.stdin.isatty():
+                click.echo(f"publishing each line to {topic} (Ctrl-D ends)", err=True)
+            await _publish_lines(c, topic, k)
 
     try:
         asyncio.run(run())
+    except KeyboardInterrupt:
+        sys.exit(130)
     except TritonError as e:
         click.echo(f"error: {e.code}: {e}", err=True)
         sys.exit(1)
 
 
+async def _publish_lines(client: Any, topic: str, key: bytes | None) -> None:
+    """Each line of stdin a record, published as soon as it is read, its acknowledgement
+    printed as soon as it comes (in order); at most 256 in flight."""
+    import asyncio
+    import os
+    import threading
+
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def read() -> None:
+        # A daemon thread reading the descriptor itself: a read that blocks (nothing typed
+        # yet) holds no lock of sys.stdin's, so Ctrl-C can end the process at once.
+        fd, rest = sys.stdin.fileno(), b""
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                *whole, rest = (rest + chunk).split(b"\n")
+                for line in whole:
+                    loop.call_soon_threadsafe(lines.put_nowait, line)
+            if rest:
+                loop.call_soon_threadsafe(lines.put_nowait, rest)
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+        except RuntimeError:  # the loop is closed: the command is ending (Ctrl-C, an error)
+            pass
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+    acks: asyncio.Queue[asyncio.Future[Any] | None] = asyncio.Queue(maxsize=256)
+
+    async def show() -> None:
+        while (pending := await acks.get()) is not None:
+            a = await pending
+            click.echo(f"{a.topic} ts={a.ts} group={a.group}")
+            sys.stdout.flush()
+
+    shower = asyncio.ensure_future(show())
+    try:
+        while (line := await lines.get()) is not None:
+            await acks.put(asyncio.ensure_future(client.publish(topic, line, key=key)))
+        await acks.put(None)
+        await shower
+    finally:
+        shower.cancel()
+
+
 @main.command()
-@click.argument("topic")
+@click.argument("topic", callback=topic_callback)
 @_url_option
 @_zk_option
 @ca_file_option
@@ -414,7 +557,6 @@ def sub(
 
     from tritonmq.client import Client
 
-    target, token = _client_url(url, zk_hosts), read_token(token_file)
     if mode == "shared" and not subscription:
         _fail("--mode shared needs --subscription")
     start: str | int = from_
@@ -422,6 +564,7 @@ def sub(
         if not from_.isdigit():
             _fail("--from must be latest, earliest or a ts")
         start = int(from_)
+    target, token = _client_url(url, zk_hosts), read_token(token_file)
 
     async def run() -> None:
         seen = 0
@@ -434,11 +577,7 @@ def sub(
                 err=True,
             )
             async for msg in s:
-                text = msg.value.decode("utf-8", "replace")
-                if as_json:
-                    click.echo(json.dumps({"topic": msg.topic, "ts": msg.ts, "value": text}))
-                else:
-                    click.echo(f"{msg.ts}\t{text}")
+                click.echo(message_json(msg) if as_json else message_line(msg))
                 sys.stdout.flush()  # each record as it comes, into a pipe too
                 await msg.ack()
                 seen += 1
@@ -448,10 +587,47 @@ def sub(
     try:
         asyncio.run(run())
     except KeyboardInterrupt:
-        pass
+        sys.exit(130)  # the shell's convention for a command ended by SIGINT
     except TritonError as e:
         click.echo(f"error: {e.code}: {e}", err=True)
         sys.exit(1)
+
+
+def _jsonable(v: Any) -> Any:
+    """Bytes as text when they are valid UTF-8, else ``{"base64": "..."}``; in headers too."""
+    import base64
+
+    if isinstance(v, bytes | bytearray | memoryview):
+        try:
+            return bytes(v).decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(bytes(v)).decode("ascii")}
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def message_json(msg: Any) -> str:
+    """`sub --json`: one object a line, ``{"topic", "ts", "key", "value", "headers"}``; key
+    null when the record has none, headers {} when none; bytes as :func:`_jsonable` says."""
+    return json.dumps(
+        {
+            "topic": msg.topic,
+            "ts": msg.ts,
+            "key": _jsonable(msg.key),
+            "value": _jsonable(msg.value),
+            "headers": _jsonable(msg.headers or {}),
+        },
+        ensure_ascii=False,
+    )
+
+
+def message_line(msg: Any) -> str:
+    """`sub`'s plain output: ``TS<TAB>VALUE``; a value's further lines each begin with a TAB,
+    so a line that does not is the next record."""
+    return f"{msg.ts}\t" + msg.value.decode("utf-8", "replace").replace("\n", "\n\t")
 
 
 def _group_counts(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:

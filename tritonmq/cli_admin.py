@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
-from tritonmq.cli_context import URL_HELP, ZK_HELP
+from tritonmq.cli_context import URL_HELP, ZK_HELP, Unreachable, topic_callback
 from tritonmq.errors import ClientClosed, ConfigError, TritonError
 from tritonmq.tokens import TOKEN_ENV, read_token_file
 
@@ -51,12 +51,6 @@ def read_token(token_file: str | None) -> str | None:
         except ConfigError as e:
             raise click.UsageError(f"--token-file: {e}") from e
     return os.environ.get(TOKEN_ENV) or None
-
-
-class Unreachable(click.ClickException):
-    """The cluster cannot be read or reached: exit status 2, like a bad argument."""
-
-    exit_code = 2
 
 
 def _target(url: str | None, zk_hosts: str | None, chroot: str | None) -> str:
@@ -136,7 +130,7 @@ def subscription() -> None:
 
 
 @subscription.command("delete")
-@click.argument("topic")
+@click.argument("topic", callback=topic_callback)
 @click.argument("name")
 @_with_connection
 def delete(
@@ -171,7 +165,7 @@ def _reset_target(value: str) -> str | int:
 
 
 @subscription.command("reset")
-@click.argument("topic")
+@click.argument("topic", callback=topic_callback)
 @click.argument("name")
 @click.option("--to", "to", required=True, help="earliest, latest or a ts (the next record).")
 @_with_connection

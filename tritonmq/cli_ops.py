@@ -30,7 +30,7 @@ from tritonmq.cli_admin import (
     reset,
     token_option,
 )
-from tritonmq.cli_context import zk_option
+from tritonmq.cli_context import topic_callback, zk_option
 from tritonmq.errors import (
     CoordinationError,
     Forbidden,
@@ -265,7 +265,7 @@ def console() -> Any:
 
 
 @click.command("topics")
-@click.argument("topic", required=False)
+@click.argument("topic", required=False, callback=topic_callback)
 @cluster_options
 def topics(
     topic: str | None,
@@ -304,7 +304,7 @@ def subscriptions() -> None:
 
 
 @subscriptions.command("list")
-@click.argument("topic", required=False)
+@click.argument("topic", required=False, callback=topic_callback)
 @cluster_options
 def list_subscriptions(
     topic: str | None,

@@ -58,6 +58,7 @@ class LocalContext:
     ca_file: str | None
     pid: int
     brokers: tuple[str, ...] = ()
+    pids: tuple[tuple[str, int], ...] = ()  # (broker id, pid) of its broker processes
 
     @property
     def url(self) -> str:
@@ -107,6 +108,7 @@ def load_context(env: Mapping[str, str] | None = None) -> LocalContext | None:
     try:
         data: Any = json.loads(text)
         brokers = tuple(str(b["url"]) for b in data.get("brokers", ()))
+        pids = tuple((str(b["id"]), int(b["pid"])) for b in data.get("brokers", ()) if "id" in b)
         return LocalContext(
             path,
             str(data["zk"]),
@@ -115,6 +117,7 @@ def load_context(env: Mapping[str, str] | None = None) -> LocalContext | None:
             str(data["ca_file"]) if data.get("ca_file") else None,
             int(data["pid"]),
             brokers,
+            pids,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ConfigError(f"{path} is not a tritonmq context file ({e!r}): remove it") from e

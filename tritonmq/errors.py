@@ -8,6 +8,7 @@ flag; the wire never carries tracebacks.
 
     TritonError
     ├── ConfigError                 bad settings or CLI input (exit status 2)
+    │   └── InvalidName             a topic name outside the rule (tritonmq/wire/names.py)
     ├── ProtocolError               a frame that cannot be trusted
     │   ├── FrameTooLarge           code TOO_LARGE
     │   ├── MalformedFrame          code BAD_FRAME   (garbage, wrong types)
@@ -53,6 +54,12 @@ class TritonError(Exception):
 
 class ConfigError(TritonError):
     code = "CONFIG"
+
+
+class InvalidName(ConfigError, ValueError):
+    """A topic name the rule refuses (tritonmq/wire/names.py): empty, too long, ``.``/``..``,
+    ``/``, a control character, or ``*``/``>`` (a pattern, which is not supported). Raised
+    by the client before anything is sent; the broker refuses the same with BAD_REQUEST."""
 
 
 class ProtocolError(TritonError):

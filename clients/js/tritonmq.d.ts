@@ -193,6 +193,8 @@ export function encodeFrame(frame: Record<string, unknown>): string;
 export function decodeFrame(text: string, direction?: "broker" | "client"): Record<string, any>;
 export function toBytes(v: Binary): Uint8Array;
 export function crc32(text: string): number;
+/** Why `name` cannot be a topic name (docs/protocol.md §3, "Topic names"), or null. */
+export function topicProblem(name: unknown): string | null;
 export function errorFromFrame(frame: Record<string, unknown>): TritonError;
 
 export class ClusterView {

@@ -1950,8 +1950,35 @@ export class Client extends Emitter {
   }
 }
 
+/**
+ * Why `name` cannot be a topic name, or null: the rule the broker enforces (docs/protocol.md
+ * §3, "Topic names"; tritonmq/wire/names.py; vectors in clients/vectors/topic_names.json).
+ * 1..249 characters, not "." or "..", no "/", no control character, and no "*" or ">":
+ * those are a pattern, and subscribing by pattern is not supported.
+ */
+export function topicProblem(name) {
+  if (typeof name !== "string") return `a topic name must be a string, not ${typeof name}`;
+  if (name.length === 0) return "a topic name must not be empty";
+  const length = [...name].length; // code points, as the broker counts
+  if (length > 249) return `a topic name has at most max_name_len=249 characters, not ${length}`;
+  if (name === "." || name === "..") return `'${name}' is not a valid topic name ('.' and '..' are reserved)`;
+  if (name.includes("/")) return `a topic name must not contain '/': ${JSON.stringify(name.slice(0, 60))}`;
+  const control = /[\u0000-\u001f\u007f-\u009f]/.exec(name);
+  if (control) {
+    const hex = control[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+    return `a topic name must not contain control characters (U+${hex})`;
+  }
+  const wild = /[*>]/.exec(name);
+  if (wild) {
+    return `a topic name must not contain '${wild[0]}': ${JSON.stringify(name.slice(0, 60))} looks like a pattern, ` +
+      "and subscribing by pattern is not supported (subscribe to each topic)";
+  }
+  return null;
+}
+
 function checkTopic(topic) {
-  if (typeof topic !== "string" || topic.length === 0) throw new TritonError("CONFIG", "topic must be a non-empty string");
+  const problem = topicProblem(topic);
+  if (problem !== null) throw new TritonError("CONFIG", problem);
 }
 
 function checkValue(v, what) {

@@ -181,14 +181,14 @@ def test_bare_sub_and_pub_against_tritonmq_dev(tmp_path: Path) -> None:
             s.bind(("127.0.0.1", 0))
             nowhere = f"127.0.0.1:{s.getsockname()[1]}"
         flag = cli("pub", "--zk", nowhere, "chat", "x", env=dev.env)
-        assert flag.returncode == 1 and f"cannot reach ZooKeeper at {nowhere}" in flag.stderr
+        assert flag.returncode == 2 and f"cannot reach ZooKeeper at {nowhere}" in flag.stderr
         by_env = cli("pub", "chat", "x", env={**dev.env, "TRITONMQ_ZK": nowhere})
-        assert by_env.returncode == 1 and nowhere in by_env.stderr, by_env.stderr
+        assert by_env.returncode == 2 and nowhere in by_env.stderr, by_env.stderr
     finally:
         dev.stop()
     assert not dev.context.exists()  # removed by the dev that wrote it
     gone = cli("status", env=dev.env)  # no context: the old default, which nothing serves
-    assert gone.returncode == 1 and "127.0.0.1:2181" in gone.stderr
+    assert gone.returncode == 2 and "127.0.0.1:2181" in gone.stderr
 
 
 def test_dev_refuses_a_taken_port_with_status_2(tmp_path: Path) -> None:
@@ -246,3 +246,232 @@ def test_the_readmes_python_snippet_runs_as_a_script_against_tritonmq_dev(tmp_pa
     assert r.returncode == 0, r.stderr
     published, received = r.stdout.splitlines()
     assert published.startswith("published Ack(topic='chat'") and received.endswith(" b'hello'")
+
+
+@pytest.fixture(scope="module")
+def shared_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
+    """One `tritonmq dev` for the tests below that only publish and subscribe (each on
+    topics of its own)."""
+    d = Dev(tmp_path_factory.mktemp("shared-dev"))
+    yield d
+    d.stop()
+
+
+def a_port_nothing_listens_on() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+ZK_COMMANDS = [
+    ["status"],
+    ["pub", "chat", "x"],
+    ["sub", "chat"],
+    ["topics"],
+    ["subscriptions"],
+    ["top", "--once"],
+    ["slots", "show"],
+    ["rebalance"],
+]
+
+
+@pytest.mark.parametrize("args", ZK_COMMANDS, ids=lambda a: " ".join(a))
+def test_a_refused_zookeeper_is_one_line_and_status_2_at_once(
+    args: list[str], tmp_path: Path
+) -> None:
+    """It took 6-13 s of kazoo retries, printed 6-8 kazoo log lines, said "time-out" for a
+    refused connection, and exited 1 or 2 depending on the command."""
+    where = f"127.0.0.1:{a_port_nothing_listens_on()}"
+    env = without_cluster_env(tmp_path / "context.json")
+    started = time.monotonic()
+    r = cli(*args, "--zk", where, env=env)
+    took = time.monotonic() - started
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [
+        f"Error: cannot reach ZooKeeper at {where}: connection refused"
+    ]
+    assert took < 5, f"{took:.1f}s"  # a Python start-up, not a connection policy's retries
+
+
+def test_something_that_is_not_zookeeper_is_named_quickly(tmp_path: Path) -> None:
+    """A port that accepts and says nothing (a wrong port), and one that answers as
+    something else: both "cannot reach ZooKeeper", status 2, without kazoo's lines."""
+    env = without_cluster_env(tmp_path / "context.json")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        where = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        r = cli("status", "--zk", where, env=env)
+        took = time.monotonic() - started
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [
+        f"Error: cannot reach ZooKeeper at {where}: not ZooKeeper (no handshake within 2s)"
+    ]
+    assert took < 7, f"{took:.1f}s"
+
+
+def test_a_brokers_port_given_as_zookeeper_is_not_zookeeper(shared_dev: Dev) -> None:
+    broker = shared_dev.state["brokers"][0]["url"].removeprefix("ws://")
+    r = cli("pub", "--zk", broker, "chat", "x", env=shared_dev.env)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"Error: cannot reach ZooKeeper at {broker}: not ZooKeeper"), line
+
+
+def test_ctrl_c_ends_sub_with_status_130(shared_dev: Dev) -> None:
+    """It exited 0, as if it had ended on its own (--count)."""
+    sub = subprocess.Popen(
+        [TRITONMQ, "sub", "ctrl-c"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=shared_dev.env,
+    )
+    assert sub.stderr is not None
+    read_until(sub.stderr, "waiting", 30)
+    sub.send_signal(signal.SIGINT)
+    assert sub.wait(timeout=30) == 130
+    assert "Traceback" not in sub.stderr.read()
+
+
+def test_interactive_pub_publishes_each_line_as_it_is_typed(shared_dev: Dev) -> None:
+    """`tritonmq pub TOPIC` read all of stdin before it sent anything: nothing was
+    acknowledged while one typed, and Ctrl-C lost every line typed."""
+    pub = subprocess.Popen(
+        [TRITONMQ, "pub", "typed"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=shared_dev.env,
+    )
+    try:
+        assert pub.stdin is not None and pub.stdout is not None
+        acks = []
+        for line in ("one", "two"):
+            pub.stdin.write(line + "\n")
+            pub.stdin.flush()
+            acks += read_until(pub.stdout, "ts=", 30)  # acknowledged before the next line
+        pub.send_signal(signal.SIGINT)  # stdin still open: the user stops typing with Ctrl-C
+        assert pub.wait(timeout=30) == 130
+    finally:
+        if pub.poll() is None:
+            pub.kill()
+            pub.wait()
+    ts = [int(a.split("ts=")[1].split()[0]) for a in acks]
+    got = cli("sub", "typed", "--from", "earliest", "--count", "2", env=shared_dev.env)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.splitlines() == [f"{ts[0]}\tone", f"{ts[1]}\ttwo"]
+
+
+def test_sub_json_has_key_headers_and_binary_values(shared_dev: Dev) -> None:
+    """--json printed only topic, ts and the value decoded with replacement characters."""
+    import asyncio
+
+    from tritonmq import Client
+
+    async def publish() -> list[int]:
+        async with Client(shared_dev.state["brokers"][0]["url"]) as c:
+            text = await c.publish("as-json", "héllo".encode(), key=b"k1", headers={"h": "v"})
+            raw = await c.publish("as-json", b"\xff\x00\x01", key=b"\x80", headers={"b": b"\xfe"})
+            none = await c.publish("as-json", b"")
+            return [text.ts, raw.ts, none.ts]
+
+    ts = asyncio.run(publish())
+    r = cli("sub", "as-json", "--from", "earliest", "--count", "3", "--json", env=shared_dev.env)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert rows == [
+        {"topic": "as-json", "ts": ts[0], "key": "k1", "value": "héllo", "headers": {"h": "v"}},
+        {
+            "topic": "as-json",
+            "ts": ts[1],
+            "key": {"base64": "gA=="},
+            "value": {"base64": "/wAB"},
+            "headers": {"b": {"base64": "/g=="}},
+        },
+        {"topic": "as-json", "ts": ts[2], "key": None, "value": "", "headers": {}},
+    ]
+
+
+def test_a_multi_line_value_is_one_record_in_subs_plain_output(shared_dev: Dev) -> None:
+    """A value's second line looked like a record of its own (or garbage) after ts TAB."""
+    published = cli("pub", "lines", "first\nsecond\n\tthird", env=shared_dev.env)
+    assert published.returncode == 0, published.stderr
+    ts = published.stdout.split("ts=")[1].split()[0]
+    r = cli("sub", "lines", "--from", "earliest", "--count", "1", env=shared_dev.env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{ts}\tfirst\n\tsecond\n\t\tthird\n"  # continuation lines: a TAB first
+
+
+@pytest.mark.parametrize(
+    "args", [["sub", "chat.*"], ["sub", "chat.>"], ["pub", "chat.*", "x"], ["topics", "a/b"]]
+)
+def test_a_topic_pattern_or_bad_name_is_refused_with_status_2(
+    args: list[str], shared_dev: Dev
+) -> None:
+    """`sub 'chat.*'` subscribed to a topic literally named `chat.*`, silently."""
+    r = cli(*args, env=shared_dev.env)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    [line] = r.stderr.splitlines()[-1:]
+    assert "topic name" in line and "Traceback" not in r.stderr, r.stderr
+    if "*" in args[1] or ">" in args[1]:
+        assert "pattern" in line
+
+
+def test_the_python_client_refuses_a_pattern_with_invalid_name(shared_dev: Dev) -> None:
+    import asyncio
+
+    from tritonmq import Client
+    from tritonmq.errors import InvalidName
+
+    async def attempt() -> None:
+        async with Client(shared_dev.state["brokers"][0]["url"]) as c:
+            with pytest.raises(InvalidName, match="pattern"):
+                c.subscribe("chat.*")
+            with pytest.raises(InvalidName, match="'>'"):
+                await c.publish("chat.>", b"x")
+            with pytest.raises(InvalidName):
+                await c.fetch("a/b", 1, 2)
+
+    asyncio.run(attempt())
+
+
+def test_dev_reports_a_broker_that_dies_and_brings_it_back_and_status_shows_pids(
+    tmp_path: Path,
+) -> None:
+    """A broker killed under `tritonmq dev` went unmentioned and stayed dead; `status` showed
+    neither pids nor URLs."""
+    dev = Dev(tmp_path)
+    try:
+        assert dev.proc.stderr is not None
+        victim = dev.state["brokers"][1]
+        os.kill(victim["pid"], signal.SIGKILL)
+        said = read_until(dev.proc.stderr, "restarted", 60)
+        died = [line for line in said if "exited" in line]
+        assert died and f"{victim['group']}/{victim['id']}" in died[0], said
+        assert f"pid {victim['pid']}" in died[0] and "SIGKILL" in died[0], said
+
+        def back() -> dict[str, object] | None:
+            out = cli("status", "--json", env=dev.env)
+            assert out.returncode == 0, out.stderr
+            g1 = json.loads(out.stdout)["groups"]["g1"]
+            return g1 if victim["id"] in g1["members"] else None
+
+        g1 = wait_for(back, 60, "the restarted broker to register again")
+        pid = g1["pids"][victim["id"]]  # type: ignore[index]
+        assert pid != victim["pid"] and process_alive(pid)
+        assert g1["urls"][victim["id"]].startswith("ws://127.0.0.1:")  # type: ignore[index]
+        table = cli("status", env={**dev.env, "COLUMNS": "200"})  # a terminal that wide
+        assert table.returncode == 0 and f"pid {pid}" in table.stdout, table.stdout
+    finally:
+        dev.stop()
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

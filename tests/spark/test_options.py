@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pytest
 
 from tritonmq.errors import ConfigError
@@ -32,7 +36,6 @@ def test_source_defaults_and_kafka_names() -> None:
 @pytest.mark.parametrize(
     ("opts", "says"),
     [
-        ({"topics": "a"}, "'zk'"),
         ({"zk": "h:1", "url": "ws://h:2", "topics": "a"}, "not both"),
         ({"url": "http://h:1", "topics": "a"}, "zk://"),
         ({"zk": "h:1"}, "exactly one of"),
@@ -74,3 +77,59 @@ def test_token_file_for_brokers_that_require_tokens() -> None:
     assert o.token_file == "/etc/tm/spark.token"
     assert source_options({"zk": "h:1", "topics": "a"}).token_file is None
     assert sink_options({"zk": "h:1", "tokenFile": "t"}).token_file == "t"
+
+
+@pytest.fixture
+def no_cluster_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No cluster named by the environment; the local context (none yet) in tmp_path."""
+    for k in ("TRITONMQ_URL", "TRITONMQ_ZK", "TRITONMQ_ZK_AUTH_FILE", "TRITONMQ_ZK_AUTH"):
+        monkeypatch.delenv(k, raising=False)
+    context = tmp_path / "context.json"
+    monkeypatch.setenv("TRITONMQ_CONTEXT", str(context))
+    return context
+
+
+def write_context(context: Path, zk: str = "127.0.0.1:4350") -> Path:
+    auth = context.with_name("zk.auth")
+    auth.write_text("tritonmq:secret\n")
+    state = {"zk": zk, "chroot": "/tritonmq", "zk_auth_file": str(auth), "brokers": []}
+    context.write_text(json.dumps({**state, "pid": os.getpid()}))  # this process: running
+    return auth
+
+
+def test_zk_auth_file_names_the_zookeeper_credential(no_cluster_env: Path) -> None:
+    """There was no option for it: the documented run failed with a long NoAuth trace."""
+    o = source_options({"zk": "h:1", "topics": "a", "zkAuthFile": "/etc/tm/zk.auth"})
+    assert o.zk_auth_file == "/etc/tm/zk.auth"
+    assert sink_options({"zk": "h:1", "zkAuthFile": "z"}).zk_auth_file == "z"
+    assert source_options({"zk": "h:1", "topics": "a"}).zk_auth_file is None
+    with pytest.raises(ConfigError, match="zkAuthFile"):
+        source_options({"zk": "h:1", "topics": "a", "zkAuthFile": " "})
+
+
+def test_the_environments_credential_is_taken_when_no_option_names_one(
+    no_cluster_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITONMQ_ZK_AUTH_FILE", "/run/zk.auth")
+    assert source_options({"zk": "h:1", "topics": "a"}).zk_auth_file == "/run/zk.auth"
+    assert sink_options({"zk": "h:1"}).zk_auth_file == "/run/zk.auth"
+
+
+def test_the_local_context_gives_the_cluster_and_its_credential(no_cluster_env: Path) -> None:
+    """With neither 'zk' nor 'url', the cluster `tritonmq dev` runs, with its credential; and
+    its credential when 'zk' names that cluster."""
+    auth = write_context(no_cluster_env)
+    o = source_options({"topics": "a"})
+    assert (o.url, o.zk_auth_file) == ("zk://127.0.0.1:4350/tritonmq", str(auth))
+    named = sink_options({"zk": "127.0.0.1:4350"})
+    assert (named.url, named.zk_auth_file) == ("zk://127.0.0.1:4350", str(auth))
+    other = source_options({"zk": "127.0.0.1:9999", "topics": "a"})
+    assert other.zk_auth_file is None  # not the context's cluster: not its credential
+    assert source_options({"topics": "a", "zkAuthFile": "mine"}).zk_auth_file == "mine"
+
+
+def test_without_a_cluster_anywhere_the_error_says_where_to_name_one(
+    no_cluster_env: Path,
+) -> None:
+    with pytest.raises(ConfigError, match="'zk'.*tritonmq dev"):
+        source_options({"topics": "a"})

@@ -235,3 +235,10 @@ async def test_over_tls_the_same_routes_answer_https(tmp_path: Path) -> None:
             READY.reason.encode() + b"\n",
         )
         assert await asyncio.to_thread(fetch_tls, url + "/tritonmq.js") == (200, CLIENT.body)
+
+
+def test_favicon_is_no_content_not_a_404() -> None:
+    """Every browser asks for /favicon.ico: a 404 was an error line in each page's console."""
+    r = routes().respond(get("/favicon.ico"))
+    assert r.status_code == 204 and r.body == b""
+    assert "max-age" in r.headers["Cache-Control"]  # asked once, not on every page load

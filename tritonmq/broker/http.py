@@ -101,6 +101,8 @@ class HttpRoutes:
         if path == "/metrics":
             body, content_type = self.metrics(_one(request, "Accept"))
             return response(HTTPStatus.OK, body, content_type, cache="no-store")
+        if path == "/favicon.ico":  # every browser asks; no icon is no error
+            return response(HTTPStatus.NO_CONTENT, b"", None, cache="max-age=86400")
         f = self.files.get(path)
         if f is None:
             return response(HTTPStatus.NOT_FOUND, b"not found\n", TEXT)
@@ -134,7 +136,7 @@ def response(
     status: HTTPStatus, body: bytes, content_type: str | None, *, cache: str | None = None
 ) -> Response:
     headers = Headers([("Date", email.utils.formatdate(usegmt=True)), ("Connection", "close")])
-    if status is not HTTPStatus.NOT_MODIFIED:
+    if status not in (HTTPStatus.NOT_MODIFIED, HTTPStatus.NO_CONTENT):  # no body, no length
         headers["Content-Length"] = str(len(body))
     if content_type is not None:
         headers["Content-Type"] = content_type

@@ -51,6 +51,7 @@ from tritonmq.wire.frames import (
     SubInfo,
     SubReset,
 )
+from tritonmq.wire.names import check_topic
 from tritonmq.wire.subprotocols import MSGPACK
 
 if TYPE_CHECKING:
@@ -86,6 +87,9 @@ class Client:
     ``token`` (a JWT, docs/security.md) is presented in every ``hello``;
     :meth:`refresh_token` replaces it, live connections included.
 
+    ``zk_auth_file`` (zk:// URLs): the file holding the cluster's ZooKeeper credential
+    (``user:password``); default ``$TRITONMQ_ZK_AUTH_FILE``, else the local context's.
+
     ``max_frame_bytes`` is the brokers' setting of that name (default 8 MiB, theirs): a
     record that cannot fit in such a frame is refused before it is sent, with
     :class:`~tritonmq.errors.FrameTooLarge` (code ``TOO_LARGE``).
@@ -104,6 +108,7 @@ class Client:
         ca_file: str | None = None,
         token: str | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        zk_auth_file: str | None = None,
     ) -> None:
         url = client_url(url)
         parsed = urlparse(url)
@@ -125,6 +130,8 @@ class Client:
             ca_file = ca_file or ctx.ca_file
             if parsed.scheme == "zk" and credential_from() is None:
                 self._zk_auth = read_credential(ctx.zk_auth_file)
+        if zk_auth_file is not None:  # the argument wins over the environment and context
+            self._zk_auth = read_credential(zk_auth_file)
         self._tls = tlsconfig.client_context(ca_file) if ca_file else None
         self.url = url
         self._scheme = parsed.scheme
@@ -451,6 +458,7 @@ class Client:
         the group the refusal names (while a slot moves, the map still names the old owner,
         which refuses new writes naming the new one: docs/replication.md M2), else by the
         re-read map."""
+        check_topic(topic)
         order = self._orders.get(topic)
         if order is None:
             order = self._orders[topic] = TopicOrder()
@@ -480,6 +488,7 @@ class Client:
     async def _ask(self, frame: Fetch | Commit | SubDelete | SubReset | Presence) -> BrokerFrame:
         """One request about ``frame.topic`` to its group's primary. The link follows
         failovers until ``timeout``; a slot move re-routes; other errors are raised."""
+        check_topic(frame.topic)
         for _ in range(REROUTES):
             link = self._link(self._group_of(frame.topic))
             try:
@@ -611,6 +620,7 @@ class Client:
         member that comes or goes; it is asked for again on every reconnect, so a new
         primary knows it after a failover (docs/protocol.md §13).
         """
+        check_topic(topic)  # InvalidName: a pattern ("chat.*") is refused, not taken literally
         if not (from_ in ("latest", "earliest") or (isinstance(from_, int) and from_ >= 0)):
             raise ConfigError("from_ must be 'latest', 'earliest' or a ts >= 0")
         if mode not in ("broadcast", "shared"):

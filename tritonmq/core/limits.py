@@ -2,9 +2,9 @@
 
 * **Names.** A topic or subscription name becomes one ZooKeeper path segment
   (``/subscriptions/<topic>/<name>``, ``/offsets/...``) and a key in every replica's
-  maps. Names that ZooKeeper cannot store as they are (``.``, ``..``, ``/``), control
-  characters, and names over ``max_name_len`` characters are refused with
-  ``BAD_REQUEST`` naming the rule.
+  maps. Names outside the rule of tritonmq/wire/names.py (what ZooKeeper cannot store as
+  it is: ``.``, ``..``, ``/``; control characters; over ``max_name_len`` characters; and
+  for topics ``*`` or ``>``, a pattern) are refused with ``BAD_REQUEST`` naming the rule.
 * **Subscriptions per connection** (``max_subscriptions_per_conn``): each one is a
   consumer the commit path visits; past the cap a new ``sub`` gets ``LIMIT``.
 * **Topics per group** (``max_topics``): a topic costs memory on every replica
@@ -19,7 +19,6 @@ Connections per broker are counted and refused by the shell (they are sockets).
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,12 +37,10 @@ from tritonmq.wire.frames import (
     SubDelete,
     SubReset,
 )
+from tritonmq.wire.names import name_problem
 
 if TYPE_CHECKING:
     from tritonmq.core.replication import PrimaryCore
-
-MAX_NAME_LEN = 249  # the wire's own bound on a name (wire/codec.py): max_name_len cannot exceed it
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,22 +52,6 @@ class Caps:
     @classmethod
     def of(cls, cfg: BrokerConfig) -> Caps:
         return cls(cfg.max_subscriptions_per_conn, cfg.max_topics, cfg.max_name_len)
-
-
-def name_problem(kind: str, name: str, max_len: int) -> str | None:
-    """Why ``name`` cannot be a ``kind`` ("topic", "subscription") name, or None."""
-    if not name:
-        return f"a {kind} name must not be empty"
-    if len(name) > max_len:
-        return f"a {kind} name has at most max_name_len={max_len} characters, not {len(name)}"
-    if name in (".", ".."):
-        return f"{name!r} is not a valid {kind} name ('.' and '..' are reserved)"
-    if "/" in name:
-        return f"a {kind} name must not contain '/': {name[:60]!r}"
-    bad = _CONTROL.search(name)
-    if bad is not None:
-        return f"a {kind} name must not contain control characters (U+{ord(bad.group()):04X})"
-    return None
 
 
 def check_names(conn: Any, frame: ClientFrame, caps: Caps) -> SendError | None:

@@ -4,6 +4,7 @@ they mean the same thing. Pure: no Spark needed (unit-tested without it)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,6 +14,10 @@ from tritonmq.errors import ConfigError
 
 
 def _url(opts: Mapping[str, str]) -> str:
+    """``zk`` or ``url``; with neither, ``$TRITONMQ_URL`` or the local context's cluster (the
+    one `tritonmq dev` runs, tritonmq/context.py)."""
+    from tritonmq.context import client_url
+
     url = opts.get("url")
     zk = opts.get("zk")
     if url and zk:
@@ -20,7 +25,12 @@ def _url(opts: Mapping[str, str]) -> str:
     if zk:
         url = zk if zk.startswith("zk://") else f"zk://{zk}"
     if not url:
-        raise ConfigError("option 'zk' (ZooKeeper host:port[/chroot]) or 'url' is required")
+        try:
+            url = client_url(None)
+        except ConfigError as e:
+            raise ConfigError(
+                f"option 'zk' (ZooKeeper host:port[/chroot]) or 'url' is required: {e}"
+            ) from None
     if urlparse(url).scheme not in ("zk", "ws", "wss"):
         raise ConfigError(f"option 'url' must be zk://, ws:// or wss://, not {url!r}")
     return url
@@ -33,6 +43,24 @@ def _ca_file(opts: Mapping[str, str]) -> str | None:
     if ca is not None and not ca.strip():
         raise ConfigError("option 'caFile' must name a PEM file")
     return ca
+
+
+def _zk_auth_file(opts: Mapping[str, str], url: str) -> str | None:
+    """``zkAuthFile``: the file holding the cluster's ZooKeeper credential (``user:password``),
+    at the same path on every executor, for zk:// URLs. Default: ``$TRITONMQ_ZK_AUTH_FILE``,
+    else the local context's when ``url`` is its cluster (the one `tritonmq dev` runs)."""
+    from tritonmq.context import context_for
+    from tritonmq.coord.zkclient import ENV_AUTH_FILE
+
+    path = opts.get("zkAuthFile")
+    if path is not None:
+        if not path.strip():
+            raise ConfigError("option 'zkAuthFile' must name a file holding user:password")
+        return path
+    if os.environ.get(ENV_AUTH_FILE):
+        return os.environ[ENV_AUTH_FILE]
+    ctx = context_for(url) if url.startswith("zk://") else None
+    return ctx.zk_auth_file if ctx is not None else None
 
 
 def _token_file(opts: Mapping[str, str]) -> str | None:
@@ -102,6 +130,7 @@ class SourceOptions:
     fetch_max: int
     ca_file: str | None = None
     token_file: str | None = None
+    zk_auth_file: str | None = None
 
     def matches(self, topic: str) -> bool:
         if self.pattern is not None:
@@ -141,8 +170,9 @@ def source_options(opts: Mapping[str, str], *, batch: bool = False) -> SourceOpt
     sub = opts.get("subscription")
     if sub is not None and not 0 < len(sub) <= 249:
         raise ConfigError("option 'subscription' must be 1..249 characters")
+    url = _url(opts)
     return SourceOptions(
-        url=_url(opts),
+        url=url,
         topics=topics,
         pattern=pattern,
         starting=_position(opts, "startingPosition", "earliest" if batch else "latest"),
@@ -156,6 +186,7 @@ def source_options(opts: Mapping[str, str], *, batch: bool = False) -> SourceOpt
         fetch_max=_positive(opts, "fetchMaxRecords") or 10_000,
         ca_file=_ca_file(opts),
         token_file=_token_file(opts),
+        zk_auth_file=_zk_auth_file(opts, url),
     )
 
 
@@ -166,6 +197,7 @@ class SinkOptions:
     sink_id: str | None
     ca_file: str | None = None
     token_file: str | None = None
+    zk_auth_file: str | None = None
 
 
 def sink_options(opts: Mapping[str, str]) -> SinkOptions:
@@ -175,4 +207,7 @@ def sink_options(opts: Mapping[str, str]) -> SinkOptions:
     sink_id = opts.get("sinkId")
     if sink_id is not None and not sink_id:
         raise ConfigError("option 'sinkId' must not be empty")
-    return SinkOptions(_url(opts), topic, sink_id, _ca_file(opts), _token_file(opts))
+    url = _url(opts)
+    return SinkOptions(
+        url, topic, sink_id, _ca_file(opts), _token_file(opts), _zk_auth_file(opts, url)
+    )

@@ -28,11 +28,17 @@ PUBLISH_CHUNK = 10_000
 class Remote:
     """One connected :class:`Client` on a loop thread of its own."""
 
-    def __init__(self, url: str, ca_file: str | None = None, token_file: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        ca_file: str | None = None,
+        token_file: str | None = None,
+        zk_auth_file: str | None = None,
+    ) -> None:
         self.url = url
         token = read_token_file(token_file) if token_file else None
-        # a bad caFile or tokenFile raises before a thread starts
-        self.client = Client(url, ca_file=ca_file, token=token)
+        # a bad caFile, tokenFile or zkAuthFile raises before a thread starts
+        self.client = Client(url, ca_file=ca_file, token=token, zk_auth_file=zk_auth_file)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="tritonmq-spark", daemon=True
@@ -133,24 +139,34 @@ class Remote:
             self.call(asyncio.sleep(0.05))
 
 
-_cache: dict[tuple[int, str, str | None, str | None], Remote] = {}
+_cache: dict[tuple[int, str, str | None, str | None, str | None], Remote] = {}
 _lock = threading.Lock()
 
 
-def remote(url: str, ca_file: str | None = None, token_file: str | None = None) -> Remote:
+def remote(
+    url: str,
+    ca_file: str | None = None,
+    token_file: str | None = None,
+    zk_auth_file: str | None = None,
+) -> Remote:
     """This process's client for ``url`` (made on first use, closed at exit)."""
-    key = (os.getpid(), url, ca_file, token_file)
+    key = (os.getpid(), url, ca_file, token_file, zk_auth_file)
     with _lock:
         r = _cache.get(key)
         if r is None:
-            r = _cache[key] = Remote(url, ca_file, token_file)
+            r = _cache[key] = Remote(url, ca_file, token_file, zk_auth_file)
         return r
 
 
-def forget(url: str, ca_file: str | None = None, token_file: str | None = None) -> None:
+def forget(
+    url: str,
+    ca_file: str | None = None,
+    token_file: str | None = None,
+    zk_auth_file: str | None = None,
+) -> None:
     """Close this process's client for ``url`` (a query stopped)."""
     with _lock:
-        r = _cache.pop((os.getpid(), url, ca_file, token_file), None)
+        r = _cache.pop((os.getpid(), url, ca_file, token_file, zk_auth_file), None)
     if r is not None:
         r.close()
 

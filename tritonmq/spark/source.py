@@ -90,12 +90,14 @@ class TritonMQPartition(InputPartition):
         fetch_max: int,
         ca_file: str | None = None,
         token_file: str | None = None,
+        zk_auth_file: str | None = None,
     ) -> None:
         super().__init__(r)
         self.range = r
         self.url = url
         self.ca_file = ca_file
         self.token_file = token_file
+        self.zk_auth_file = zk_auth_file
         self.fail_on_loss = fail_on_loss
         self.headers = headers
         self.fetch_max = fetch_max
@@ -103,7 +105,7 @@ class TritonMQPartition(InputPartition):
 
 def _topics(opts: SourceOptions) -> dict[str, str]:
     """The topics the query reads now: topic -> group."""
-    r = remote(opts.url, opts.ca_file, opts.token_file)
+    r = remote(opts.url, opts.ca_file, opts.token_file, opts.zk_auth_file)
     if opts.pattern is not None:
         r.call(r.client.refresh())
         return {t: g for t, g in r.topics().items() if opts.matches(t)}
@@ -117,7 +119,7 @@ def _partitions(
     topics: dict[str, str],
     histories: dict[str, SlotHistory],
 ) -> list[TritonMQPartition]:
-    r = remote(opts.url, opts.ca_file, opts.token_file)
+    r = remote(opts.url, opts.ca_file, opts.token_file, opts.zk_auth_file)
     fresh = [t for t in end.topics if t not in start.topics or start.groups.get(topics[t], 0) == 0]
     first = {t: ts for t in fresh if t in topics and (ts := r.first_retained(t)) is not None}
     return [
@@ -129,6 +131,7 @@ def _partitions(
             opts.fetch_max,
             opts.ca_file,
             opts.token_file,
+            opts.zk_auth_file,
         )
         for rng in plan.ranges(start, end, topics, opts.min_partitions, first, histories)
     ]
@@ -137,7 +140,7 @@ def _partitions(
 def read_partition(p: TritonMQPartition) -> Iterator[pa.RecordBatch]:
     """Fetch the partition's range from the group's primary, as Arrow record batches."""
     rng = p.range
-    for got in remote(p.url, p.ca_file, p.token_file).pages(
+    for got in remote(p.url, p.ca_file, p.token_file, p.zk_auth_file).pages(
         rng.topic, rng.start, rng.end, p.fetch_max, rng.group
     ):
         first = got.records[0][0] if got.records else rng.end + 1
@@ -192,7 +195,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Called more than once on a fresh query: resolve the start (and the name) once.
         if self._initial is None:
             opts = self.opts
-            r = remote(opts.url, opts.ca_file, opts.token_file)
+            r = remote(opts.url, opts.ca_file, opts.token_file, opts.zk_auth_file)
             topics = _topics(opts)
             sub = opts.subscription or f"spark-{uuid.uuid4().hex}"
             for t in topics:  # registers the subscription: from here on the broker keeps it all
@@ -218,14 +221,14 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file)
+        r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file, self.opts.zk_auth_file)
         heads = r.heads(r.groups())  # every group: a slot may move to one mid-run
         self._until = {g: h + 1 for g, h in heads.items()}
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         opts = self.opts
         s = plan.Offset.from_json(start)
-        r = remote(opts.url, opts.ca_file, opts.token_file)
+        r = remote(opts.url, opts.ca_file, opts.token_file, opts.zk_auth_file)
         topics = _topics(opts)
         for t in topics:
             if t not in s.topics:
@@ -244,7 +247,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         s, e = plan.Offset.from_json(start), plan.Offset.from_json(end)
-        r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file)
+        r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file, self.opts.zk_auth_file)
         # the plan re-read the cluster; a finished era's range never changes after
         histories = r.histories(e.topics, fresh=False)
         return _partitions(self.opts, s, e, r.groups_of(e.topics), histories)
@@ -255,7 +258,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         e = plan.Offset.from_json(end)
-        r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file)
+        r = remote(self.opts.url, self.opts.ca_file, self.opts.token_file, self.opts.zk_auth_file)
         # a moved topic: each group that held an era gets its part (the one serving the
         # subscription's stored era hands it on and purges its sealed remainder, M5, M6)
         histories = r.histories(e.topics, fresh=False)
@@ -263,7 +266,7 @@ class TritonMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             r.commit(t, e.subscription, ts, g)
 
     def stop(self) -> None:
-        forget(self.opts.url, self.opts.ca_file, self.opts.token_file)
+        forget(self.opts.url, self.opts.ca_file, self.opts.token_file, self.opts.zk_auth_file)
 
 
 def _first_at(
@@ -271,7 +274,7 @@ def _first_at(
 ) -> dict[str, int]:
     """Per group, the first ts accepted at or after ``wall_ms`` (publish times grow with
     ts in a group, so the earliest such record of any topic is the group's boundary)."""
-    r = remote(opts.url, opts.ca_file, opts.token_file)
+    r = remote(opts.url, opts.ca_file, opts.token_file, opts.zk_auth_file)
     start = {g: h + 1 for g, h in heads.items()}
     for t, g in topics.items():
         hit = _first_record_at(r.pages(t, 0, heads.get(g, 0), opts.fetch_max), wall_ms)
@@ -299,7 +302,7 @@ def _first_eras_at(
     ``wall_ms``, read at that era's group; lowers ``start`` of that group to the record
     (a group's ts cover all its eras). A topic none of whose ended eras has one starts at
     its current era, which :func:`_first_at` placed."""
-    r = remote(opts.url, opts.ca_file, opts.token_file)
+    r = remote(opts.url, opts.ca_file, opts.token_file, opts.zk_auth_file)
     first: dict[str, int] = {}
     for t, h in histories.items():
         for e in range(h.era):
@@ -321,7 +324,7 @@ class TritonMQBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
-        r = remote(opts.url, opts.ca_file, opts.token_file)
+        r = remote(opts.url, opts.ca_file, opts.token_file, opts.zk_auth_file)
         topics = _topics(opts)
         groups = sorted(set(topics.values()))
         heads = r.heads(groups)

@@ -418,3 +418,19 @@ test("info without presence is a CONFIG error", async () => {
   assert.throws(() => client.subscribe("t", () => {}, { info: "x" }), (e) => e.code === "CONFIG");
   await client.close();
 });
+
+test("a topic name outside the rule is a CONFIG error, patterns included (clients/vectors/topic_names.json)", async () => {
+  const { readFileSync } = await import("node:fs");
+  const vectors = JSON.parse(readFileSync(new URL("../../vectors/topic_names.json", import.meta.url), "utf8"));
+  const expand = (n) => (/^x-\d+$/.test(n) ? "x".repeat(Number(n.slice(2))) : n);
+  const { topicProblem } = await import("../tritonmq.js");
+  for (const name of vectors.valid) assert.equal(topicProblem(expand(name)), null, name);
+  for (const { name, rule } of vectors.invalid) {
+    const problem = topicProblem(expand(name));
+    assert.ok(problem !== null && problem.includes(rule), `${JSON.stringify(name)}: ${problem}`);
+  }
+  const { client } = await setup();
+  assert.throws(() => client.subscribe("chat.*", () => {}), (e) => e instanceof TritonError && e.code === "CONFIG" && /pattern/.test(e.message));
+  await assert.rejects(client.publish("chat.>", "x"), (e) => e.code === "CONFIG" && e.message.includes("'>'"));
+  await client.close();
+});
