@@ -100,7 +100,7 @@ from tritonmq.core.readers import SlotReaders
 from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
 from tritonmq.core.requests import Commits, Loads, Registrations
 from tritonmq.core.retention import Retention
-from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, refuse_waiting
+from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, RoleGate, refuse_waiting
 from tritonmq.core.slots import SlotMap
 from tritonmq.core.stats import Rates
 from tritonmq.wire.frames import Commit, ErrorCode, Sub
@@ -143,8 +143,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             per_topic=cfg.topic_retention,
             dedup_window_s=cfg.dedup_window_s,
         )
-        self._role = Role.JOINING  # changed only through _set_role, which logs it
-        self._role_changes: list[Action] = []
+        self._gate = RoleGate()  # the role, changed only through _set_role, which logs it
         self.session = SessionState.CONNECTED
         self.suspended_since = 0.0
         self.state: GroupState | None = None
@@ -194,9 +193,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         shared = self._shared_out()  # shared records the backups have confirmed (S8)
         if shared:
             out += shared
-        if self._role_changes:
-            out += self._role_changes
-            self._role_changes = []
+        if self._gate.changes:
+            out += self._gate.take()
         if self.log.journal:  # written before anything is acknowledged or sent (D1)
             ops, self.log.journal = tuple(self.log.journal), []
             out.insert(0, WriteLog(ops))
@@ -204,14 +202,10 @@ class BrokerCore(ClientFrames, ReplicationLinks):
 
     @property
     def role(self) -> Role:
-        return self._role
+        return self._gate.role
 
     def _set_role(self, role: Role, why: str) -> None:
-        """The one gate every role change goes through; each change is logged from -> to."""
-        if role is not self._role:
-            msg = f"role {self._role.value} -> {role.value}: {why}"
-            self._role_changes.append(LogLine(L.INFO, msg))
-            self._role = role
+        self._gate.set(role, why)
 
     def invariants(self) -> None:
         """Raise AssertionError naming each invariant broken (core/invariants.py); unit

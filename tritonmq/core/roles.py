@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from tritonmq.core.actions import SendError
+from tritonmq.core.actions import Action, LogLine, SendError
+from tritonmq.core.actions import Level as L
 from tritonmq.core.events import ClientFrameIn
 from tritonmq.core.group import GroupState, Member
 from tritonmq.wire.frames import Commit, ErrorCode, Sub
@@ -21,6 +22,24 @@ class Role(enum.Enum):
     LEADING = "leading"
     STEPPING_DOWN = "stepping down"  # planned stop: writing the last offsets
     STOPPED = "stopped"
+
+
+class RoleGate:
+    """The core's role, changed only through :meth:`set`, which notes every change
+    from -> to and why; the core returns the notes with the event's actions."""
+
+    def __init__(self) -> None:
+        self.role = Role.JOINING
+        self.changes: list[Action] = []
+
+    def set(self, role: Role, why: str) -> None:
+        if role is not self.role:
+            self.changes.append(LogLine(L.INFO, f"role {self.role.value} -> {role.value}: {why}"))
+            self.role = role
+
+    def take(self) -> list[Action]:
+        out, self.changes = self.changes, []
+        return out
 
 
 class CasKind(enum.Enum):
