@@ -11,18 +11,22 @@ that have not completed (M7).
 Registered on the main command from cli.py. Exit status 2: a bad argument (a slot out
 of range, an unknown group, a move already running, nothing to roll back), a cluster
 that cannot be read (ZooKeeper unreachable or refusing our credential) or one without
-a slot map (`tritonmq init` has not run under that chroot); 1: a move that did not
-complete within ``--timeout`` (or was rolled back meanwhile). A group whose primary does
+a slot map (`tritonmq init` has not run under that chroot), or ZooKeeper out of reach
+until ``--timeout`` passed while waiting (the moves may still complete: look with
+`tritonmq slots`); 1: a move that did not complete within ``--timeout`` (or was rolled back
+meanwhile). A ZooKeeper blip (a lost connection or session) while a command reads, writes
+or waits is waited out within ``--timeout``, with a warning on stderr, never a traceback. A group whose primary does
 not answer (or no broker at all) leaves its slots' figures empty (``null`` in JSON),
 with a warning on stderr, as `tritonmq topics` does.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from typing import Any, NoReturn
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -32,6 +36,7 @@ from tritonmq.cli_ops import cluster_options, console, read_once
 from tritonmq.core.slothistory import SlotHistory
 from tritonmq.errors import TritonError
 
+T = TypeVar("T")
 NO_FIGURES: dict[str, Any] = {"topics": None, "records": None, "bytes": None, "rate": None}
 
 
@@ -179,21 +184,61 @@ def _figures(
 chroot_option = click.option("--chroot", default="/tritonmq", show_default=True)
 
 
-def _session(zk_hosts: str, chroot: str) -> Any:
-    """A ZooKeeper session with the cluster's credential (from the environment), and the
-    slots as read; exit 2 when either cannot be had."""
+class Blips:
+    """Runs ZooKeeper operations of one command through blips until its deadline, warning
+    on stderr once per outage (:func:`tritonmq.coord.zkclient.through_blips`)."""
+
+    def __init__(self, zk: Any, deadline: float) -> None:
+        self.zk, self.deadline = zk, deadline
+        self.out = False  # in an outage now
+        self.seen = 0  # blips so far
+
+    def __call__(self, op: Callable[[], T]) -> T:
+        from tritonmq.coord.zkclient import through_blips
+
+        try:
+            got = through_blips(self.zk, op, self.deadline, self._lost)
+        except TritonError as e:
+            _fail(
+                f"{e}; what was started may still complete: look with `tritonmq slots`"
+                if self.seen
+                else str(e)
+            )
+        if self.out:
+            self.out = False
+            click.echo("ZooKeeper is back; going on", err=True)
+        return got
+
+    def _lost(self, e: BaseException) -> None:
+        self.seen += 1
+        if not self.out:
+            self.out = True
+            left = max(0.0, self.deadline - time.monotonic())
+            click.echo(
+                f"warning: lost ZooKeeper ({type(e).__name__}); waiting for it up to {left:.0f}s",
+                err=True,
+            )
+
+
+def _session(zk_hosts: str, chroot: str, timeout: float = 10.0) -> Any:
+    """A ZooKeeper session with the cluster's credential (from the environment) that
+    reconnects through outages, and the slots as read; exit 2 when either cannot be had
+    within ``timeout``."""
     from tritonmq.coord.slots import read_slot_histories
-    from tritonmq.coord.zkclient import new_client
+    from tritonmq.coord.zkclient import KEEP_TRYING, new_client
 
     if "/" in zk_hosts or not zk_hosts.strip():
         raise click.BadParameter("HOST:PORT[,HOST:PORT...]", param_hint="--zk")
     try:
-        zk = new_client(zk_hosts, timeout=2.0)
-        zk.start(timeout=10)
+        zk = new_client(zk_hosts, timeout=2.0, connection_retry=dict(KEEP_TRYING))
+        zk.start(timeout=min(10.0, timeout))
     except Exception as e:
         _fail(f"cannot reach ZooKeeper at {zk_hosts}: {e}")
     try:
-        read = read_slot_histories(zk, chroot)
+        read = Blips(zk, time.monotonic() + timeout)(lambda: read_slot_histories(zk, chroot))
+    except SystemExit:
+        zk.stop()
+        raise
     except Exception as e:
         zk.stop()
         _fail(f"cannot read the slot map under {chroot}: {e}")
@@ -245,16 +290,21 @@ def move(
     from kazoo.exceptions import NoNodeError
 
     from tritonmq.coord import paths
-    from tritonmq.coord.slots import apply_slot_step
     from tritonmq.core.slothistory import begin_move
 
-    zk, read = _session(zk_hosts, chroot)
+    deadline = time.monotonic() + timeout
+    zk, read = _session(zk_hosts, chroot, timeout)
+    blips = Blips(zk, deadline)
     try:
         chosen = _check_slots(slot_numbers, len(read.slots))
-        try:  # the groups that ever ran, and those the map names
-            groups = set(zk.get_children(paths.groups(chroot)))
-        except NoNodeError:
-            groups = set()
+
+        def children() -> set[str]:
+            try:  # the groups that ever ran
+                return set(zk.get_children(paths.groups(chroot)))
+            except NoNodeError:
+                return set()
+
+        groups = blips(children)
         groups |= {h.owner for h in read.slots}
         if to not in groups:
             known = ", ".join(sorted(groups)) or "none"
@@ -265,14 +315,11 @@ def move(
             except TritonError as e:
                 _fail(f"slot {n}: {e}")
         for n in chosen:
-            try:
-                apply_slot_step(zk, chroot, n, lambda h: begin_move(h, to))
-            except TritonError as e:
-                _fail(f"slot {n}: {e}")
+            _begin(blips, chroot, n, to)
         if no_wait:
             _report([(n, "moving", read.slots[n].owner) for n in chosen], as_json)
             return
-        outcomes = _wait(zk, chroot, chosen, to, timeout)
+        outcomes = _wait(blips, chroot, chosen, to, deadline)
     finally:
         zk.stop()
         zk.close()
@@ -281,17 +328,31 @@ def move(
         sys.exit(1)
 
 
-def _wait(zk: Any, chroot: str, chosen: list[int], to: str, timeout: float) -> list[Outcome]:
-    """Each slot's outcome once it is ``normal`` again (moved to ``to``, or rolled back),
-    or its state when ``timeout`` passed."""
-    import time
+def _begin(blips: Blips, chroot: str, n: int, to: str) -> None:
+    """Begin slot ``n``'s move to ``to`` by CAS. After a blip the write's outcome is unknown:
+    a slot found moving to ``to`` (or owned by it) is this write's work, not an error."""
+    from tritonmq.coord.slots import apply_slot_step, read_slot
+    from tritonmq.core.slothistory import begin_move
 
+    seen = blips.seen
+    try:
+        blips(lambda: apply_slot_step(blips.zk, chroot, n, lambda h: begin_move(h, to)))
+    except TritonError as e:
+        if blips.seen > seen:
+            h = blips(lambda: read_slot(blips.zk, chroot, n)).history
+            if (h.move is not None and h.move.to == to) or h.owner == to:
+                return
+        _fail(f"slot {n}: {e}")
+
+
+def _wait(blips: Blips, chroot: str, chosen: list[int], to: str, deadline: float) -> list[Outcome]:
+    """Each slot's outcome once it is ``normal`` again (moved to ``to``, or rolled back),
+    or its state when the monotonic ``deadline`` passed. ZooKeeper blips are waited out."""
     from tritonmq.coord.slots import read_slot_histories
     from tritonmq.core.slothistory import SlotState
 
-    deadline = time.monotonic() + timeout
     while True:
-        read = read_slot_histories(zk, chroot)
+        read = blips(lambda: read_slot_histories(blips.zk, chroot))
         assert read is not None
         out: list[Outcome] = []
         for n in chosen:
@@ -330,6 +391,7 @@ def roll_back_cmd(slot_numbers: tuple[int, ...], zk_hosts: str, chroot: str) -> 
     from tritonmq.core.slothistory import roll_back
 
     zk, read = _session(zk_hosts, chroot)
+    blips = Blips(zk, time.monotonic() + 30.0)
     try:
         chosen = _check_slots(slot_numbers, len(read.slots))
         for n in chosen:
@@ -337,7 +399,7 @@ def roll_back_cmd(slot_numbers: tuple[int, ...], zk_hosts: str, chroot: str) -> 
                 _fail(f"slot {n}: no move to roll back")
         for n in chosen:
             try:
-                h = apply_slot_step(zk, chroot, n, roll_back)
+                h = blips(lambda n=n: apply_slot_step(zk, chroot, n, roll_back))  # type: ignore[misc]
             except TritonError as e:
                 _fail(f"slot {n}: {e} (did it complete meanwhile?)")
             click.echo(f"slot {n}: rolled back (owner {h.owner})")
@@ -395,16 +457,20 @@ def rebalance(
     from kazoo.exceptions import NoNodeError
 
     from tritonmq.coord import paths
-    from tritonmq.coord.slots import apply_slot_step
     from tritonmq.core.rebalance import even_plan, rate_plan
-    from tritonmq.core.slothistory import begin_move
 
-    zk, read = _session(zk_hosts, chroot)
+    deadline = time.monotonic() + timeout
+    zk, read = _session(zk_hosts, chroot, timeout)
+    blips = Blips(zk, deadline)
     try:
-        try:
-            known = set(zk.get_children(paths.groups(chroot)))
-        except NoNodeError:
-            known = set()
+
+        def children(path: str) -> list[str]:
+            try:
+                return list(zk.get_children(path))
+            except NoNodeError:
+                return []
+
+        known = set(blips(lambda: children(paths.groups(chroot))))
         known |= {h.owner for h in read.slots}
         groups = [g.strip() for g in group_list.split(",") if g.strip()] or sorted(known)
         if unknown := sorted(set(groups) - known):
@@ -418,10 +484,7 @@ def rebalance(
         else:
             plan = even_plan(read.slots, groups)
         for to in sorted({m.to for m in plan}) if execute else ():
-            try:
-                live = zk.get_children(paths.members(chroot, to))
-            except NoNodeError:
-                live = []
+            live = blips(lambda to=to: children(paths.members(chroot, to)))  # type: ignore[misc]
             if not live:
                 _fail(f"group {to} has no live broker: it cannot take slots over")
         after = {g: 0 for g in groups}
@@ -434,11 +497,8 @@ def rebalance(
         outcomes: list[Outcome] = []
         if execute and plan:
             for m in plan:
-                try:
-                    apply_slot_step(zk, chroot, m.slot, functools.partial(begin_move, to=m.to))
-                except TritonError as e:
-                    _fail(f"slot {m.slot}: {e}")
-            outcomes = _wait_each(zk, chroot, {m.slot: m.to for m in plan}, timeout)
+                _begin(blips, chroot, m.slot, m.to)
+            outcomes = _wait_each(blips, chroot, {m.slot: m.to for m in plan}, deadline)
     finally:
         zk.stop()
         zk.close()
@@ -471,17 +531,14 @@ def rebalance(
         sys.exit(1)
 
 
-def _wait_each(zk: Any, chroot: str, to: dict[int, str], timeout: float) -> list[Outcome]:
+def _wait_each(blips: Blips, chroot: str, to: dict[int, str], deadline: float) -> list[Outcome]:
     """:func:`_wait` for slots bound to different groups."""
     by_group: dict[str, list[int]] = {}
     for n, g in to.items():
         by_group.setdefault(g, []).append(n)
-    import time
-
-    deadline = time.monotonic() + timeout
     out: list[Outcome] = []
     for g, ns in sorted(by_group.items()):
-        out += _wait(zk, chroot, sorted(ns), g, max(0.1, deadline - time.monotonic()))
+        out += _wait(blips, chroot, sorted(ns), g, deadline)
     return sorted(out)
 
 

@@ -259,3 +259,71 @@ def test_rebalance_plans_a_dry_run_and_refuses_what_cannot_be_done(
     ]:
         r = rebalance(*args, *where)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r)
+
+
+def test_a_move_survives_a_zookeeper_blip_while_it_waits_and_exits_0(
+    make_cluster: Callable[..., DevCluster], zk_server: ZooKeeperServer, zk: KazooClient
+) -> None:
+    """Issue 26: ZooKeeper out of reach while `slots move` waited made it exit 1 with
+    kazoo's ConnectionLoss traceback, although the move completed (1 is "did not
+    complete"). It waits the blip out, says so on stderr, and reports the move."""
+    import threading
+
+    from tritonmq.devtools.netproxy import Proxy
+
+    settings = {"replicas": 1, "min_insync": 1, "session_timeout": 20.0}
+    c = make_cluster(groups=2, replicas=1, settings=settings, isolated=True)
+    hs = read_slot_histories(zk, c.chroot)
+    assert hs is not None
+    n = next(i for i, h in enumerate(hs.slots) if h.owner == "g1")
+    g2 = c.primary("g2")
+    assert g2 is not None
+    host, _, port = zk_server.hostport.rpartition(":")
+    with Proxy(host, int(port)) as proxy:  # the operator's way to ZooKeeper
+        c.cut_zk(g2)  # g2 cannot complete the move: it stays under way while we watch
+        cmd = [*TRITONMQ, "slots", "move", str(n), "--to", "g2", "--timeout", "120"]
+        proc = subprocess.Popen(
+            [*cmd, "--zk", proxy.address, "--chroot", c.chroot],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        err_lines: list[str] = []
+        warned = threading.Event()
+
+        def read_stderr() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                err_lines.append(line)
+                if "lost ZooKeeper" in line:
+                    warned.set()
+
+        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader.start()
+        try:
+            deadline = time.monotonic() + 30
+            while read_slot_histories(zk, c.chroot).slots[n].move is None:  # type: ignore[union-attr]
+                assert proc.poll() is None, "".join(err_lines)
+                assert time.monotonic() < deadline, "the move never began"
+                time.sleep(0.05)
+            proxy.cut()  # the blip, while it waits
+            assert warned.wait(30), "".join(err_lines) or f"exit {proc.poll()}"
+            c.heal_zk(g2)  # the move completes while the command cannot see it
+            deadline = time.monotonic() + 60
+            while read_slot_histories(zk, c.chroot).slots[n].owner != "g2":  # type: ignore[union-attr]
+                assert time.monotonic() < deadline, "the move never completed"
+                time.sleep(0.05)
+            proxy.heal()
+            proc.wait(timeout=60)
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            c.heal()
+        reader.join(5)
+    err = "".join(err_lines)
+    assert proc.returncode == 0, out + err
+    assert "Traceback" not in err, err
+    assert f"slot {n}: moved (owner g2)" in out

@@ -20,13 +20,21 @@ other applications' subscriptions.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError, NoNodeError
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NoAuthError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.security import ACL, make_digest_acl
 
 from tritonmq.coord import paths
@@ -35,6 +43,12 @@ from tritonmq.errors import ConfigError, CoordinationError
 ENV_AUTH: Final = "TRITONMQ_ZK_AUTH"
 ENV_AUTH_FILE: Final = "TRITONMQ_ZK_AUTH_FILE"
 ENV_READER_FILE: Final = "TRITONMQ_ZK_READER_FILE"
+BLIPS = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
+"""What a ZooKeeper operation raises while the server is out of reach for a moment."""
+KEEP_TRYING: Final = {"max_tries": -1, "max_delay": 0.5}
+"""kazoo's ``connection_retry`` for a session that must outlive a ZooKeeper outage (kazoo's
+default gives up reconnecting after one try and closes the client for good)."""
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,3 +212,48 @@ def _set_acl(zk: KazooClient, path: str, want: list[ACL]) -> int:
             f"{path} in ZooKeeper belongs to another credential; not ours to use"
         ) from e
     return 1
+
+
+def wait_connected(zk: KazooClient, deadline: float) -> bool:
+    """Until ``zk``'s session is connected (a new one after an expiry) or the monotonic
+    ``deadline``; True when connected."""
+    back = threading.Event()
+
+    def listener(state: str) -> bool:
+        if state == KazooState.CONNECTED:
+            back.set()
+            return True  # remove the listener
+        return False
+
+    zk.add_listener(listener)
+    try:
+        if zk.connected:
+            return True
+        return back.wait(max(0.0, deadline - time.monotonic())) or zk.connected
+    finally:
+        zk.remove_listener(listener)
+
+
+def through_blips(
+    zk: KazooClient,
+    op: Callable[[], T],
+    deadline: float,
+    on_blip: Callable[[BaseException], None],
+    *,
+    what: str = "ZooKeeper",
+) -> T:
+    """``op()``, again each time it fails with one of :data:`BLIPS`, once the session is
+    connected again, until the monotonic ``deadline``; ``on_blip(error)`` is told of each
+    failure. CoordinationError when ZooKeeper is still out of reach at the deadline. The
+    session needs :data:`KEEP_TRYING` (else kazoo stops reconnecting)."""
+    while True:
+        try:
+            return op()
+        except BLIPS as e:
+            on_blip(e)
+            if not wait_connected(zk, deadline) or time.monotonic() >= deadline:
+                raise CoordinationError(
+                    f"{what} out of reach until the deadline (last error: {type(e).__name__})"
+                ) from e
+            # connected again: a connection lost between the wake-up and the call fails it
+            # again, and the next wait blocks until kazoo reports the next reconnection
