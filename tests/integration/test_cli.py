@@ -196,12 +196,42 @@ def test_subscriptions_shows_each_durable_subscriptions_lag(
     assert sub["head"] == last and sub["lag"] == 6
 
 
-def test_a_broker_that_cannot_reach_zookeeper_says_so_and_exits_1(tmp_path: Path) -> None:
+def test_a_broker_that_cannot_reach_zookeeper_says_it_waits_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    """Issue 26: it waits for ZooKeeper (it exited 1 before: a broker started during an
+    outage never came up); a SIGTERM meanwhile stops it cleanly."""
+    import signal
+    import subprocess
+    import threading
+
     cfg = tmp_path / "b.toml"
     cfg.write_text("[broker]\ninsecure_cluster = true\n")
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    r = run("broker", "--zk", f"127.0.0.1:{port}", "--listen", "127.0.0.1:0", "--config", str(cfg))
-    assert r.returncode == 1, (r.stdout, r.stderr)
-    assert "cannot reach ZooKeeper" in r.stderr and "Traceback" not in r.stderr
+    args = ["broker", "--zk", f"127.0.0.1:{port}", "--listen", "127.0.0.1:0", "--config", str(cfg)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tritonmq", *args], stderr=subprocess.PIPE, text=True
+    )
+    lines: list[str] = []
+    waits = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "waiting for ZooKeeper" in line:
+                waits.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert waits.wait(60), "".join(lines)
+        assert proc.poll() is None, "".join(lines)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in "".join(lines)

@@ -271,3 +271,37 @@ async def test_a_backup_that_rejoined_by_reset_still_dedups_a_late_retry_once_el
             break
         await asyncio.sleep(0.1)
     assert again["op"] == "puback" and again["ts"] == first["ts"], "the retry was stored again"
+
+
+async def test_a_broker_started_while_zookeeper_is_out_of_reach_waits_then_registers_and_serves(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    """Issue 26: a broker starting during a ZooKeeper outage exited (its connection timed
+    out, or SessionExpiredError while registering). It says it waits, and registers,
+    rejoins its group and serves once ZooKeeper answers."""
+    c = make_cluster(isolated=True)
+    primary = c.primary("g1")
+    bid = next(b for b in c.brokers if b != primary)
+    c.kill(bid)
+    c.cut_zk(bid)
+    b = c.respawn(bid)
+    try:
+        wait_for(
+            lambda: "waiting for ZooKeeper" in c.log_tail(bid, 50) or not b.alive,
+            60,
+            "the broker to say it waits for ZooKeeper",
+        )
+        assert b.alive, c.log_tail(bid, 50)
+    finally:
+        c.heal_zk(bid)
+    c.await_ready(bid, 60)
+    wait_for(lambda: c.member(bid) is not None, 30, f"{bid} registered")
+    async with Client(zk_url(c)) as client:
+        ack = await client.publish("t", b"v")
+    assert ack.group == "g1"
+    wait_in_isr(c, bid, timeout=60)  # it replicates what the group writes
+    async with websockets.connect(b.url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
+        await ws.send(codec.packb({"op": "hello", "client": "t"}))
+        async with asyncio.timeout(10):
+            meta = codec.decode_broker(await ws.recv())
+    assert meta["op"] == "meta" and meta["group"] == "g1", meta

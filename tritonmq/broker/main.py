@@ -40,11 +40,23 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_stop)
-    await broker.start()
+    # start() waits for ZooKeeper as long as it is out of reach: a SIGTERM meanwhile ends it
+    starting = asyncio.ensure_future(broker.start())
+    stopped = asyncio.ensure_future(broker.serve_forever())
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        logging.getLogger("tritonmq.broker").info("stopping before it started")
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await broker.stop()
+        return
+    if starting.exception() is not None:
+        stopped.cancel()
+        starting.result()  # raises: a configuration or credential error, as before
     # the ready line: id, client URL, replication listener's HOST:PORT (DevCluster reads it)
     print(f"broker {cfg.id} {broker.url} {broker.repl_bound}", flush=True)
     try:
-        await broker.serve_forever()
+        await stopped
     finally:
         logging.getLogger("tritonmq.broker").info("stopping")
         await broker.stop()

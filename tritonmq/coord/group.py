@@ -22,18 +22,19 @@ from tritonmq.coord import paths
 from tritonmq.coord.bridge import to_future
 from tritonmq.coord.inspect import read_cluster
 from tritonmq.coord.slots import cluster_path, parse_cluster, slot_path
-from tritonmq.coord.zkclient import ClusterAcls, ZkCredential, new_client, secure
+from tritonmq.coord.zkclient import BLIPS, ClusterAcls, ZkCredential, new_client, secure
 from tritonmq.core.events import SessionState
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.slothistory import SlotHistory
 from tritonmq.core.slots import SlotMap
-from tritonmq.errors import CoordinationError, SlotHistoryError
+from tritonmq.errors import SlotHistoryError
 
 log = logging.getLogger("tritonmq.coord")
 
 
 Session = SessionState  # the core's enum: the coordinator reports, the core decides
 Spawn = Callable[[Coroutine[Any, Any, Any], str], Any]
+FIRST_WARNING_S = 2.0  # ZooKeeper not there at start: said after this, then every timeout
 STOP_TIMEOUT = 3.0  # closing the session never holds a planned stop longer than this
 
 
@@ -88,19 +89,54 @@ class GroupCoordinator:
     # --- lifecycle ---------------------------------------------------------------
 
     async def start(self, timeout: float = 15.0) -> None:
+        """Connect and register. ZooKeeper out of reach (at start, or lost while we register)
+        is waited for as long as it takes, with a warning every ``timeout`` seconds: a broker
+        started during an outage registers when ZooKeeper returns (issue 26; it exited)."""
         self._loop = asyncio.get_running_loop()
         self.zk.add_listener(self._session_listener)
-        try:
-            await asyncio.to_thread(self.zk.start, timeout)
-        except Exception as e:
-            raise CoordinationError(f"cannot reach ZooKeeper at {self.zk.hosts}: {e}") from e
-        self.session = Session.CONNECTED
-        if self.acls is not None:  # our path closed to anyone without the credential
-            await asyncio.to_thread(secure, self.zk, self.chroot, self.acls, self.group)
-        await self._call(self.zk.ensure_path_async(self.members_path))
-        await self.register()
+        self.zk.start_async()  # kazoo reconnects for ever (connection_retry max_tries -1)
+        while True:
+            await self._until_connected(timeout)
+            self.session = Session.CONNECTED
+            try:
+                if self.acls is not None:  # our path closed to anyone without the credential
+                    await asyncio.to_thread(secure, self.zk, self.chroot, self.acls, self.group)
+                await self._call(self.zk.ensure_path_async(self.members_path))
+                await self.register()
+                break
+            except BLIPS as e:
+                log.warning("lost ZooKeeper while registering (%s); waiting for it", e)
         self._started = True
         await self.refresh()
+
+    async def _until_connected(self, every: float) -> None:
+        """Until the session is connected; a warning each ``every`` seconds meanwhile."""
+        loop = asyncio.get_running_loop()
+        back = asyncio.Event()
+
+        def listener(state: str) -> bool:  # on kazoo's thread
+            if state == KazooState.CONNECTED:
+                loop.call_soon_threadsafe(back.set)
+                return True  # removes it
+            return False
+
+        self.zk.add_listener(listener)
+        try:
+            waited, wait = 0.0, min(every, FIRST_WARNING_S)
+            while not self.zk.connected:
+                try:
+                    async with asyncio.timeout(wait):
+                        await back.wait()
+                except TimeoutError:
+                    waited, wait = waited + wait, every
+                    log.warning(
+                        "waiting for ZooKeeper at %s (%.0fs so far); the broker registers once "
+                        "it answers",
+                        self.zk.hosts,
+                        waited,
+                    )
+        finally:
+            self.zk.remove_listener(listener)
 
     def _keep(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)

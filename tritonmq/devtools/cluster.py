@@ -457,6 +457,20 @@ class DevCluster:
         self._start_broker(b, timeout)
         return b
 
+    def respawn(self, bid: str) -> BrokerProc:
+        """Start ``bid`` again (killed first if alive) without waiting for it to be ready
+        (it may be waiting for ZooKeeper); :meth:`await_ready` then waits for that."""
+        b = self.brokers[bid]
+        if b.alive:
+            self.kill(bid)
+        self._spawn(b)
+        return b
+
+    def await_ready(self, bid: str, timeout: float = 30.0) -> None:
+        """Until a broker :meth:`respawn` started says it serves (CoordinationError if it
+        exits or ``timeout`` passes first)."""
+        self._await_url(self.brokers[bid], timeout)
+
     # --- partitions (isolated clusters) ---------------------------------------------
 
     def cut_replication(self, a: str, b: str) -> None:
