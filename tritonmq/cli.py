@@ -436,6 +436,13 @@ _zk_option = click.option("--zk", "zk_hosts", default=None, metavar="HOST:PORT",
 @ca_file_option
 @token_option
 @click.option("--key", default=None, help="Record key (UTF-8).")
+@click.option(
+    "--durability",
+    type=click.Choice(["memory", "written", "synced"]),
+    default=None,
+    help="When it is acknowledged: in memory, written or fsynced by every in-sync replica"
+    " (default: the broker's `durability` setting).",
+)
 def pub(
     topic: str,
     value: str | None,
@@ -444,6 +451,7 @@ def pub(
     ca_file: str | None,
     token_file: str | None,
     key: str | None,
+    durability: str | None,
 ) -> None:
     """Publish VALUE to TOPIC; with VALUE '-' (or none), publish each line of standard input
     as it comes (a record a line, each acknowledged line printed at once; Ctrl-C keeps
@@ -454,16 +462,17 @@ def pub(
 
     target, token = _client_url(url, zk_hosts), read_token(token_file)
     k = key.encode() if key is not None else None
+    level = durability or ""
 
     async def run() -> None:
         async with Client(target, ca_file=ca_file, token=token) as c:
             if value not in (None, "-"):
-                a = await c.publish(topic, value.encode(), key=k)
+                a = await c.publish(topic, value.encode(), key=k, durability=level)
                 click.echo(f"{a.topic} ts={a.ts} group={a.group}")
                 return
             if sys.stdin.isatty():
                 click.echo(f"publishing each line to {topic} (Ctrl-D ends)", err=True)
-            await _publish_lines(c, topic, k)
+            await _publish_lines(c, topic, k, level)
 
     try:
         asyncio.run(run())
@@ -474,7 +483,7 @@ def pub(
         sys.exit(1)
 
 
-async def _publish_lines(client: Any, topic: str, key: bytes | None) -> None:
+async def _publish_lines(client: Any, topic: str, key: bytes | None, level: str = "") -> None:
     """Each line of stdin a record, published as soon as it is read, its acknowledgement
     printed as soon as it comes (in order); at most 256 in flight."""
     import asyncio
@@ -511,7 +520,8 @@ async def _publish_lines(client: Any, topic: str, key: bytes | None) -> None:
     shower = asyncio.ensure_future(show())
     try:
         while (line := await lines.get()) is not None:
-            await acks.put(asyncio.ensure_future(client.publish(topic, line, key=key)))
+            sent = client.publish(topic, line, key=key, durability=level)
+            await acks.put(asyncio.ensure_future(sent))
         await acks.put(None)
         await shower
     finally:

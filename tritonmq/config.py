@@ -93,6 +93,9 @@ class BrokerConfig:
 
     # --- storage: segment files behind the in-memory log (docs/operations.md) ---
     data_dir: str = ""  # empty: memory only (a group that loses every replica loses its records)
+    # when a publish that names no level is acknowledged (with a data_dir): "memory",
+    # "written" (every in-sync replica handed it to its OS), "synced" (and fsynced it)
+    durability: str = "written"
     segment_bytes: int = 64 * 1024 * 1024  # a segment file rolls past this size
     fsync_interval_s: float = 1.0  # the segment being written is fsynced this often (off-loop)
     disk_retention_s: float = 0.0  # a segment whose records are all purged is kept this long
@@ -163,6 +166,8 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("max_name_len must be 1..249 (the wire's own bound)")
     if cfg.max_presence_members < 1 or cfg.max_presence_info_bytes < 0:
         raise ConfigError("max_presence_members must be >= 1, max_presence_info_bytes >= 0")
+    if cfg.durability not in ("memory", "written", "synced"):
+        raise ConfigError("durability must be memory, written or synced")
     if cfg.segment_bytes < 4096 or cfg.fsync_interval_s <= 0:
         raise ConfigError("segment_bytes must be >= 4096 and fsync_interval_s > 0")
     if cfg.disk_retention_s < 0 or cfg.disk_retention_bytes < 0:

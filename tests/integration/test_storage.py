@@ -15,6 +15,7 @@ import pytest
 from tests.integration.conftest import group_info, zk_url
 from tritonmq import Client
 from tritonmq.devtools.cluster import DevCluster, wait_for
+from tritonmq.errors import RequestRejected
 
 pytestmark = pytest.mark.integration
 TOPIC = "kept"
@@ -259,3 +260,21 @@ async def test_a_torn_tail_restarts_cleanly_as_the_same_incarnation(make_cluster
     in_isr(c, b)
     async with Client(zk_url(c)) as client:
         assert sorted(await fetch_values(client)) == sorted(acked)
+
+
+async def test_a_synced_publish_is_acknowledged_once_fsynced_and_refused_without_files(
+    make_cluster: Any,
+) -> None:
+    c = make_cluster(data=True, settings={"retention_s": 300.0, "fsync_interval_s": 30.0})
+    async with Client(zk_url(c), timeout=20.0) as client:
+        # with fsyncs 30 s apart on their own, an acknowledgement within the client's 20 s
+        # is one the primary and every backup fsynced on demand
+        acks = await client.publish_many(TOPIC, [b"a", b"b"], durability="synced")
+        assert [a.ts for a in acks] == [1, 2]
+        await client.publish(TOPIC, b"c", durability="written")
+    plain = make_cluster()
+    async with Client(zk_url(plain), timeout=20.0) as client:
+        with pytest.raises(RequestRejected) as e:
+            await client.publish(TOPIC, b"x", durability="synced")
+        assert e.value.code == "BAD_REQUEST" and "data_dir" in str(e.value)
+        assert (await client.publish(TOPIC, b"y")).ts >= 1, "memory, the default there"

@@ -72,6 +72,13 @@ def test_sink_options() -> None:
         sink_options({"zk": "h:1", "sinkId": ""})
 
 
+def test_the_sink_names_the_durability_its_records_are_acknowledged_at() -> None:
+    assert sink_options({"zk": "h:1", "durability": "synced"}).durability == "synced"
+    assert sink_options({"zk": "h:1"}).durability == "", "the broker's default"
+    with pytest.raises(ConfigError, match="durability"):
+        sink_options({"zk": "h:1", "durability": "disk"})
+
+
 def test_token_file_for_brokers_that_require_tokens() -> None:
     o = source_options({"zk": "h:1", "topics": "a", "tokenFile": "/etc/tm/spark.token"})
     assert o.token_file == "/etc/tm/spark.token"

@@ -19,7 +19,9 @@ class MovingLink:
     def __init__(self) -> None:
         self.calls = 0
 
-    def publish_batch(self, topic: str, items: list[Any]) -> asyncio.Future[list[Ack]]:
+    def publish_batch(
+        self, topic: str, items: list[Any], durability: str = ""
+    ) -> asyncio.Future[list[Ack]]:
         self.calls += 1
         fut: asyncio.Future[list[Ack]] = asyncio.get_running_loop().create_future()
         if self.calls == 1:

@@ -218,6 +218,20 @@ def test_the_eras_a_puback_names_reach_each_publish_in_its_records_order() -> No
     assert h.frame(PubAck(p2.id, (13,), "g2")) == [PublishDone(2, (77, 13), "g2", (0, -1))]
 
 
+def test_records_of_one_topic_asked_at_different_durability_levels_go_in_different_batches() -> (
+    None
+):
+    """A batch is acknowledged at one level (docs/replication.md D4): a `synced` call is not
+    mixed with calls that asked for less, nor held up by them."""
+    h = Harness()
+    h.connect()
+    h(Publish(1, "t", recs(1), "synced"))
+    h(Publish(2, "t", recs(1, "w")))
+    h(Publish(3, "t", recs(1, "x"), "synced"))
+    pubs = h.pubs(h(Tick()))
+    assert sorted((p.durability, len(p.records)) for p in pubs) == [("", 1), ("synced", 2)]
+
+
 def test_linger_holds_a_batch_back() -> None:
     h = Harness(linger=0.5)
     h.connect()

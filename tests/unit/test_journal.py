@@ -75,7 +75,8 @@ def drive(log: GroupLog, steps: list[tuple[Any, ...]]) -> None:
             case ("epoch",):
                 log.begin_epoch((log.epochs[-1][0] if log.epochs else 0) + 1, log.last_ts + 1)
             case ("truncate", back):
-                log.truncate_after(max(log.base_ts - 1, log.last_ts - back))
+                # only entries never purged are ever truncated (uncommitted ones, R-rules)
+                log.truncate_after(max(log.purged_through, log.last_ts - back))
             case ("purge", topic, upto):
                 log.purge(topic, log.base_ts + upto)
             case ("purge_points", topic, upto):

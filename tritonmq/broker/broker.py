@@ -80,6 +80,7 @@ from tritonmq.core.actions import (
     StopFollowing,
     Stopped,
     StoreOffsets,
+    SyncLog,
     WriteLog,
 )
 from tritonmq.core.auth import Origins, broker_origins, own_names
@@ -243,7 +244,8 @@ class Broker:
             opened = await asyncio.to_thread(
                 open_data_dir, self.cfg.data_dir, self.cfg.segment_bytes
             )
-            self.disk, self.boot, recovered = Disk(self.cfg, opened.store), opened.boot, opened.log
+            self.disk = Disk(self.cfg, opened.store, self.feed)
+            self.boot, recovered = opened.boot, opened.log
         me = Member(self.cfg.id, self.url, self.boot, self.repl_url)
         self.core = BrokerCore(self.cfg, me, creds.secret, log=recovered)
         self.coord = GroupCoordinator(
@@ -430,7 +432,7 @@ class Broker:
                     self.tasks.spawn(self.outbound.close(conn, code, reason), "close-conn")
                 case SendEntries(links=links, epoch=epoch, commit=commit, start=start, end=end):
                     entries, published = core.entries_for(start, end)
-                    data = repl.enc_append(epoch, commit, start, entries, published)
+                    data = repl.enc_append(epoch, commit, start, entries, published, a.sync)
                     websockets.broadcast(links, data)
                 case SendLeader(link=link, leader=leader):
                     self.repl_admission.admit(link)  # the core attached its follow
@@ -470,7 +472,8 @@ class Broker:
                             case Follow():
                                 self.send(ws, repl.enc_follow(frame))
                             case ReplAck():
-                                self.send(ws, repl.enc_rack(frame.epoch, frame.ts))
+                                rack = repl.enc_rack(frame.epoch, frame.ts, frame.synced)
+                                self.send(ws, rack)
                             case SharedAck():
                                 self.send(ws, repl.enc_sack(frame))
                             case _:
@@ -492,7 +495,10 @@ class Broker:
                     log.log(level, "%s", message)
                 case WriteLog(ops=ops):  # first of its event's actions (D1)
                     assert self.disk is not None
-                    self.disk.write(ops)
+                    self.disk.write(ops, core.log.last_ts)
+                case SyncLog():
+                    if self.disk is not None:
+                        self.disk.sync_soon()
                 case Stopped():
                     self._stopped.set()
                 case ProposeSlotStep():

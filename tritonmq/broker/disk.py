@@ -5,6 +5,10 @@ that the OS refuses (a full disk, an unwritable ``data_dir``) ends the process a
 what the event would have acknowledged or replicated is then never sent, so nothing is
 acknowledged that was not written, and the group's other replicas take over
 (docs/operations.md, "Storage").
+
+fsyncs run on a thread, one at a time: every ``fsync_interval_s``, or at once when the core
+asks (``SyncLog``: a ``synced`` publish waits). Each reports ``Synced(ts)`` to the core:
+the log's end when the fsync began, less anything a truncation took meanwhile.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from tritonmq.config import BrokerConfig
 from tritonmq.core import journal
+from tritonmq.core.events import Event, Synced
 from tritonmq.core.journal import Op
 from tritonmq.core.log import GroupLog
 from tritonmq.storage.segments import SegmentStore, StorageError
@@ -27,30 +32,54 @@ EXIT_STORAGE = 3  # the process's exit status when its segment files cannot be w
 
 
 class Disk:
-    def __init__(self, cfg: BrokerConfig, store: SegmentStore) -> None:
+    def __init__(
+        self, cfg: BrokerConfig, store: SegmentStore, feed: Callable[[Event], None]
+    ) -> None:
         self.cfg = cfg
         self.store = store
-        self.synced = 0  # bytes written and fsynced
+        self.feed = feed
+        self.written_ts = 0  # the log's end as of the last write
+        self.synced = 0  # store.written as of the last fsync's start
+        self._cut: int | None = None  # the lowest ts a truncation kept during an fsync
+        self._soon = asyncio.Event()
 
-    def write(self, ops: Sequence[Op]) -> None:
+    def write(self, ops: Sequence[Op], last_ts: int) -> None:
         try:
             self.store.append(ops)
         except StorageError as e:
             log.critical("segment files cannot be written (%s): stopping at once", e)
             os._exit(EXIT_STORAGE)
+        self.written_ts = last_ts
+        if (cut := journal.lowest_cut(ops)) is not None:
+            self._cut = cut if self._cut is None else min(self._cut, cut)
+
+    def sync_soon(self) -> None:
+        self._soon.set()
 
     async def run(self, the_log: Callable[[], GroupLog | None]) -> None:
-        """fsync every ``fsync_interval_s`` and delete what retention lets go, off the loop."""
+        """fsync when asked or every ``fsync_interval_s``; delete what retention lets go."""
         next_retention = time.monotonic() + RETENTION_EVERY_S
         while True:
-            await asyncio.sleep(self.cfg.fsync_interval_s)
+            try:
+                async with asyncio.timeout(self.cfg.fsync_interval_s):
+                    await self._soon.wait()
+            except TimeoutError:
+                pass
+            self._soon.clear()
             if self.store.written != self.synced:
-                self.synced = await asyncio.to_thread(self.store.sync)
+                await self._sync()
             if time.monotonic() >= next_retention:
                 next_retention = time.monotonic() + RETENTION_EVERY_S
                 glog = the_log()
                 if glog is not None:
                     await self._retain(glog)
+
+    async def _sync(self) -> None:
+        ts, self._cut = self.written_ts, None
+        self.synced = await asyncio.to_thread(self.store.sync)
+        if self._cut is not None:  # cut while it ran: above it are other records now
+            ts = min(ts, self._cut)
+        self.feed(Synced(ts, time.monotonic()))
 
     async def _retain(self, glog: GroupLog) -> None:
         upto = journal.purged_and_forgotten(glog)

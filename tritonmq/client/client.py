@@ -34,6 +34,7 @@ from tritonmq.errors import (
 )
 from tritonmq.wire import frames
 from tritonmq.wire.frames import (
+    DURABILITY_LEVELS,
     SUBPROTOCOL,
     BrokerFrame,
     Commit,
@@ -434,31 +435,41 @@ class Client:
         *,
         key: bytes | None = None,
         headers: dict[str, Any] | None = None,
+        durability: str = "",
     ) -> Ack:
-        """Publish one record; returns once every in-sync replica holds it."""
-        return (await self._publish(topic, [(os.urandom(16), value, key, headers)]))[0]
+        """Publish one record; returns once every in-sync replica holds it (``durability``:
+        "memory", "written" or "synced"; "": the broker's default, docs/replication.md D4)."""
+        record = [(os.urandom(16), value, key, headers)]
+        return (await self._publish(topic, record, durability))[0]
 
     async def publish_batch(
         self,
         topic: str,
         records: Sequence[tuple[bytes, bytes, bytes | None, dict[str, Any] | None]],
+        *,
+        durability: str = "",
     ) -> list[Ack]:
         """Publish ``(uuid, value, key, headers)`` records with uuids the caller chose, so a
         replay of the same records is recognised by the broker's dedup (Spark's sink)."""
-        return await self._publish(topic, records)
+        return await self._publish(topic, records, durability)
 
-    async def publish_many(self, topic: str, values: Iterable[bytes]) -> list[Ack]:
+    async def publish_many(
+        self, topic: str, values: Iterable[bytes], *, durability: str = ""
+    ) -> list[Ack]:
         """Publish many records at once (batched on the wire); acks in the same order."""
-        return await self._publish(topic, [(os.urandom(16), v, None, None) for v in values])
+        items = [(os.urandom(16), v, None, None) for v in values]
+        return await self._publish(topic, items, durability)
 
     async def _publish(
-        self, topic: str, items: Sequence[tuple[bytes, bytes, Any, Any]]
+        self, topic: str, items: Sequence[tuple[bytes, bytes, Any, Any]], durability: str = ""
     ) -> list[Ack]:
         """Send to the topic's group; if its slot moved, re-route with the same uuids: to
         the group the refusal names (while a slot moves, the map still names the old owner,
         which refuses new writes naming the new one: docs/replication.md M2), else by the
         re-read map."""
         check_topic(topic)
+        if durability and durability not in DURABILITY_LEVELS:
+            raise ConfigError(f"durability must be one of {', '.join(DURABILITY_LEVELS)}")
         order = self._orders.get(topic)
         if order is None:
             order = self._orders[topic] = TopicOrder()
@@ -469,7 +480,7 @@ class Client:
                 await order.turn(call, group)  # the topic's earlier calls go first
                 link = self._link(group)
                 try:
-                    return await link.publish_batch(topic, list(items))
+                    return await link.publish_batch(topic, list(items), durability)
                 except WrongGroup as e:
                     order.off(call)
                     if attempt:  # groups disagree for a moment while a slot moves

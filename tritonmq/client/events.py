@@ -44,6 +44,7 @@ class Publish:
     ticket: int
     topic: str
     records: Sequence[PubRecord]
+    durability: str = ""  # when the broker acknowledges them ("": its default; D4)
 
 
 @dataclass(frozen=True, slots=True)

@@ -386,22 +386,26 @@ class Link:
         key: bytes | None,
         headers: dict[str, Any] | None,
         uuid: bytes | None = None,
+        durability: str = "",
     ) -> asyncio.Future[Ack]:
         """One record; the future gets its :class:`Ack`."""
         record = _record(uuid or os.urandom(16), value, key, headers)
         self._check_size(topic, [record])
         ticket, fut = self._ticket(topic, True)
-        self._handle(Publish(ticket, topic, (record,)))
+        self._handle(Publish(ticket, topic, (record,), durability))
         return fut
 
     def publish_batch(
-        self, topic: str, items: list[tuple[bytes, bytes, bytes | None, dict[str, Any] | None]]
+        self,
+        topic: str,
+        items: list[tuple[bytes, bytes, bytes | None, dict[str, Any] | None]],
+        durability: str = "",
     ) -> asyncio.Future[list[Ack]]:
         """``(uuid, value, key, headers)`` each; the future gets their acks in order."""
         records = [_record(u, v, k, h) for u, v, k, h in items]
         self._check_size(topic, records)
         ticket, fut = self._ticket(topic, False)
-        self._handle(Publish(ticket, topic, records))
+        self._handle(Publish(ticket, topic, records, durability))
         return fut
 
     def _check_size(self, topic: str, records: list[PubRecord]) -> None:

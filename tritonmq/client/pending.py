@@ -43,6 +43,7 @@ class Batch:
     attempts: int = 0
     on_wire: bool = False
     sent_at: float = 0.0
+    durability: str = ""  # the level its records asked for ("": the broker's default)
 
 
 @dataclass(slots=True)

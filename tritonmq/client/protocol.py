@@ -224,8 +224,11 @@ class ClientProtocol(Consuming):
     _unsent: deque[int] = field(default_factory=deque)
     _in_flight: int = 0
     _next_id: int = 1
-    _buffer: dict[str, list[tuple[int, Sequence[PubRecord]]]] = field(default_factory=dict)
-    _buffered: dict[str, int] = field(default_factory=dict)
+    # publish calls waiting to be batched, per (topic, durability): a batch has one level
+    _buffer: dict[tuple[str, str], list[tuple[int, Sequence[PubRecord]]]] = field(
+        default_factory=dict
+    )
+    _buffered: dict[tuple[str, str], int] = field(default_factory=dict)
     _flush_at: float = _NEVER
     _tickets: dict[int, _Ticket] = field(default_factory=dict)
     _requests: dict[int, _Request] = field(default_factory=dict)  # by wire id
@@ -307,8 +310,9 @@ class ClientProtocol(Consuming):
             return
         n = len(e.records)
         self._tickets[e.ticket] = _Ticket(e.topic, [0] * n, n)
-        self._buffer.setdefault(e.topic, []).append((e.ticket, e.records))
-        self._buffered[e.topic] = buffered = self._buffered.get(e.topic, 0) + n
+        key = (e.topic, e.durability)
+        self._buffer.setdefault(key, []).append((e.ticket, e.records))
+        self._buffered[key] = buffered = self._buffered.get(key, 0) + n
         if buffered >= self.settings.batch_size:
             self._flush(now)
         elif self._flush_at == _NEVER:
@@ -318,7 +322,7 @@ class ClientProtocol(Consuming):
         self._flush_at = _NEVER
         size, max_bytes = self.settings.batch_size, self.settings.batch_bytes
         deadline = now + self.settings.timeout
-        for topic, segments in self._buffer.items():
+        for (topic, durability), segments in self._buffer.items():
             records: list[PubRecord] = []
             parts: list[tuple[int, int, int]] = []
             nbytes = 0
@@ -330,14 +334,14 @@ class ClientProtocol(Consuming):
                         if i > at:
                             parts.append((ticket, at, i - at))
                             at = i
-                        self._new_batch(topic, records, parts, deadline)
+                        self._new_batch(topic, records, parts, deadline, durability)
                         records, parts, nbytes = [], [], 0
                     records.append(r)
                     nbytes += cost
                 if len(recs) > at:
                     parts.append((ticket, at, len(recs) - at))
             if records:
-                self._new_batch(topic, records, parts, deadline)
+                self._new_batch(topic, records, parts, deadline, durability)
         self._buffer.clear()
         self._buffered.clear()
         self._pump(now)
@@ -348,8 +352,9 @@ class ClientProtocol(Consuming):
         records: list[PubRecord],
         parts: list[tuple[int, int, int]],
         deadline: float,
+        durability: str = "",
     ) -> None:
-        b = _Batch(self._next_id, topic, records, parts, deadline)
+        b = _Batch(self._next_id, topic, records, parts, deadline, durability=durability)
         self._next_id += 1
         self._batches[b.id] = b
         self._unsent.append(b.id)
@@ -365,7 +370,7 @@ class ClientProtocol(Consuming):
             b.on_wire = True
             b.sent_at = now
             self._in_flight += 1
-            self._out.append(Send(Pub(b.id, b.topic, b.records)))
+            self._out.append(Send(Pub(b.id, b.topic, b.records, b.durability)))
 
     def _settle(self, b: _Batch) -> None:
         """``b`` leaves the protocol: acknowledged, refused for good, or expired."""
@@ -436,10 +441,11 @@ class ClientProtocol(Consuming):
         it."""
         for later in [x for x in self._batches.values() if x.topic == b.topic and x.id > b.id]:
             self._fail_batch(later, err, now, pump=False)
-        for ticket, _ in self._buffer.pop(b.topic, []):
-            if self._tickets.pop(ticket, None) is not None:
-                self._out.append(PublishFailed(ticket, err))
-        self._buffered.pop(b.topic, None)
+        for key in [k for k in self._buffer if k[0] == b.topic]:
+            for ticket, _ in self._buffer.pop(key):
+                if self._tickets.pop(ticket, None) is not None:
+                    self._out.append(PublishFailed(ticket, err))
+            self._buffered.pop(key, None)
 
     # --- requests answered once (fetch, commit, meta) ---------------------------------
 

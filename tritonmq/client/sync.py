@@ -54,11 +54,15 @@ class SyncClient:
         *,
         key: bytes | None = None,
         headers: dict[str, Any] | None = None,
+        durability: str = "",
     ) -> Ack:
-        return self._run(self._client.publish(topic, value, key=key, headers=headers))
+        coro = self._client.publish(topic, value, key=key, headers=headers, durability=durability)
+        return self._run(coro)
 
-    def publish_many(self, topic: str, values: Iterable[bytes]) -> list[Ack]:
-        return self._run(self._client.publish_many(topic, list(values)))
+    def publish_many(
+        self, topic: str, values: Iterable[bytes], *, durability: str = ""
+    ) -> list[Ack]:
+        return self._run(self._client.publish_many(topic, list(values), durability=durability))
 
     def subscribe(
         self,

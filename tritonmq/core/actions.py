@@ -214,6 +214,7 @@ class SendEntries:
     commit: int
     start: int
     end: int
+    sync: bool = False  # the primary waits for fsyncs: followers sync what they get soon (D4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +336,12 @@ class WriteLog:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncLog:
+    """fsync the segment files soon (a ``synced`` publish waits for it, D4), then report
+    Synced; without it they are fsynced every ``fsync_interval_s``."""
+
+
+@dataclass(frozen=True, slots=True)
 class Stopped:
     """A planned stop is complete on the core's side: close the ZooKeeper session, the
     listeners and every connection, then exit."""
@@ -418,6 +425,7 @@ Action: TypeAlias = (
     | LoadSubscriptions
     | LogLine
     | WriteLog
+    | SyncLog
     | Stopped
     | ProposeSlotStep
     | AskHandover

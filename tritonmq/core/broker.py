@@ -85,12 +85,14 @@ from tritonmq.core.events import (
     StopRequested,
     SubscriptionRegistered,
     SubscriptionsLoaded,
+    Synced,
     Tick,
     ZkView,
 )
 from tritonmq.core.group import GroupState, Member, Verdict, decide
 from tritonmq.core.handover import HANDOVER_TOPIC
 from tritonmq.core.invariants import broker_invariants
+from tritonmq.core.journal import lowest_cut
 from tritonmq.core.links import ReplicationLinks
 from tritonmq.core.log import GroupLog
 from tritonmq.core.moves import SlotMoves
@@ -156,6 +158,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.primary: PrimaryCore | None = None
         self.backup: BackupCore | None = None
         self.commit_ts = 0  # what we know is committed (as a backup: from the primary)
+        self.synced_ts = 0  # our segment files are fsynced up to here (D4)
         self.follow: FollowLink | None = None
         self.suspect: Member | None = None  # a primary we saw die before ZooKeeper did
         self.cas: PendingCas | None = None
@@ -198,6 +201,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         if self.log.journal:  # written before anything is acknowledged or sent (D1)
             ops, self.log.journal = tuple(self.log.journal), []
             out.insert(0, WriteLog(ops))
+            if (cut := lowest_cut(ops)) is not None:  # fsynced there: others' positions now
+                self.synced_ts = min(self.synced_ts, cut)
         return out
 
     @property
@@ -259,6 +264,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 return self._owned(self._loaded(ev))
             case OffsetsStored():
                 return self._stored(ev)
+            case Synced(ts=ts, now=now):
+                return self._synced(ts, now)
             case SubscriptionRegistered(topic=topic, name=name, offset=offset):
                 if self.primary is None:  # step-down refused its commits and dropped it
                     return []
@@ -331,32 +338,6 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         entries = self.log.entries_between(start, end)
         return entries, self.log.published_between(start, end) if entries else []
 
-    def primary_url(self) -> str | None:
-        st = self.state
-        if st is None:
-            return None
-        if st.primary == self.me.id and self.primary is None:
-            return None  # our view still names us, but we stepped down
-        m = self.members.get(st.primary)
-        return m.url if m is not None else None
-
-    def meta(self) -> dict[str, Any]:
-        st = self.state
-        return {
-            "op": "meta",
-            "group": self.cfg.group,
-            "broker": self.me.id,
-            "role": "primary" if self.primary is not None else "backup",
-            "epoch": st.epoch if st else 0,
-            "primary": st.primary if st else None,
-            "primary_url": self.primary_url(),
-            "isr": list(st.isr) if st else [],
-            "members": {m.id: m.url for m in self.members.values()},
-            "commit": self.commit_ts,
-            "bytes": self.log.bytes,
-            "records": self.log.records,
-        }
-
     # --- the primary's actions ----------------------------------------------------------
 
     def _primary_out(self, p: PrimaryCore, actions: Sequence[Action], now: float) -> list[Action]:
@@ -368,7 +349,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             elif type(a) is Replicate:
                 links = tuple(self.links[f] for f in a.followers if f in self.links)
                 if links:
-                    out.append(SendEntries(links, p.epoch, p.commit_ts, a.start, a.end))
+                    sync = p.wants_sync
+                    out.append(SendEntries(links, p.epoch, p.commit_ts, a.start, a.end, sync))
             elif type(a) is ReplicateDedup:
                 link = self.links.get(a.follower)
                 if link is not None:

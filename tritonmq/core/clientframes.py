@@ -4,7 +4,7 @@ A mixin of :class:`tritonmq.core.broker.BrokerCore`, as
 :class:`~tritonmq.core.links.ReplicationLinks` is for replication: the checks every frame
 passes (authorization, names, the topic's group or slot history), then one ``match`` per
 frame. The state it uses is declared below; BrokerCore owns it and supplies
-``_primary_out``, ``meta`` and ``primary_url``.
+``_primary_out``; ``meta`` and ``primary_url`` are here (what clients ask of a broker).
 """
 
 from __future__ import annotations
@@ -14,13 +14,20 @@ from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
 from tritonmq.core import limits, requests, slotcommits
-from tritonmq.core.actions import Action, LoadSubscriptions, SendError, SendMeta, SendSubOk
+from tritonmq.core.actions import (
+    Action,
+    LoadSubscriptions,
+    SendError,
+    SendMeta,
+    SendSubOk,
+    SyncLog,
+)
 from tritonmq.core.admin import administer
 from tritonmq.core.auth import ClientAuth
 from tritonmq.core.consumers import Mode
 from tritonmq.core.delivery import Delivery
 from tritonmq.core.events import ClientFrameIn
-from tritonmq.core.group import Member
+from tritonmq.core.group import GroupState, Member
 from tritonmq.core.handover import HANDOVER_TOPIC
 from tritonmq.core.limits import Caps, DedupShares
 from tritonmq.core.log import GroupLog
@@ -67,6 +74,8 @@ class ClientFrames:
     readers: SlotReaders
     rates: Rates
     slots: SlotMap | None
+    state: GroupState | None
+    members: dict[str, Member]
     primary: PrimaryCore | None
     commit_ts: int
     durables_ready: bool
@@ -75,13 +84,33 @@ class ClientFrames:
     def _primary_out(self, p: PrimaryCore, actions: Sequence[Action], now: float) -> list[Action]:
         raise NotImplementedError  # BrokerCore's
 
+    def primary_url(self) -> str | None:
+        st = self.state
+        if st is None:
+            return None
+        if st.primary == self.me.id and self.primary is None:
+            return None  # our view still names us, but we stepped down
+        m = self.members.get(st.primary)
+        return m.url if m is not None else None
+
     def meta(self) -> dict[str, Any]:
-        raise NotImplementedError  # BrokerCore's
+        st = self.state
+        return {
+            "op": "meta",
+            "group": self.cfg.group,
+            "broker": self.me.id,
+            "role": "primary" if self.primary is not None else "backup",
+            "epoch": st.epoch if st else 0,
+            "primary": st.primary if st else None,
+            "primary_url": self.primary_url(),
+            "isr": list(st.isr) if st else [],
+            "members": {m.id: m.url for m in self.members.values()},
+            "commit": self.commit_ts,
+            "bytes": self.log.bytes,
+            "records": self.log.records,
+        }
 
     def _ask_load(self, *, fresh: bool = True) -> LoadSubscriptions:
-        raise NotImplementedError  # BrokerCore's
-
-    def primary_url(self) -> str | None:
         raise NotImplementedError  # BrokerCore's
 
     def _other_owner(
@@ -135,9 +164,20 @@ class ClientFrames:
                 refused, origins = self.moves.pub(self.log, conn, frame)
                 if refused is not None:  # the slot is moving (M2)
                     return [p.refuse_batch(refused)]
+                level = frame.durability or self.cfg.durability
+                if level != "memory" and not self.cfg.data_dir:
+                    if frame.durability:  # asked for: said plainly, not quietly weakened
+                        msg = f"durability {level!r} needs a broker with a data_dir (D4)"
+                        return [SendError(conn, ErrorCode.BAD_REQUEST, msg, pub_id)]
+                    level = "memory"  # the broker-wide default, on a broker without files
+                synced = level == "synced"
                 last = self.log.last_ts
-                batch = p.publish(conn, pub_id, topic, records, ev.wall_ms, origins=origins)
+                batch = p.publish(
+                    conn, pub_id, topic, records, ev.wall_ms, origins=origins, synced=synced
+                )
                 out = self._primary_out(p, batch, now)
+                if synced:
+                    out.append(SyncLog())  # our own fsync; followers are asked in the append
                 self.rates.published(topic, self.log.last_ts - last)
                 self.shares.spent(who, self.log.last_ts - last, self.log.last_ts)
                 return out

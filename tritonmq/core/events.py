@@ -173,6 +173,15 @@ class OffsetsStored:
 
 
 @dataclass(frozen=True, slots=True)
+class Synced:
+    """The segment files are fsynced up to ``ts`` (as the log was when the fsync began,
+    less anything truncated since): what a ``synced`` publish waits for (D4)."""
+
+    ts: int
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
 class SubscriptionRegistered:
     """The answer to RegisterSubscription: the offset ZooKeeper holds (None: failed) and
     the era it is a ts of (a moved slot's, M5; 0: a slot that never moved). An offset is
@@ -252,6 +261,7 @@ Event: TypeAlias = (
     | SubscriptionsLoaded
     | OffsetsStored
     | SubscriptionRegistered
+    | Synced
     | SlotStepDone
     | HandoverAsked
     | HandoverAnswered

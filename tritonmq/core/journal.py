@@ -94,6 +94,17 @@ def apply(log: GroupLog, op: Op) -> None:
             raise ValueError(f"unknown log operation {tag!r}")
 
 
+def lowest_cut(ops: Iterable[Op]) -> int | None:
+    """The lowest ts a truncation or reset among ``ops`` kept (None: none cut the log):
+    what was fsynced above it is another record's position now."""
+    cut = None
+    for op in ops:
+        if op[0] == TRUNCATE or op[0] == RESET:
+            kept = op[1] if op[0] == TRUNCATE else op[1] - 1
+            cut = kept if cut is None else min(cut, kept)
+    return cut
+
+
 def purged_and_forgotten(log: GroupLog) -> int:
     """The highest ts up to which every record is purged and its uuid forgotten: what lies
     at or below it is no longer needed to rebuild the log (retention may delete it)."""

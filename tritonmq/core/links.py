@@ -24,6 +24,7 @@ from tritonmq.core.actions import (
     SendToPrimary,
     StartFollowing,
     StopFollowing,
+    SyncLog,
 )
 from tritonmq.core.actions import Level as L
 from tritonmq.core.delivery import Delivery
@@ -65,6 +66,7 @@ class ReplicationLinks:
     primary: PrimaryCore | None
     backup: BackupCore | None
     commit_ts: int
+    synced_ts: int
     follow: FollowLink | None
     suspect: Member | None
     links: dict[str, Any]
@@ -100,7 +102,8 @@ class ReplicationLinks:
             fid = self.link_ids.get(id(link))
             if p is None or fid is None:
                 return []
-            return self._primary_out(p, p.acked(fid, frame.epoch, frame.ts, now), now)
+            acked = p.acked(fid, frame.epoch, frame.ts, now, frame.synced)
+            return self._primary_out(p, acked, now)
         if isinstance(frame, SharedAck):
             fid, gate = self.link_ids.get(id(link)), self.delivery.gate
             if p is not None and fid is not None and gate is not None and frame.epoch == p.epoch:
@@ -291,6 +294,21 @@ class ReplicationLinks:
             ]
         return []
 
+    def _rack(self, f: FollowLink, ts: int) -> ReplAck:
+        """An acknowledgement of ``ts``, saying how far our files are fsynced (D4)."""
+        return ReplAck(f.epoch, ts, min(self.synced_ts, ts))
+
+    def _synced(self, ts: int, now: float) -> list[Action]:
+        """Our segment files are fsynced up to ``ts``: a primary may acknowledge what
+        waited for it, a backup tells its primary (D4)."""
+        self.synced_ts = max(self.synced_ts, min(ts, self.log.last_ts))
+        p, f, b = self.primary, self.follow, self.backup
+        if p is not None:
+            return self._primary_out(p, p.synced_to(self.synced_ts), now)
+        if f is not None and b is not None:
+            return [SendToPrimary(f.id, self._rack(f, b.log.last_ts))]
+        return []
+
     def _primary_frame(self, ev: PrimaryFrame) -> list[Action]:
         f, b = self.follow, self.backup
         if f is None or b is None or ev.follow_id != f.id:
@@ -307,18 +325,19 @@ class ReplicationLinks:
                         LogLine(L.WARNING, f"truncated {cut} entries not in epoch {f.epoch}")
                     )
                 if frame.more:  # the next dedup page comes once this one is acknowledged
-                    out.append(SendToPrimary(f.id, ReplAck(f.epoch, b.log.last_ts)))
+                    out.append(SendToPrimary(f.id, self._rack(f, b.log.last_ts)))
                 return out
             if isinstance(frame, DedupPage):
                 b.on_dedup(frame)
-                return [SendToPrimary(f.id, ReplAck(f.epoch, b.log.last_ts))] if frame.more else []
+                return [SendToPrimary(f.id, self._rack(f, b.log.last_ts))] if frame.more else []
             if isinstance(frame, Append):
                 ts = b.on_append(frame)
                 self.commit_ts = max(self.commit_ts, b.commit_ts)
                 # a handover's pages read as they come (unchanged: nothing done), not all
                 # at once by the first write after we are elected (M2.3)
                 self.moves.handed(self.log)
-                return [SendToPrimary(f.id, ReplAck(f.epoch, ts))]
+                ack = SendToPrimary(f.id, self._rack(f, ts))
+                return [ack, SyncLog()] if frame.sync else [ack]
             if isinstance(frame, Purge):
                 b.on_purge(frame)
                 return []

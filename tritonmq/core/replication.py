@@ -56,7 +56,17 @@ class FollowerProgress:
     retry again).
     """
 
-    __slots__ = ("id", "boot", "sent", "acked", "last_progress", "confirmed", "feed", "lacking")
+    __slots__ = (
+        "id",
+        "boot",
+        "sent",
+        "acked",
+        "synced",
+        "last_progress",
+        "confirmed",
+        "feed",
+        "lacking",
+    )
 
     def __init__(
         self,
@@ -72,6 +82,7 @@ class FollowerProgress:
         self.boot = boot
         self.sent = position
         self.acked = position
+        self.synced = 0  # its files are fsynced up to here, of what it acknowledged (D4)
         self.last_progress = now
         self.confirmed = confirmed
         self.feed = feed
@@ -185,6 +196,10 @@ class PrimaryCore:
         self.accepting = True
         self.proposal: ProposeIsr | None = None
         self._pending: list[tuple[int, int, Any, int, tuple[int, ...], tuple[int, ...]]] = []
+        # batches asked at `synced`: acknowledged once committed and fsynced by the ISR (D4)
+        self._pending_synced: list[tuple[int, int, Any, int, tuple[int, ...], tuple[int, ...]]]
+        self._pending_synced = []
+        self.own_synced = 0  # our files are fsynced up to here
         self._seq = 0
         self._refused: dict[Any, ErrorCode] = {}
         self._beat_commit = -1
@@ -207,8 +222,10 @@ class PrimaryCore:
         wall_ms: int = 0,
         *,
         origins: SlotOrigins | None = None,
+        synced: bool = False,
     ) -> list[Action]:
-        """Stamp, dedup and replicate a batch; it is acknowledged when it commits.
+        """Stamp, dedup and replicate a batch; it is acknowledged when it commits
+        (``synced``: and once every in-sync replica fsynced it, D4).
 
         ``origins`` (a slot that moved): a record handed over by the slot's old group is
         answered with its position there, never stored again, and the ``puback`` says
@@ -233,7 +250,7 @@ class PrimaryCore:
         if None not in known or (prior and len(prior) == known.count(None)):
             stamps = [k if k is not None else prior[i].ts for i, k in enumerate(known)]
             eras = _eras(known, prior, origins)
-            return self._ack_when_committed(conn, pub_id, stamps, eras, ours=known)
+            return self._ack_when_committed(conn, pub_id, stamps, eras, ours=known, synced=synced)
         refused = self._refused.get(conn)
         if refused is not None:
             msg = "an earlier batch on this connection was refused; resend in order"
@@ -276,7 +293,7 @@ class PrimaryCore:
             stamps.append(ts)
             ours.append(ts)
         eras = _eras(ours, prior, origins)
-        actions = self._ack_when_committed(conn, pub_id, stamps, eras, ours=ours)
+        actions = self._ack_when_committed(conn, pub_id, stamps, eras, ours=ours, synced=synced)
         if log.last_ts >= first_new:
             log.mark_published(first_new, wall_ms)
             actions.extend(self._replicate_new(first_new))
@@ -292,15 +309,46 @@ class PrimaryCore:
         eras: tuple[int, ...] = (),
         *,
         ours: Sequence[int | None] | None = None,
+        synced: bool = False,
     ) -> list[Action]:
         """``ours``: the stamps that are our own records (others are another group's,
-        committed there); the batch waits for the newest of ours to commit."""
+        committed there); the batch waits for the newest of ours to commit (``synced``:
+        and to be fsynced by every in-sync replica)."""
         need = max((t for t in (stamps if ours is None else ours) if t is not None), default=0)
-        if need <= self.commit_ts:
+        if need <= (self.synced_point() if synced else self.commit_ts):
             return [self._answer(conn, pub_id, tuple(stamps), eras)]
         self._seq += 1
-        heapq.heappush(self._pending, (need, self._seq, conn, pub_id, tuple(stamps), eras))
+        waiting = self._pending_synced if synced else self._pending
+        heapq.heappush(waiting, (need, self._seq, conn, pub_id, tuple(stamps), eras))
         return []
+
+    def synced_point(self) -> int:
+        """Every in-sync replica holds the log fsynced up to here, and it is committed."""
+        c = min(self.commit_ts, self.own_synced)
+        for v in self._voters():
+            f = self.followers.get(v)
+            c = min(c, f.synced if f is not None else 0)
+        return c
+
+    @property
+    def wants_sync(self) -> bool:
+        """A batch waits for fsyncs: followers are asked to sync what we send them soon."""
+        return bool(self._pending_synced)
+
+    def synced_to(self, ts: int) -> list[Action]:
+        """Our own files are fsynced up to ``ts``."""
+        self.own_synced = max(self.own_synced, min(ts, self.log.last_ts))
+        return self._release_synced()
+
+    def _release_synced(self) -> list[Action]:
+        out: list[Action] = []
+        waiting = self._pending_synced
+        if waiting:
+            point = self.synced_point()
+            while waiting and waiting[0][0] <= point:
+                _, _, conn, pub_id, stamps, eras = heapq.heappop(waiting)
+                out.append(self._answer(conn, pub_id, stamps, eras))
+        return out
 
     def _answer(
         self, conn: Any, pub_id: int, stamps: tuple[int, ...], eras: tuple[int, ...] = ()
@@ -350,14 +398,14 @@ class PrimaryCore:
             if f.acked < c:
                 c = f.acked
         if c <= self.commit_ts:
-            return []
+            return self._release_synced()  # a follower's fsync may have been all it lacked
         self.commit_ts = c
         out: list[Action] = []
         pending = self._pending
         while pending and pending[0][0] <= c:
             _, _, conn, pub_id, stamps, eras = heapq.heappop(pending)
             out.append(self._answer(conn, pub_id, stamps, eras))
-        return out
+        return out + self._release_synced()
 
     def step_down(self) -> list[Action]:
         """We are no longer primary: every producer still waiting must retry at the new one."""
@@ -369,9 +417,10 @@ class PrimaryCore:
                 "primary stepped down before this batch committed",
                 pub_id,
             )
-            for _, _, conn, pub_id, _, _ in sorted(self._pending)
+            for _, _, conn, pub_id, _, _ in sorted(self._pending + self._pending_synced)
         ]
         self._pending.clear()
+        self._pending_synced.clear()
         return out
 
     def refuse_batch(self, err: SendError) -> SendError:
@@ -388,6 +437,8 @@ class PrimaryCore:
         """A producer went away: forget its waiting acks (the records stay)."""
         self._pending = [p for p in self._pending if p[2] is not conn]
         heapq.heapify(self._pending)
+        self._pending_synced = [p for p in self._pending_synced if p[2] is not conn]
+        heapq.heapify(self._pending_synced)
         self._refused.pop(conn, None)
 
     def append_internal(
@@ -476,7 +527,7 @@ class PrimaryCore:
         f.sent = end
         return [Replicate((fid,), start, end)]
 
-    def acked(self, fid: str, epoch: int, ts: int, now: float) -> list[Action]:
+    def acked(self, fid: str, epoch: int, ts: int, now: float, synced: int = 0) -> list[Action]:
         f = self.followers.get(fid)
         if f is None or epoch != self.epoch:
             return []
@@ -484,6 +535,8 @@ class PrimaryCore:
         if ts > f.acked:
             f.acked = min(ts, f.sent)
             f.last_progress = now
+        if synced > f.synced:  # of what it holds as we do (it acknowledged up to there)
+            f.synced = min(synced, f.acked)
         f.confirmed = f.feed is None
         out = self._advance_commit()
         out.extend(self.pump(fid, acked=True))

@@ -52,6 +52,7 @@ from tritonmq.core.actions import (
     StopFollowing,
     Stopped,
     StoreOffsets,
+    SyncLog,
     WriteLog,
 )
 from tritonmq.core.actions import (
@@ -489,7 +490,7 @@ class SimCoreBroker:
                 self.moves.ask(a, out)
             case SendHandover(link=link, pairs=pairs):
                 out.append(Send(link, pairs))
-            case WriteLog():
+            case WriteLog() | SyncLog():
                 raise AssertionError("simulated brokers have no data_dir (no disk model yet)")
             case _:
                 assert_never(a)

@@ -198,6 +198,7 @@ class SinkOptions:
     ca_file: str | None = None
     token_file: str | None = None
     zk_auth_file: str | None = None
+    durability: str = ""  # when a row's record is acknowledged ("": the broker's default)
 
 
 def sink_options(opts: Mapping[str, str]) -> SinkOptions:
@@ -207,7 +208,16 @@ def sink_options(opts: Mapping[str, str]) -> SinkOptions:
     sink_id = opts.get("sinkId")
     if sink_id is not None and not sink_id:
         raise ConfigError("option 'sinkId' must not be empty")
+    durability = opts.get("durability", "")
+    if durability not in ("", "memory", "written", "synced"):
+        raise ConfigError("option 'durability' must be memory, written or synced")
     url = _url(opts)
     return SinkOptions(
-        url, topic, sink_id, _ca_file(opts), _token_file(opts), _zk_auth_file(opts, url)
+        url,
+        topic,
+        sink_id,
+        _ca_file(opts),
+        _token_file(opts),
+        _zk_auth_file(opts, url),
+        durability,
     )

@@ -112,10 +112,13 @@ class Remote:
         self,
         topic: str,
         records: Sequence[tuple[bytes, bytes, bytes | None, dict[str, Any] | None]],
+        durability: str = "",
     ) -> int:
-        """Publish with the given uuids; returns once every record is acknowledged."""
+        """Publish with the given uuids; returns once every record is acknowledged (at
+        ``durability``: "" is the broker's default)."""
         for i in range(0, len(records), PUBLISH_CHUNK):
-            self.call(self.client.publish_batch(topic, records[i : i + PUBLISH_CHUNK]))
+            chunk = records[i : i + PUBLISH_CHUNK]
+            self.call(self.client.publish_batch(topic, chunk, durability=durability))
         return len(records)
 
     def pages(

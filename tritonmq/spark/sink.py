@@ -82,7 +82,7 @@ def publish_rows(opts: SinkOptions, rows: Iterator[Row], sink_id: str, batch: st
         n += 1
     r = remote(opts.url, opts.ca_file, opts.token_file, opts.zk_auth_file)
     for topic, records in by_topic.items():
-        r.publish(topic, records)
+        r.publish(topic, records, opts.durability)
     return n
 
 

@@ -35,6 +35,7 @@ from tritonmq.wire.fields import (
     ts_ok,
 )
 from tritonmq.wire.frames import (
+    DURABILITY_LEVELS,
     Ack,
     BrokerFrame,
     ClientFrame,
@@ -275,10 +276,14 @@ def decode_client(
 def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> ClientFrame:
     op = obj["op"]
     if op == "pub":
+        durability = opt(obj, "durability", "")
+        if durability != "" and durability not in DURABILITY_LEVELS:
+            raise MalformedFrame(f"'durability' must be one of {', '.join(DURABILITY_LEVELS)}")
         return Pub(
             int_field(obj, "id"),
             str_field(obj, "topic", max_len=MAX_TOPIC_LEN),
             _pub_records(obj.get("records"), max_records, max_value),
+            durability,
         )
     if op == "ack":
         ts = obj.get("ts")
@@ -659,7 +664,10 @@ def enc_committed(id: int, ts: int, head: int) -> bytes:
 def enc_client(frame: ClientFrame) -> bytes:
     """Encode a client frame (used by the Python client and tests)."""
     if isinstance(frame, Pub):
-        return _packb({"op": "pub", "id": frame.id, "topic": frame.topic, "records": frame.records})
+        pub = {"op": "pub", "id": frame.id, "topic": frame.topic, "records": frame.records}
+        if frame.durability:
+            pub["durability"] = frame.durability
+        return _packb(pub)
     if isinstance(frame, Ack):
         ts: int | tuple[int, ...] = (frame.ts, *frame.many) if frame.many else frame.ts
         return _packb({"op": "ack", "sid": frame.sid, "ts": ts})

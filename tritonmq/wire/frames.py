@@ -84,6 +84,12 @@ class Pub:
     id: int
     topic: str
     records: list[PubRecord]
+    # when it is acknowledged (docs/replication.md D4): "memory", "written", "synced";
+    # "": the broker's default (its `durability` setting)
+    durability: str = ""
+
+
+DURABILITY_LEVELS = ("memory", "written", "synced")
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +241,7 @@ class Append:
     start: int
     entries: list[Entry | None]
     published: tuple[tuple[int, int], ...] = ()
+    sync: bool = False  # the primary waits for followers' fsyncs: sync soon, ack `synced` (D4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +257,7 @@ class Purge:
 class ReplAck:
     epoch: int
     ts: int
+    synced: int = 0  # the follower's log is fsynced up to here (D4)
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,12 +128,14 @@ def decode_repl(data: bytes | str, *, max_frame: int = 64 * 1024 * 1024) -> Repl
             int_field(obj, "start"),
             list(entries),
             published_pairs(obj),
+            obj.get("sync") is True,
         )
     if op == "purge":
         topics = _topic_points(obj.get("topics"), "topics")
         return Purge(int_field(obj, "epoch"), list(topics), int_field(obj, "forget"))
     if op == "rack":
-        return ReplAck(int_field(obj, "epoch"), int_field(obj, "ts"))
+        synced = int_field(obj, "synced", default=0)
+        return ReplAck(int_field(obj, "epoch"), int_field(obj, "ts"), synced)
     if op == "shared":
         subs = obj.get("subs")
         if not isinstance(subs, tuple):
@@ -241,6 +243,7 @@ def enc_append(
     start: int,
     entries: Sequence[Entry | None],
     published: Sequence[tuple[int, int]] = (),
+    sync: bool = False,
 ) -> bytes:
     frame: dict[str, Any] = {
         "op": "append",
@@ -251,6 +254,8 @@ def enc_append(
     }
     if published:
         frame["published"] = published
+    if sync:
+        frame["sync"] = True
     return _packb(frame)
 
 
@@ -267,7 +272,9 @@ def enc_shared(st: SharedState) -> bytes:
     return _packb({"op": "shared", "epoch": st.epoch, "seq": st.seq, "subs": subs})
 
 
-def enc_rack(epoch: int, ts: int) -> bytes:
+def enc_rack(epoch: int, ts: int, synced: int = 0) -> bytes:
+    if synced:
+        return _packb({"op": "rack", "epoch": epoch, "ts": ts, "synced": synced})
     return _packb({"op": "rack", "epoch": epoch, "ts": ts})
 
 
