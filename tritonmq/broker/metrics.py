@@ -375,6 +375,23 @@ class StateCollector:
             p is not None and len(p.isr) < p.min_insync,
         )
         log = core.log
+        files = bool(cfg.data_dir)
+        yield _gauge(
+            "tritonmq_log_written_ts",
+            "The log's end this broker's segment files hold (0: memory only).", g,
+            log.last_ts if files else 0,
+        )  # fmt: skip
+        yield _gauge(
+            "tritonmq_log_synced_ts",
+            "How far this broker's segment files are fsynced (0: memory only).", g,
+            core.synced_ts,
+        )  # fmt: skip
+        if p is not None:
+            yield _gauge(
+                "tritonmq_group_synced_ts",
+                "Primary: every in-sync replica's files are fsynced up to here (synced acks).",
+                g, p.synced_point() if files else 0,
+            )  # fmt: skip
         yield _gauge("tritonmq_retained_records", "Records held in memory.", g, log.records)
         yield _gauge("tritonmq_retained_bytes", "Memory the retained records cost.", g, log.bytes)
         yield _gauge(

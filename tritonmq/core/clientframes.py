@@ -78,6 +78,7 @@ class ClientFrames:
     members: dict[str, Member]
     primary: PrimaryCore | None
     commit_ts: int
+    synced_ts: int
     durables_ready: bool
     waiting_subs: list[ClientFrameIn]
 
@@ -108,6 +109,9 @@ class ClientFrames:
             "commit": self.commit_ts,
             "bytes": self.log.bytes,
             "records": self.log.records,
+            # how far this broker's segment files hold the log, and fsynced (D4; 0: memory)
+            "written": self.log.last_ts if self.cfg.data_dir else 0,
+            "synced": self.synced_ts,
         }
 
     def _ask_load(self, *, fresh: bool = True) -> LoadSubscriptions:
