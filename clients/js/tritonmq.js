@@ -381,7 +381,7 @@ class PendingSub {
  * applies an event and returns the actions the shell must perform, in order. Ported from
  * tritonmq/client/protocol.py and consuming.py (rules C1-C11 of docs/protocol.md §11):
  *
- * events: {type: "publish", ticket, topic, records} (records `[uuid, key, value, headers]`
+ * events: {type: "publish", ticket, topic, records, durability} (records `[uuid, key, value, headers]`
  *   with their uuids), "request" {ticket, frame}, "setToken" {token}, "subscribe" {sid,
  *   topic, name, start, window, mode, member, gaps, presence, info, era, resume}, "unsubscribe" {sid},
  *   "ack" {sid, ts, era},
@@ -422,7 +422,7 @@ export class ClientProtocol {
     this._unsent = [];
     this._inFlight = 0;
     this._nextId = 1;
-    this._buffer = new Map(); // topic -> [[ticket, records]]
+    this._buffer = new Map(); // "<durability>\u0000<topic>" -> [[ticket, records]]: one level a batch
     this._buffered = new Map();
     this._flushAt = NEVER;
     this._tickets = new Map();
@@ -533,10 +533,11 @@ export class ClientProtocol {
     }
     const n = e.records.length;
     this._tickets.set(e.ticket, { topic: e.topic, ts: new Array(n).fill(0), missing: n });
-    if (!this._buffer.has(e.topic)) this._buffer.set(e.topic, []);
-    this._buffer.get(e.topic).push([e.ticket, e.records]);
-    const buffered = (this._buffered.get(e.topic) ?? 0) + n;
-    this._buffered.set(e.topic, buffered);
+    const key = `${e.durability ?? ""}\u0000${e.topic}`;
+    if (!this._buffer.has(key)) this._buffer.set(key, []);
+    this._buffer.get(key).push([e.ticket, e.records]);
+    const buffered = (this._buffered.get(key) ?? 0) + n;
+    this._buffered.set(key, buffered);
     if (buffered >= this.settings.batchSize) this._flush(now);
     else if (this._flushAt === NEVER) this._flushAt = now + this.settings.linger;
   }
@@ -545,7 +546,10 @@ export class ClientProtocol {
     this._flushAt = NEVER;
     const { batchSize: size, batchBytes: maxBytes } = this.settings;
     const deadline = now + this.settings.timeout;
-    for (const [topic, segments] of this._buffer) {
+    for (const [key, segments] of this._buffer) {
+      const cut = key.indexOf("\u0000");
+      const durability = key.slice(0, cut);
+      const topic = key.slice(cut + 1);
       let records = [];
       let parts = [];
       let nbytes = 0;
@@ -558,7 +562,7 @@ export class ClientProtocol {
               parts.push([ticket, at, i - at]);
               at = i;
             }
-            this._newBatch(topic, records, parts, deadline);
+            this._newBatch(topic, records, parts, deadline, durability);
             records = [];
             parts = [];
             nbytes = 0;
@@ -568,15 +572,15 @@ export class ClientProtocol {
         });
         if (recs.length > at) parts.push([ticket, at, recs.length - at]);
       }
-      if (records.length) this._newBatch(topic, records, parts, deadline);
+      if (records.length) this._newBatch(topic, records, parts, deadline, durability);
     }
     this._buffer.clear();
     this._buffered.clear();
     this._pump(now);
   }
 
-  _newBatch(topic, records, parts, deadline) {
-    const b = { id: this._nextId++, topic, records, parts, deadline, attempts: 0, onWire: false, sentAt: 0 };
+  _newBatch(topic, records, parts, deadline, durability = "") {
+    const b = { id: this._nextId++, topic, records, parts, deadline, durability, attempts: 0, onWire: false, sentAt: 0 };
     this._batches.set(b.id, b);
     this._unsent.push(b.id);
   }
@@ -590,7 +594,9 @@ export class ClientProtocol {
       b.onWire = true;
       b.sentAt = now;
       this._inFlight += 1;
-      this._out.push({ type: "send", frame: { op: "pub", id: b.id, topic: b.topic, records: b.records } });
+      const frame = { op: "pub", id: b.id, topic: b.topic, records: b.records };
+      if (b.durability) frame.durability = b.durability; // when the puback comes (D4)
+      this._out.push({ type: "send", frame });
     }
   }
 
@@ -647,11 +653,14 @@ export class ClientProtocol {
     for (const x of [...this._batches.values()]) {
       if (x.topic === b.topic && x.id >= b.id) this._failBatch(x, err, now, false);
     }
-    for (const [ticket] of this._buffer.get(b.topic) ?? []) {
-      if (this._tickets.delete(ticket)) this._out.push({ type: "publishFailed", ticket, error: err });
+    for (const [key, segments] of [...this._buffer]) {
+      if (key.slice(key.indexOf("\u0000") + 1) !== b.topic) continue;
+      for (const [ticket] of segments) {
+        if (this._tickets.delete(ticket)) this._out.push({ type: "publishFailed", ticket, error: err });
+      }
+      this._buffer.delete(key);
+      this._buffered.delete(key);
     }
-    this._buffer.delete(b.topic);
-    this._buffered.delete(b.topic);
     this._pump(now);
   }
 
@@ -1834,6 +1843,11 @@ export class Client extends Emitter {
     const headers = options.headers ?? null;
     if (key !== null) checkValue(key, "key");
     if (headers !== null && (!isObject(headers))) throw new TritonError("CONFIG", "headers must be an object");
+    // when the broker acknowledges them: "memory", "written", "synced" (docs/protocol.md `pub`)
+    const durability = options.durability ?? "";
+    if (!["", "memory", "written", "synced"].includes(durability)) {
+      throw new TritonError("CONFIG", "durability must be memory, written or synced");
+    }
     const records = values.map((v) => {
       checkValue(v, "value");
       return [randomUuid(), key, v, headers];
@@ -1852,7 +1866,7 @@ export class Client extends Emitter {
         try {
           const hand = (ticket) => () => {
             try {
-              link.handle({ type: "publish", ticket, topic, records });
+              link.handle({ type: "publish", ticket, topic, records, durability });
             } catch (e) {
               this._settle(ticket, e, null); // maybe later, from another call's turn: fail this one only
             }

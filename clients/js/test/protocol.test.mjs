@@ -201,6 +201,17 @@ test("a puback's eras (a moved slot) reach publishDone record by record; a pubac
   assert.deepStrictEqual(of(puback(3, [10]), "publishDone"), [{ type: "publishDone", ticket: 2, ts: [10], group: "g2" }]);
 });
 
+test("publishes of one topic asked at different durability levels go in different batches, each saying its level", () => {
+  const p = new ClientProtocol({}, () => 0.5);
+  connect(p, "ws://b1", 0);
+  const r = (u) => [u, null, "v", null];
+  p.handle({ type: "publish", ticket: 1, topic: "t", records: [r("u1")], durability: "synced" }, 0);
+  p.handle({ type: "publish", ticket: 2, topic: "t", records: [r("u2")] }, 0);
+  p.handle({ type: "publish", ticket: 3, topic: "t", records: [r("u3")], durability: "synced" }, 0);
+  const sent = of(p.handle({ type: "tick" }, 0), "send").map((a) => [a.frame.durability ?? "", a.frame.records.length]);
+  assert.deepStrictEqual(sent.sort(), [["", 1], ["synced", 2]]);
+});
+
 test("WRONG_GROUP moves a subscription: unnamed from (era, after + 1), named from its offset", () => {
   const p = new ClientProtocol({}, () => 0.5);
   connect(p, "ws://b1", 0);
