@@ -861,6 +861,12 @@ def init(zk_hosts: str, chroot: str, groups: str, slots: int, insecure: bool) ->
     default=None,
     help="Keep broker logs and ZooKeeper data here (default: a temp dir, removed).",
 )
+@click.option(
+    "--data",
+    is_flag=True,
+    help="Brokers keep segment files; faults include killing a whole group at once and"
+    " flipping a byte of a backup's segment.",
+)
 def chaos(
     seed: int,
     duration: float,
@@ -869,6 +875,7 @@ def chaos(
     rate: int,
     json_path: str | None,
     workdir: str | None,
+    data: bool,
 ) -> None:
     """Faults against a real cluster under load, then check: exit 1 on any lost, duplicated,
     reordered or phantom record."""
@@ -883,7 +890,9 @@ def chaos(
 
     signal.signal(signal.SIGTERM, on_sigterm)
     console = Console()
-    opts = ChaosOptions(seed=seed, duration=duration, faults=faults, groups=groups, rate=rate)
+    opts = ChaosOptions(
+        seed=seed, duration=duration, faults=faults, groups=groups, rate=rate, data=data
+    )
     try:
         report = run_chaos(opts, console, workdir=Path(workdir) if workdir else None)
     except TritonError as e:

@@ -19,11 +19,16 @@ def test_a_shorter_plan_is_a_prefix_of_a_longer_one() -> None:
     assert list(itertools.islice(schedule(3, GROUPS), 300)) == plan(3, 300, GROUPS)
 
 
+FILES_ONLY = {FaultKind.KILL_GROUP, FaultKind.CORRUPT_BACKUP}
+
+
 def test_every_fault_kind_and_group_comes_up() -> None:
     faults = plan(1, 300, GROUPS)
-    assert {f.kind for f in faults} == set(FaultKind)
+    assert {f.kind for f in faults} == set(FaultKind) - FILES_ONLY, "memory only: as before"
     assert {f.group for f in faults} == set(GROUPS)
     assert [f.index for f in faults] == list(range(1, 301))
+    with_files = plan(1, 300, GROUPS, data=True)
+    assert {f.kind for f in with_files} == set(FaultKind), "with segment files: theirs too"
 
 
 def test_holds_span_the_session_timeout_and_gaps_are_short() -> None:

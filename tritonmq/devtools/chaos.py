@@ -62,6 +62,7 @@ class ChaosOptions:
     batch: int = 10
     publish_timeout: float = 30.0
     drain_timeout: float = 90.0
+    data: bool = False  # brokers keep segment files; whole-group kills and damaged files too
 
 
 @dataclass
@@ -197,7 +198,7 @@ class _Run:
 
     async def _unleash(self, t_faults: Any) -> None:
         deadline = time.monotonic() + self.opts.duration
-        faults = schedule(self.opts.seed, self.cluster.groups)
+        faults = schedule(self.opts.seed, self.cluster.groups, self.opts.data)
         for fault in itertools.islice(faults, self.opts.faults):
             if time.monotonic() >= deadline:
                 break
@@ -339,7 +340,7 @@ def run_chaos(
     on_cluster: Callable[[DevCluster], None] | None = None,
 ) -> ChaosReport:
     """Start the cluster, run, stop every process it started (also on error or Ctrl-C)."""
-    cluster = DevCluster(opts.groups, opts.replicas, workdir=workdir, isolated=True)
+    cluster = DevCluster(opts.groups, opts.replicas, workdir=workdir, isolated=True, data=opts.data)
     t0 = time.monotonic()
     try:
         with console.status("starting ZooKeeper and brokers"):

@@ -52,6 +52,9 @@ class FaultKind(enum.Enum):
     KILL_TWO = "SIGKILL primary+backup"
     CUT_ZK_PRIMARY = "cut ZooKeeper of primary"
     CUT_ZK_BACKUP = "cut ZooKeeper of backup"
+    # with segment files (chaos --data): the whole group at once, and a damaged file
+    KILL_GROUP = "SIGKILL every broker of the group"
+    CORRUPT_BACKUP = "flip a byte of a backup's segment"
 
     @property
     def on_primary(self) -> bool:
@@ -61,6 +64,7 @@ class FaultKind(enum.Enum):
             FaultKind.PAUSE_PRIMARY,
             FaultKind.KILL_TWO,
             FaultKind.CUT_ZK_PRIMARY,
+            FaultKind.KILL_GROUP,
         )
 
 
@@ -77,6 +81,12 @@ _MENU: tuple[tuple[FaultKind, int, float, float], ...] = (
     (FaultKind.KILL_TWO, 2, 0.5, 3.0),
     (FaultKind.CUT_ZK_PRIMARY, 2, 0.5, 5.0),
     (FaultKind.CUT_ZK_BACKUP, 1, 0.5, 5.0),
+)
+# Only with segment files (a draw of its own after the others: a seed without them draws
+# what it always drew).
+_DATA_MENU: tuple[tuple[FaultKind, int, float, float], ...] = (
+    (FaultKind.KILL_GROUP, 2, 0.2, 2.0),
+    (FaultKind.CORRUPT_BACKUP, 2, 0.2, 1.0),
 )
 _GAP = (0.3, 2.0)  # seconds of calm after a fault has healed
 
@@ -97,12 +107,14 @@ class Fault:
         return f"#{self.index} {self.kind.value} of {self.group} for {self.hold:.1f}s"
 
 
-def schedule(seed: int, groups: list[str]) -> Iterator[Fault]:
-    """Seed ``seed``'s faults, without end: a run takes as many as its duration allows."""
+def schedule(seed: int, groups: list[str], data: bool = False) -> Iterator[Fault]:
+    """Seed ``seed``'s faults, without end: a run takes as many as its duration allows.
+    ``data``: the brokers keep segment files, and their faults are drawn too."""
     rng = random.Random(seed)
-    kinds = [k for k, _, _, _ in _MENU]
-    weights = [w for _, w, _, _ in _MENU]
-    holds = {k: (lo, hi) for k, _, lo, hi in _MENU}
+    menu = _MENU + _DATA_MENU if data else _MENU
+    kinds = [k for k, _, _, _ in menu]
+    weights = [w for _, w, _, _ in menu]
+    holds = {k: (lo, hi) for k, _, lo, hi in menu}
     for i in itertools.count(1):
         kind = rng.choices(kinds, weights)[0]
         lo, hi = holds[kind]
@@ -116,9 +128,9 @@ def schedule(seed: int, groups: list[str]) -> Iterator[Fault]:
         )
 
 
-def plan(seed: int, count: int, groups: list[str]) -> list[Fault]:
+def plan(seed: int, count: int, groups: list[str], data: bool = False) -> list[Fault]:
     """The first ``count`` faults of seed ``seed``'s schedule."""
-    return list(itertools.islice(schedule(seed, groups), count))
+    return list(itertools.islice(schedule(seed, groups, data), count))
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +186,11 @@ class Nemesis:
         others = [m for m in members if m != primary]
         backup = others[fault.pick % len(others)]
         target = primary if fault.kind.on_primary else backup
-        targets = (primary, backup) if fault.kind is FaultKind.KILL_TWO else (target,)
+        targets: tuple[str, ...] = (
+            (primary, backup) if fault.kind is FaultKind.KILL_TWO else (target,)
+        )
+        if fault.kind is FaultKind.KILL_GROUP:
+            targets = (primary, *others)
         try:
             note = self._do(fault, targets)
         except (TritonError, OSError, subprocess.SubprocessError) as e:
@@ -215,6 +231,26 @@ class Nemesis:
                     self._hold(fault.hold)
                 finally:
                     c.heal_zk(targets[0])
+            case FaultKind.KILL_GROUP:
+                procs = [c.brokers[t].proc for t in targets]
+                for proc in procs:  # at the same moment, as a power cut of processes
+                    if proc is not None:
+                        proc.send_signal(signal.SIGKILL)
+                for proc in procs:
+                    if proc is not None:
+                        proc.wait(timeout=30)
+                self._hold(fault.hold)
+                if self.stopping.is_set():
+                    return "not restarted: the run is stopping"
+                for t in targets:
+                    c.restart(t)
+            case FaultKind.CORRUPT_BACKUP:
+                c.kill(targets[0])
+                note = flip_a_byte(c, targets[0], fault.pick)
+                self._hold(fault.hold)
+                if self.stopping.is_set():
+                    return "not restarted: the run is stopping"
+                c.restart(targets[0])
             case _:
                 assert_never(fault.kind)
         return note
@@ -300,3 +336,17 @@ class Nemesis:
                 return None
             self.stopping.wait(0.2)
         return None
+
+
+def flip_a_byte(c: DevCluster, bid: str, pick: int) -> str:
+    """Flip one bit of a byte of ``bid``'s segment files (chosen by ``pick``); a note."""
+    segs = sorted((c.data_dir(bid) / "log").glob("*.seg"))
+    segs = [p for p in segs if p.stat().st_size > 0]
+    if not segs:
+        return "no segment to damage"
+    seg = segs[pick % len(segs)]
+    data = bytearray(seg.read_bytes())
+    at = (pick * 7919) % len(data)
+    data[at] ^= 1 << (pick % 8)
+    seg.write_bytes(bytes(data))
+    return f"flipped a bit of {seg.name} at byte {at}"
