@@ -694,13 +694,6 @@ def chaos(
 @click.option("--groups", type=click.IntRange(1, 16), default=1, show_default=True)
 @click.option("--replicas", type=click.IntRange(1, 7), default=3, show_default=True)
 @click.option("--faults", type=click.IntRange(0, 100), default=5, show_default=True)
-@click.option(
-    "--adapter",
-    type=click.Choice(["core", "shell"]),
-    default="core",
-    show_default=True,
-    help="Brokers as BrokerCore, or as the pre-BrokerCore shell over the pure pieces.",
-)
 @click.option("--scenario", default=None, help="A fixed fault list (tritonmq/sim/scenarios.py).")
 @click.option("--refusals", is_flag=True, help="Also draw live processes refusing connections.")
 @click.option("--check-whole", is_flag=True, help="After healing, every replica is in the ISR.")
@@ -715,7 +708,6 @@ def sim(
     groups: int,
     replicas: int,
     faults: int,
-    adapter: str,
     scenario: str | None,
     refusals: bool,
     check_whole: bool,
@@ -735,7 +727,6 @@ def sim(
         groups=groups,
         replicas=replicas,
         faults=faults,
-        adapter=adapter,
         refusals=refusals,
         check_whole=check_whole,
         moves=moves,

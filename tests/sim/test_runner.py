@@ -63,7 +63,7 @@ def test_sim_bad_arguments_exit_2() -> None:
         ["sim", "--seeds", "0"],
         ["sim", "--seed", "x"],
         ["sim", "--seeds", "3", "--jobs", "0"],
-        ["sim", "--seed", "1", "--adapter", "asyncio"],
+        ["sim", "--seed", "1", "--adapter", "shell"],  # the pre-BrokerCore shell is gone
         ["sim", "--seed", "1", "--scenario", "no-such-scenario"],
     )
     for args in bad:

@@ -56,6 +56,29 @@ def test_a_restarted_follower_is_not_admitted_on_a_new_primary_s_inherited_commi
         )
 
 
+def test_a_primary_whose_isr_cas_outcome_is_unknown_re_reads_and_keeps_committing() -> None:
+    """Issue 6, bug 3: a ConnectionLoss on the primary's ISR CAS (outcome unknown). The
+    pre-BrokerCore shell's proposing task died there and left the proposal set, so the
+    group never acknowledged again (this seed found it, as did 159 and 189); BrokerCore
+    re-reads and judges the outcome (``tests/unit/test_core_broker.py``, "bug 3")."""
+    violation, trace = run_traced(12, SimParams())
+    assert violation is None, trace
+    assert "ConnectionLoss on g0b0's cas:" in trace
+    assert "isr CAS outcome unknown; re-reading" in trace
+
+
+def test_a_reset_follower_is_not_admitted_to_the_isr_before_it_holds_anything() -> None:
+    """Found by the simulator: ``PrimaryCore.attach`` counted a follower that starts by
+    *reset* as holding everything up to the primary's base before it had even received
+    the ``leader`` frame, and the next view proposed it into the ISR while its log was
+    still empty from ts 1 (elected then, it would have reused acknowledged ts values).
+    This seed broke "in-sync replicas hold what was acknowledged" before core commit
+    90e6249 (docs/testing.md)."""
+    violation, trace = run_traced(332, SimParams())
+    assert violation is None, trace
+    assert "starts after ts 36 (reset=True)" in trace  # the situation of the bug
+
+
 # The slot-swaps scenario (docs/replication.md M9): both failed before loads had request
 # numbers of their own and registrations answered with their era.
 

@@ -90,8 +90,8 @@ AROUND_MOVES: tuple[tuple[FaultKind, int], ...] = (
 
 
 def moves_on(params: Any) -> bool:
-    """Moves are drawn with two groups or more, for BrokerCore brokers."""
-    return bool(params.groups >= 2 and params.moves and params.adapter == "core")
+    """Moves are drawn with two groups or more."""
+    return bool(params.groups >= 2 and params.moves)
 
 
 def _moves(rng: random.Random, params: Any, groups: Sequence[str]) -> list[Fault]:

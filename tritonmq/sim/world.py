@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tritonmq.coord import paths
 from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slots import slot_of
 from tritonmq.sim import slotops, worldchecks
-from tritonmq.sim.broker import BrokerParams, SimBroker, state_path
 from tritonmq.sim.clients import SimProducer, SimSubscriber
 from tritonmq.sim.corebroker import SimCoreBroker
 from tritonmq.sim.faults import Fault, FaultKind, moves_on, schedule_faults
@@ -49,6 +49,7 @@ from tritonmq.sim.node import (
     ZkRequest,
     ZkWatch,
 )
+from tritonmq.sim.params import CHROOT, BrokerParams, under
 from tritonmq.sim.trace import Trace, describe
 from tritonmq.sim.zkmodel import (
     Outcome,
@@ -61,11 +62,11 @@ from tritonmq.sim.zkmodel import (
     ZkSet,
 )
 
-BROKERS = (SimBroker, SimCoreBroker)
 PING_TIMEOUT = 1.0  # a connection over a cut link, or to a frozen process, dies after this
 OPEN_TIMEOUT = 0.5  # a dial that gets no answer
 ZK_TIMEOUT = 0.4
 CLIENT_TICK = 0.25  # a ZooKeeper request that gets no answer ends in ConnectionLoss
+_GROUPS, _OFFSETS = under(paths.groups(CHROOT)), under(paths.offsets(CHROOT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +88,6 @@ class SimParams:
     quiet: float = 5.0  # after healing, before the liveness check
     max_steps: int = 20_000
     broker: BrokerParams = field(default_factory=BrokerParams)
-    # "core": brokers are BrokerCore (tritonmq/core/broker.py); "shell": the decisions of
-    # the asyncio shell before BrokerCore, over the pure pieces (sim/broker.py)
-    adapter: str = "core"
     # A fixed fault list instead of random draws (e.g. issue 6's bug sequences); a target
     # "@primary:g0" / "@backup:g0" names whoever holds that role when the fault fires.
     scenario: tuple[Fault, ...] = ()
@@ -290,8 +288,6 @@ class World:
     def _broker_factory(self, name: str, group: str) -> Callable[[], SimNode]:
         def make() -> SimNode:
             boot = f"{self.rng.getrandbits(32):08x}"
-            if self.p.adapter == "shell":
-                return SimBroker(name, group, boot, self.broker)
             return SimCoreBroker(name, group, boot, self.broker, slots=self.moving)
 
         return make
@@ -408,7 +404,7 @@ class World:
         self.trace.step(self.now, f"{name} <- {describe(ev)}", quiet=quiet)
         for e in effects:
             self._perform(name, e)
-        if isinstance(ev, Received | ZkReplied) and isinstance(node, BROKERS):
+        if isinstance(ev, Received | ZkReplied) and isinstance(node, SimCoreBroker):
             self.dirty.add(node.group)
 
     # --- effects -----------------------------------------------------------------------
@@ -451,7 +447,7 @@ class World:
                 self.history.purged(topic, upto, self.group_of[name])
             case AcceptedWrites(epoch=epoch):
                 node = self.nodes[name]
-                boot = node.me.boot if isinstance(node, BROKERS) else ""
+                boot = node.me.boot if isinstance(node, SimCoreBroker) else ""
                 self.history.accepted_writes(self.group_of[name], epoch, f"{name}/{boot}")
             case Leads():
                 self.history.primary_elected(self.group_of[name], name, self.now)
@@ -481,7 +477,7 @@ class World:
             self.trace.fault(self.now, f"ConnectionLoss on {name}'s {req.tag} ({req.op.path})")
         inc = self.inc[name]
         at = self.now + self.net.delay()
-        if self.p.slow_loads and isinstance(req.op, ZkList) and req.op.prefix == "/offsets/":
+        if self.p.slow_loads and isinstance(req.op, ZkList) and req.op.prefix == _OFFSETS:
             # read late, the shell's loads in turn: its reads of each topic take a while
             at = max(at + self.rng.uniform(0.0, self.p.slow_loads), self.loads_due.get(name, 0))
             self.loads_due[name] = at
@@ -502,7 +498,7 @@ class World:
         for sid, prefix in fired:
             self._fire_watch(sid, prefix)
         if result.outcome is Outcome.OK and isinstance(req.op, ZkSet | ZkCreate):
-            if req.op.path.startswith("/groups/"):
+            if req.op.path.startswith(_GROUPS):
                 self.dirty.add(req.op.path.split("/")[2])
         if result.outcome is Outcome.OK and isinstance(req.op, ZkMulti):
             self.trace.step(
@@ -515,7 +511,7 @@ class World:
 
     def _observe_write(self, req: ZkRequest) -> None:
         op = req.op
-        if isinstance(op, ZkSet | ZkCreate) and op.path.startswith("/offsets/"):
+        if isinstance(op, ZkSet | ZkCreate) and op.path.startswith(_OFFSETS):
             _, _, topic, name = op.path.split("/")
             era = op.data[2] if len(op.data) > 2 else 0
             self.history.offset_stored(topic, name, op.data[1], isinstance(op, ZkCreate), era)
@@ -581,14 +577,14 @@ class World:
 
     def _tick_of(self, name: str) -> float:
         """Brokers tick as the shell's timers do; clients only need to notice retries."""
-        return TICK if isinstance(self.nodes.get(name), BROKERS) else CLIENT_TICK
+        return TICK if isinstance(self.nodes.get(name), SimCoreBroker) else CLIENT_TICK
 
     def _schedule_tick(self, name: str, inc: int, t: float) -> None:
         self._at(t, _TickDue(name, inc))
 
     def _crash(self, name: str) -> None:
         node = self.nodes[name]
-        if isinstance(node, BROKERS):
+        if isinstance(node, SimCoreBroker):
             self.graveyard.append((node.group, f"{name}/{node.me.boot}", node.log))
         self.net.procs[name] = Proc.DOWN
         self.net.refusing = {r for r in self.net.refusing if r[0] != name}  # restarts listening
@@ -647,7 +643,7 @@ class World:
         return sorted(
             n
             for n, node in self.nodes.items()
-            if isinstance(node, BROKERS) and self.group_of[n] == group
+            if isinstance(node, SimCoreBroker) and self.group_of[n] == group
         )
 
     def _role(self, target: str) -> str:
@@ -660,7 +656,7 @@ class World:
         if not spec:
             return self.bound.get(label, "")
         role, group = spec.split(":")
-        st = self.zk.nodes.get(state_path(group))
+        st = self.zk.nodes.get(paths.state(CHROOT, group))
         if st is None:
             return ""
         state: GroupState = st.data
@@ -782,7 +778,7 @@ class World:
         group = self.group_of[name]
         if not name.startswith(group + "b"):
             return True
-        st = self.zk.nodes.get(state_path(group))
+        st = self.zk.nodes.get(paths.state(CHROOT, group))
         if st is None:
             return False
         state: GroupState = st.data
@@ -790,7 +786,7 @@ class World:
             if other == name or self.group_of[other] != group or other not in self.factories:
                 continue
             node = self.nodes[other]
-            if not isinstance(node, BROKERS):
+            if not isinstance(node, SimCoreBroker):
                 continue
             if self.net.procs.get(other) is not Proc.RUNNING or not state.in_sync(node.me):
                 return False
