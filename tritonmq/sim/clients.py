@@ -243,7 +243,9 @@ class SimSubscriber(_Client):
         self.mode = mode
         # C6: a resumed broadcast subscription acknowledges again what it acknowledged (an
         # ack lost with a primary is otherwise never repeated once a sealed era brings no
-        # later record; seed 11 of --groups 2). Off where nothing moves, so that those
+        # later record; test_scenarios.py::
+        # test_a_resumed_broadcast_reader_acknowledges_again_what_it_acknowledged). Off
+        # where nothing moves, so that those
         # runs draw what they always drew.
         self.ack_on_subok = ack_on_subok
         self.sid = 0

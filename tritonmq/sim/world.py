@@ -519,7 +519,8 @@ class World:
     def _fire_watch(self, sid: int, prefix: str) -> None:
         owner = self.zk.sessions[sid].owner
         # Coalesced per incarnation: one due to a crashed process is dropped on arrival and
-        # must not swallow its restarted successor's (simulator bug found by seed 30).
+        # must not swallow its restarted successor's (simulator bug; test_world.py::
+        # test_a_restarted_broker_hears_of_changes_while_its_old_incarnation_s_watch_is_late).
         key = (owner, self.inc.get(owner, 0), prefix)
         if key in self.pending_watches:
             return  # coalesced with the notification already on its way
