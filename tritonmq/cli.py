@@ -700,6 +700,11 @@ def chaos(
 @click.option(
     "--moves", type=click.IntRange(0, 50), default=3, show_default=True, help="Slot moves a run."
 )
+@click.option(
+    "--swarm",
+    is_flag=True,
+    help="Each seed also draws the cluster's shape and fault mix (printed with the result).",
+)
 def sim(
     seed: int | None,
     seeds: int | None,
@@ -712,6 +717,7 @@ def sim(
     refusals: bool,
     check_whole: bool,
     moves: int,
+    swarm: bool,
 ) -> None:
     """Deterministic simulator: whole clusters, seeded faults, invariants after every step."""
     from rich.console import Console
@@ -730,15 +736,21 @@ def sim(
         refusals=refusals,
         check_whole=check_whole,
         moves=moves,
+        swarm=swarm,
     )
+    if swarm and scenario is not None:
+        _fail("--swarm draws the faults; it takes no --scenario")
     if scenario is not None:
         if scenario not in SCENARIOS:
             _fail(f"no scenario {scenario!r}; known: {', '.join(sorted(SCENARIOS))}")
         params = with_scenario(params, scenario)
     flags = f" --scenario {scenario}" if scenario else ""
     flags += (" --refusals" if refusals else "") + (" --check-whole" if check_whole else "")
+    flags = " --swarm" if swarm else flags
     if seed is not None:
         r = run_seed(seed, params)
+        if r.shape:
+            click.echo(r.shape)
         click.echo(r.trace)
         click.echo(f"steps {r.steps} faults {r.faults} trace digest {r.digest}")
         sys.exit(1 if r.violation else 0)
@@ -767,6 +779,8 @@ def sim(
     )
     for r in summary.failed[:20]:
         click.echo(f"  seed {r.seed}: {r.violation}")
+        if r.shape:
+            click.echo(f"    {r.shape}")
     if summary.failed:
         click.echo(f"replay one with: tritonmq sim --seed {summary.failed[0].seed}{flags}")
     sys.exit(1 if summary.failed else 0)

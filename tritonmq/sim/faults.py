@@ -58,7 +58,8 @@ def schedule_faults(
 ) -> list[Fault]:
     """``params.faults`` faults spread over the publishing period, against brokers."""
     brokers = [n for n in names if n[len(group_of[n]) :].startswith("b")]
-    drawn = DRAWN + REFUSALS if params.refusals else DRAWN
+    base = params.fault_weights or DRAWN
+    drawn = base + REFUSALS if params.refusals else base
     kinds = [k for k, _ in drawn]
     weights = [w for _, w in drawn]
     out: list[Fault] = []

@@ -11,7 +11,7 @@ import dataclasses
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tritonmq.coord import paths
@@ -49,7 +49,7 @@ from tritonmq.sim.node import (
     ZkRequest,
     ZkWatch,
 )
-from tritonmq.sim.params import CHROOT, BrokerParams, under
+from tritonmq.sim.params import CHROOT, SimParams, under
 from tritonmq.sim.trace import Trace, describe
 from tritonmq.sim.zkmodel import (
     Outcome,
@@ -67,55 +67,6 @@ OPEN_TIMEOUT = 0.5  # a dial that gets no answer
 ZK_TIMEOUT = 0.4
 CLIENT_TICK = 0.25  # a ZooKeeper request that gets no answer ends in ConnectionLoss
 _GROUPS, _OFFSETS = under(paths.groups(CHROOT)), under(paths.offsets(CHROOT))
-
-
-@dataclass(frozen=True, slots=True)
-class SimParams:
-    groups: int = 1
-    replicas: int = 3
-    # (topic, subscription name or None for unnamed, mode); topics are per group: "t" has
-    # every kind of subscriber, "u" only an unnamed one (nothing durable holds it back).
-    subscribers: tuple[tuple[str, str | None, str], ...] = (
-        ("t", "durable", "broadcast"),
-        ("t", "shared", "shared"),
-        ("t", "shared", "shared"),
-        ("t", None, "broadcast"),
-        ("u", None, "broadcast"),
-    )
-    producers: tuple[str, ...] = ("t", "u")  # one producer per topic named here
-    publish_until: float = 4.0
-    faults: int = 5
-    quiet: float = 5.0  # after healing, before the liveness check
-    max_steps: int = 20_000
-    broker: BrokerParams = field(default_factory=BrokerParams)
-    # A fixed fault list instead of random draws (e.g. issue 6's bug sequences); a target
-    # "@primary:g0" / "@backup:g0" names whoever holds that role when the fault fires.
-    scenario: tuple[Fault, ...] = ()
-    scenario_name: str = ""  # its name in sim/scenarios.py (the replay hint names it)
-    # Also draw REFUSE faults (a live process that refuses connections), and check after
-    # healing that every replica re-joined its group's ISR (the CI seeds run with both;
-    # off by default so that a seed's draws stay those of the runs docs/testing.md cites).
-    refusals: bool = False
-    check_whole: bool = False
-    # Slot moves the operator starts (or rolls back) per run, with groups >= 2 and
-    # BrokerCore brokers: the cluster gets a slot map and each group a producer-only
-    # topic "m" whose slot moves (docs/testing.md, "Slot moves in the simulator").
-    moves: int = 3
-    # The shape of docs/replication.md M9's loss (a slot's first move losing acknowledged records; all off by
-    # default, so that every seed cited in docs/testing.md draws what it always drew):
-    # moved topics per group ("m", "m1", ...; the others with a producer and a durable
-    # broadcast reader "md" from earliest each), ...
-    moved_topics: int = 1
-    # ... producer-only topics of g0 ("g0.b0", ...), so that g0's ts run ahead of the
-    # other groups' ...
-    busy: int = 0
-    # ... a subscriptions load that takes up to this much longer (drawn per load; a
-    # broker's loads answered in order), as the shell's load reads each topic's
-    # subscriptions in turn, two round trips each ...
-    slow_loads: float = 0.0
-    # ... and the offset store's interval drawn per seed from this range (coalesced
-    # stores: a hand-on lands that much later).
-    offset_intervals: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +153,7 @@ class Result:
     violation: str | None
     digest: str
     trace: str
+    shape: str = ""  # a swarm seed's drawn shape (sim/swarm.py), printed with the result
 
 
 class World:
@@ -339,6 +291,8 @@ class World:
     def _flags(self) -> str:
         """The `tritonmq sim` options besides ``--seed`` that replay this run."""
         p, d = self.p, SimParams()
+        if p.swarm:  # the seed draws the rest
+            return " --swarm"
         if p.scenario_name:  # it sets what it needs
             flags = f" --scenario {p.scenario_name}" + (" --refusals" if p.refusals else "")
             return flags + (" --check-whole" if p.check_whole else "")
