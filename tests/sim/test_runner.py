@@ -15,7 +15,7 @@ from tritonmq.sim.world import SimParams, World
 
 CI_SEEDS = 2000
 # Live processes that refuse connections, and every replica back in its ISR after healing
-# (docs/testing.md: the core holes these found are fixed).
+# (docs/findings.md: the core holes these found are fixed).
 CI_PARAMS = SimParams(refusals=True, check_whole=True)
 
 

@@ -19,7 +19,7 @@ def run_traced(seed: int, params: SimParams) -> tuple[str | None, str]:
 
 def test_a_backup_whose_claim_on_a_live_primary_loses_follows_again() -> None:
     """Issue 6, bug 6: with the fix reverted (the lost claim keeps its suspicion) seeds 1,
-    2 and 4 end with the backup out of the ISR for good (docs/testing.md); with it they
+    2 and 4 end with the backup out of the ISR for good (docs/findings.md); with it they
     reach the lost claim and the backup re-joins."""
     params = SimParams(scenario=SCENARIOS["lost-claim"], check_whole=True)
     for seed in (1, 2, 4):
@@ -30,7 +30,7 @@ def test_a_backup_whose_claim_on_a_live_primary_loses_follows_again() -> None:
 
 def test_a_backup_reset_after_a_purge_answers_resends_of_purged_batches_once() -> None:
     """Issue 6, bug 4: with the fix reverted (no dedup state in the ``leader`` frame)
-    every one of seeds 0..99 delivers a resent record twice (docs/testing.md)."""
+    every one of seeds 0..99 delivers a resent record twice (docs/findings.md)."""
     params = SimParams(scenario=SCENARIOS["reset-dedup"], publish_until=8.0)
     for seed in (0, 1, 2):
         violation, trace = run_traced(seed, params)
@@ -44,7 +44,7 @@ def test_a_restarted_follower_is_not_admitted_on_a_new_primary_s_inherited_commi
     the commit point it inherited (behind what was acknowledged) stays; the old primary
     restarts and catches up one entry per append. With the fix reverted (admitted once
     its acks pass that commit point) 15 of scenario seeds 0..99 name it in sync while it
-    lacks acknowledged records, seeds 2, 12 and 16 among them (docs/testing.md). Seed 11
+    lacks acknowledged records, seeds 2, 12 and 16 among them (docs/findings.md). Seed 11
     (and 7 more of 0..49) left the group refusing writes for good after the others died,
     before BrokerCore made a follower whose catch-up a purge overtook follow again."""
     params = SimParams(scenario=SCENARIOS["stale-commit"], **SCENARIO_PARAMS["stale-commit"])  # type: ignore[arg-type]
@@ -74,7 +74,7 @@ def test_a_reset_follower_is_not_admitted_to_the_isr_before_it_holds_anything() 
     the ``leader`` frame, and the next view proposed it into the ISR while its log was
     still empty from ts 1 (elected then, it would have reused acknowledged ts values).
     This seed broke "in-sync replicas hold what was acknowledged" before core commit
-    90e6249 (docs/testing.md)."""
+    90e6249 (docs/findings.md)."""
     violation, trace = run_traced(332, SimParams())
     assert violation is None, trace
     assert "starts after ts 36 (reset=True)" in trace  # the situation of the bug
@@ -85,7 +85,7 @@ def test_a_reset_follower_is_not_admitted_to_the_isr_before_it_holds_anything() 
 
 
 def test_a_named_sub_at_the_new_owner_does_not_adopt_the_old_group_s_offset() -> None:
-    """Scenario seed 37 (docs/testing.md, "Slot swaps"): g1 completes the move of slot 9
+    """Scenario seed 37 (docs/findings.md, "Slot swaps"): g1 completes the move of slot 9
     (``g0.m3``) at 1.18 s; ``md``'s `sub` reaches it at 1.80 s and waits for a load; the
     answer to a load g1 sent at 1.05 s, before it owned the slot, lists none of the slot's
     subscriptions and releases it; ``md`` is created afresh at era 1 and registered, and
@@ -121,7 +121,7 @@ def test_the_slot_swaps_scenario_draws_busy_groups_moving_every_slot_and_its_rep
 
 
 def test_slot_swaps_seeds_break_no_invariant() -> None:
-    """A sweep of the scenario CI runs (docs/testing.md): on the code before M9, 38 of
+    """A sweep of the scenario CI runs (docs/findings.md): on the code before M9, 38 of
     seeds 0..99 broke an invariant."""
     params = with_scenario(SimParams(), "slot-swaps")
     for seed in range(40):

@@ -40,7 +40,7 @@ DRAWN: tuple[tuple[FaultKind, int], ...] = (
     (FaultKind.SLOW_WATCHES, 1),
 )
 # Drawn too with ``params.refusals`` (on in CI since the core holes they found are fixed:
-# docs/testing.md, "Random refusals find holes in the core").
+# docs/findings.md, "Random refusals find holes in the core").
 REFUSALS: tuple[tuple[FaultKind, int], ...] = ((FaultKind.REFUSE, 2),)
 
 

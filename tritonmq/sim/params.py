@@ -71,14 +71,14 @@ class SimParams:
     scenario_name: str = ""  # its name in sim/scenarios.py (the replay hint names it)
     # Also draw REFUSE faults (a live process that refuses connections), and check after
     # healing that every replica re-joined its group's ISR (the CI seeds run with both;
-    # off by default so that a seed's draws stay those of the runs docs/testing.md cites).
+    # off by default so that a seed's draws stay those of the runs docs/findings.md cites).
     refusals: bool = False
     check_whole: bool = False
     # Slot moves the operator starts (or rolls back) per run, with groups >= 2: the cluster gets a slot map and each group a producer-only
     # topic "m" whose slot moves (docs/testing.md, "Slot moves in the simulator").
     moves: int = 3
     # The shape of docs/replication.md M9's loss (a slot's first move losing acknowledged records; all off by
-    # default, so that every seed cited in docs/testing.md draws what it always drew):
+    # default, so that every seed cited in docs/findings.md draws what it always drew):
     # moved topics per group ("m", "m1", ...; the others with a producer and a durable
     # broadcast reader "md" from earliest each), ...
     moved_topics: int = 1
