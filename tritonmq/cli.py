@@ -922,18 +922,16 @@ def chaos(
 @click.option("--groups", type=click.IntRange(1, 16), default=1, show_default=True)
 @click.option("--replicas", type=click.IntRange(1, 7), default=3, show_default=True)
 @click.option("--faults", type=click.IntRange(0, 100), default=5, show_default=True)
-@click.option(
-    "--adapter",
-    type=click.Choice(["core", "shell"]),
-    default="core",
-    show_default=True,
-    help="Brokers as BrokerCore, or as the pre-BrokerCore shell over the pure pieces.",
-)
 @click.option("--scenario", default=None, help="A fixed fault list (tritonmq/sim/scenarios.py).")
 @click.option("--refusals", is_flag=True, help="Also draw live processes refusing connections.")
 @click.option("--check-whole", is_flag=True, help="After healing, every replica is in the ISR.")
 @click.option(
     "--moves", type=click.IntRange(0, 50), default=3, show_default=True, help="Slot moves a run."
+)
+@click.option(
+    "--swarm",
+    is_flag=True,
+    help="Each seed also draws the cluster's shape and fault mix (printed with the result).",
 )
 def sim(
     seed: int | None,
@@ -943,11 +941,11 @@ def sim(
     groups: int,
     replicas: int,
     faults: int,
-    adapter: str,
     scenario: str | None,
     refusals: bool,
     check_whole: bool,
     moves: int,
+    swarm: bool,
 ) -> None:
     """Deterministic simulator: whole clusters, seeded faults, invariants after every step."""
     from rich.console import Console
@@ -963,19 +961,24 @@ def sim(
         groups=groups,
         replicas=replicas,
         faults=faults,
-        adapter=adapter,
         refusals=refusals,
         check_whole=check_whole,
         moves=moves,
+        swarm=swarm,
     )
+    if swarm and scenario is not None:
+        _fail("--swarm draws the faults; it takes no --scenario")
     if scenario is not None:
         if scenario not in SCENARIOS:
             _fail(f"no scenario {scenario!r}; known: {', '.join(sorted(SCENARIOS))}")
         params = with_scenario(params, scenario)
     flags = f" --scenario {scenario}" if scenario else ""
     flags += (" --refusals" if refusals else "") + (" --check-whole" if check_whole else "")
+    flags = " --swarm" if swarm else flags
     if seed is not None:
         r = run_seed(seed, params)
+        if r.shape:
+            click.echo(r.shape)
         click.echo(r.trace)
         click.echo(f"steps {r.steps} faults {r.faults} trace digest {r.digest}")
         sys.exit(1 if r.violation else 0)
@@ -1004,6 +1007,8 @@ def sim(
     )
     for r in summary.failed[:20]:
         click.echo(f"  seed {r.seed}: {r.violation}")
+        if r.shape:
+            click.echo(f"    {r.shape}")
     if summary.failed:
         click.echo(f"replay one with: tritonmq sim --seed {summary.failed[0].seed}{flags}")
     sys.exit(1 if summary.failed else 0)

@@ -21,7 +21,7 @@ async def test_a_refresh_asked_while_one_reads_returns_after_a_read_begun_after_
     """The broker judges a CAS of unknown outcome by the view a refresh brings (ReadState).
     A refresh asked while another read was under way returned at once, and the view the
     core then got was read before the CAS landed: an ISR grow that ZooKeeper held was
-    judged unwritten (simulator, seed 22212). It now waits for a read begun after it."""
+    judged unwritten (simulator scenario `tests/sim/test_scenarios.py::test_an_isr_cas_of_unknown_outcome_is_judged_by_a_read_begun_after_it`). It now waits for a read begun after it."""
     chroot = f"/coord-{uuid.uuid4().hex[:8]}"
     me = Member("b1", "ws://b1:1", "boot-b1")
     coord = GroupCoordinator(

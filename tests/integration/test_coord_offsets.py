@@ -65,8 +65,7 @@ async def test_a_hand_on_written_again_never_sends_an_offset_back_an_era(at: Any
     """g1 hands `d` on to era 1 (g2's) and writes it again, its first answer lost; g2 had
     meanwhile handed it on to era 2 (g0's). Written over, `d` was at era 1 again, which g2
     had let go: its reader went back and forth between groups and never received era 3's
-    records (simulator, seed 34280 of `--groups 3 --moves 10 --faults 10 --refusals
-    --check-whole`). The late write is left out; within an era the offset moves as before."""
+    records (simulator scenario `tests/sim/test_scenarios.py::test_a_hand_on_written_again_never_sends_an_offset_back_an_era`). The late write is left out; within an era the offset moves as before."""
     zk, chroot, offsets = at.zk, at.chroot, at.offsets
     await offsets.register("t", "d", "broadcast", 0)
     await offsets.register("t", "d2", "broadcast", 0)

@@ -8,13 +8,14 @@ import pytest
 from click.testing import CliRunner
 
 from tritonmq.cli import main
-from tritonmq.sim.runner import run_many
+from tritonmq.sim.runner import params_of, run_many, run_seed
 from tritonmq.sim.scenarios import with_scenario
+from tritonmq.sim.swarm import describe
 from tritonmq.sim.world import SimParams, World
 
 CI_SEEDS = 2000
 # Live processes that refuse connections, and every replica back in its ISR after healing
-# (docs/testing.md: the core holes these found are fixed).
+# (docs/findings.md: the core holes these found are fixed).
 CI_PARAMS = SimParams(refusals=True, check_whole=True)
 
 
@@ -63,7 +64,7 @@ def test_sim_bad_arguments_exit_2() -> None:
         ["sim", "--seeds", "0"],
         ["sim", "--seed", "x"],
         ["sim", "--seeds", "3", "--jobs", "0"],
-        ["sim", "--seed", "1", "--adapter", "asyncio"],
+        ["sim", "--seed", "1", "--adapter", "shell"],  # the pre-BrokerCore shell is gone
         ["sim", "--seed", "1", "--scenario", "no-such-scenario"],
     )
     for args in bad:
@@ -104,3 +105,31 @@ def test_sim_with_two_groups_moves_slots_and_the_replay_hint_names_the_groups() 
     assert bad.exit_code == 1, bad.output
     assert "replay: tritonmq sim --seed 1 --groups 2 --replicas 1 --faults 0" in bad.output
     assert CliRunner().invoke(main, ["sim", "--seed", "1", "--moves", "-1"]).exit_code == 2
+
+
+def test_a_swarm_seed_draws_its_shape_from_the_seed_and_replays_it() -> None:
+    base = SimParams(swarm=True)
+    shapes = [params_of(seed, base) for seed in range(60)]
+    assert params_of(7, base) == shapes[7], "the same seed draws the same shape"
+    assert len({(p.groups, p.replicas, p.faults, p.fault_weights) for p in shapes}) > 30
+    assert {p.groups for p in shapes} == {1, 2, 3, 4}
+    assert all(p.replicas in (2, 3) for p in shapes), "one replica can never meet min_insync"
+    assert all(p.moves == 0 for p in shapes if p.groups == 1)
+    assert all(p.fault_weights and all(w > 0 for _, w in p.fault_weights) for p in shapes)
+    assert any(p.refusals for p in shapes) and not all(p.refusals for p in shapes)
+    res = CliRunner().invoke(main, ["sim", "--swarm", "--seed", "7"])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith(describe(shapes[7]) + "\n")
+    assert f"trace digest {World(7, shapes[7]).run().digest}" in res.output
+    assert CliRunner().invoke(main, ["sim", "--swarm", "--seed", "7"]).output == res.output
+
+
+def test_a_swarm_sweep_runs_each_seed_in_its_own_shape_and_takes_no_scenario() -> None:
+    summary = run_many(0, 3, jobs=1, params=SimParams(swarm=True))
+    assert summary.seeds == 3 and summary.failed == []
+    assert run_seed(2, SimParams(swarm=True)).shape == describe(params_of(2, SimParams(swarm=True)))
+    assert World(0, params_of(0, SimParams(swarm=True)))._flags() == " --swarm"
+    res = CliRunner().invoke(main, ["sim", "--swarm", "--seeds", "3"])
+    assert res.exit_code == 0 and "seeds 3 steps" in res.output, res.output
+    args = ["sim", "--swarm", "--seed", "1", "--scenario", "lost-claim"]
+    assert CliRunner().invoke(main, args).exit_code == 2

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import os
 import subprocess
 import sys
 
-from tritonmq.sim.broker import BrokerParams, group_prefix
+from tritonmq.coord import paths
 from tritonmq.sim.node import Closed, Dialed, DialOut, ZkReplied, ZkRequest
+from tritonmq.sim.params import CHROOT, under
 from tritonmq.sim.world import SimParams, World, _ToNode, _WatchDue, _ZkArrive
 from tritonmq.sim.zkmodel import Outcome, ZkCreate, ZkSet
 
@@ -59,34 +59,6 @@ def test_a_crash_of_the_primary_fails_over_without_loss() -> None:
     assert w.history.writers[("g0", 1)].startswith("g0b1/")
     assert not w.history.writers[("g0", 2)].startswith("g0b1/")
     assert set(w.history.topic_acked["g0.t"]) <= w.history.apps["g0s0"].ts
-
-
-def test_a_lost_isr_cas_reply_stalls_the_old_shell_for_good() -> None:
-    """Issue 6 bug 3: with the old shell's handling of a ConnectionLoss on an ISR CAS
-    (the proposing task dies, the proposal stays set) the simulator finds a group that
-    never acknowledges again; with the fix, and with BrokerCore, the same seed is clean."""
-    legacy = SimParams(adapter="shell", broker=BrokerParams(legacy_lost_cas=True))
-    seed = 12  # the first seed that finds it; so do 159 and 189
-    r = World(seed, legacy).run()
-    assert r.violation is not None and "still waits" in r.violation
-    assert "ConnectionLoss on g0b0's isr" in r.trace  # listed among the faults
-    fixed = dataclasses.replace(legacy, broker=BrokerParams())
-    assert World(seed, fixed).run().violation is None
-    assert World(seed).run().violation is None  # BrokerCore
-
-
-def test_a_reset_follower_is_not_admitted_to_the_isr_before_it_holds_anything() -> None:
-    """Found by this simulator: ``PrimaryCore.attach`` counted a follower that starts by
-    *reset* as holding everything up to the primary's base before it had even received
-    the ``leader`` frame, and the next view proposed it into the ISR while its log was
-    still empty from ts 1 (elected then, it would have reused acknowledged ts values).
-    Seed 332 (BrokerCore) and seed 79 (the old shell) broke "in-sync replicas hold what
-    was acknowledged" before core commit 90e6249; now they run clean."""
-    r = World(332).run()
-    assert r.violation is None, r.trace
-    assert "starts after ts 36 (reset=True)" in r.trace  # the situation of the bug
-    shell = World(79, SimParams(adapter="shell")).run()
-    assert shell.violation is None, shell.trace
 
 
 def test_connection_loss_on_a_cas_leaves_its_outcome_unknown_to_the_caller() -> None:
@@ -170,7 +142,7 @@ def test_a_restarted_broker_hears_of_changes_while_its_old_incarnation_s_watch_i
     primary. A notification belongs to one incarnation (a simulator bug, not the core's)."""
     w = World(0, SimParams(faults=0))
     w.queue.clear()
-    prefix = group_prefix("g0")
+    prefix = under(paths.group(CHROOT, "g0"))
     old = w.sessions["g0b2"]
     w.zk.watch(old, prefix)
     w.watch_delay = 2.0

@@ -116,7 +116,7 @@ def test_a_fenced_write_happens_only_while_its_fence_is_at_its_version() -> None
 
 def test_an_era_ordered_offset_write_leaves_a_later_era_in_place() -> None:
     """As the real store (coord.offsets): a hand-on written again after the subscription
-    went on past its era is left out and answered as done (simulator seed 34280)."""
+    went on past its era is left out and answered as done (simulator scenario `tests/sim/test_scenarios.py::test_a_hand_on_written_again_never_sends_an_offset_back_an_era`)."""
     zk = ZkModel(session_timeout=2.0)
     s = zk.open_session("a", 0.0)
     zk.apply(s, ZkCreate("/offsets/t/d", ("broadcast", 0, 0)))

@@ -322,7 +322,7 @@ def test_wrong_group_fails_the_batch_for_the_caller_to_reroute() -> None:
 
 
 def test_wrong_group_fails_every_later_batch_of_its_topic_and_none_is_resent() -> None:
-    """Simulator, seed 116: the broker holds back the batches behind a WRONG_GROUP refusal
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_batch_behind_one_refused_wrong_group_waits_for_its_resend_across_a_roll_back`: the broker holds back the batches behind a WRONG_GROUP refusal
     on that connection; they fail with it, in order, for the caller to re-route behind
     it, and a new connection must not resend one ahead of the refused batch."""
     h = Harness(batch_size=1, max_in_flight=2)

@@ -168,7 +168,7 @@ def stale_reclaim(first_reign: Sequence[str] = ()) -> tuple[BrokerCore, ProposeS
 
 
 def test_a_re_claim_from_a_stale_view_answered_with_our_own_epoch_leads_it_again() -> None:
-    """Simulator, seed 1215 (variant branch): b led epoch 2, a late watch made it step down
+    """Found by the simulator on a variant branch (not replayable here): b led epoch 2, a late watch made it step down
     and claim epoch 2 again with the same content; that CAS's outcome was unknown and the
     re-read showed epoch 2 naming b (its first claim), so b became primary of an epoch its
     log had already begun: ``epoch 2 does not follow 2`` took the process down."""
@@ -249,8 +249,7 @@ def test_an_isr_cas_of_unknown_outcome_that_happened_is_applied() -> None:
 
 
 def test_an_isr_cas_of_unknown_outcome_is_judged_only_by_a_read_begun_after_the_answer() -> None:
-    """Simulator, seed 22212 of ``--groups 3 --moves 10 --faults 10 --refusals
-    --check-whole``: the CAS admitting c ended in ConnectionLoss but was written; the view
+    """Simulator scenario `tests/sim/test_scenarios.py::test_an_isr_cas_of_unknown_outcome_is_judged_by_a_read_begun_after_it`: the CAS admitting c ended in ConnectionLoss but was written; the view
     that came next had been read before it landed, so the primary judged it not written,
     stopped counting c, and acknowledged a record c lacked while ZooKeeper named c in the
     ISR (elected, c would have lost it). A view read before the re-read was asked decides
@@ -273,7 +272,7 @@ def test_an_isr_cas_of_unknown_outcome_is_judged_only_by_a_read_begun_after_the_
 
 
 def test_a_member_that_registers_while_an_isr_cas_is_in_flight_is_admitted_after_it() -> None:
-    """Simulator, seed 80 with refusals: c registered while the CAS admitting b was in
+    """Simulator, `tests/sim/test_world.py::test_a_member_that_registered_during_an_isr_cas_re_joins_the_isr`: c registered while the CAS admitting b was in
     flight; the view that showed c came during the CAS and was not acted on, no later view
     came (nothing changed), so the primary never knew c as a member and never admitted it,
     though c followed and acknowledged everything."""
@@ -291,7 +290,7 @@ def test_a_member_that_registers_while_an_isr_cas_is_in_flight_is_admitted_after
 
 
 def test_a_view_read_before_an_isr_cas_landed_does_not_undo_it() -> None:
-    """Simulator, seed 12523 of --groups 4 --moves 10 --faults 10 --refusals --check-whole:
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_view_read_before_an_isr_cas_landed_does_not_shrink_the_isr`:
     the CAS admitting g0b0 succeeded (version 4), then a view read before it (version 3,
     without g0b0) arrived and was applied: the primary's ISR lost g0b0 while ZooKeeper's
     kept it, and the next records committed and were acknowledged without g0b0's copy."""
@@ -335,7 +334,7 @@ def test_a_backup_whose_claim_loses_drops_its_suspicion_and_follows_again() -> N
 
 
 def test_a_backup_whose_suspect_answers_after_all_follows_the_epoch_the_view_names() -> None:
-    """Simulator, seed 30361 of ``--groups 2 --moves 8 --faults 8 --refusals --check-whole``:
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_backup_whose_suspect_answers_after_all_follows_the_epoch_the_view_names`:
     c, out of the ISR, saw a refuse it and suspected it; a lost its session and claimed
     epoch 2 (same process). With a suspect, c waited for an in-sync replica to take over.
     Its old link then connected, which lifted the suspicion, but c did not decide again:
@@ -365,7 +364,7 @@ def test_refusals_count_only_in_a_row_a_connection_that_succeeded_resets_them() 
 
 
 def test_a_primary_elected_on_a_suspicion_follows_the_suspect_when_it_is_elected_later() -> None:
-    """Simulator, seed 157 with refusals: b suspected a (refused), won epoch 2, and kept the
+    """Simulator, `tests/sim/test_world.py::test_a_primary_elected_on_a_suspicion_follows_the_suspect_elected_after_it`: b suspected a (refused), won epoch 2, and kept the
     suspicion; a was elected at epoch 3 and b, stepping down, counted it as gone and
     waited for good instead of following it."""
     c = following(isr="ab", live="ab")
@@ -387,7 +386,7 @@ def purged_leader() -> BrokerCore:
     out = c.handle(Tick(1.0))
     assert "t" not in c.log.topics and c.log.last_purged("t") == 3  # freed, purge remembered
     assert [p.purge.topics for p in only(out, SendPurge)] == [[("t", 3)]], (
-        "a purge is said with no follower to tell: the simulator checks it (seed 139)"
+        "a purge is said with no follower to tell: the simulator checks it (scenario `tests/sim/test_scenarios.py::test_a_durable_sub_is_answered_only_once_zookeeper_holds_it`)"
     )
     return c
 
@@ -640,7 +639,7 @@ def test_a_new_follower_gets_the_shared_state_before_any_append() -> None:
 
 
 def test_a_durable_subscription_whose_registration_failed_is_registered_again() -> None:
-    """Simulator, seed 139 of --groups 3 --moves 6 --refusals --check-whole: a durable `sub`
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_durable_sub_is_answered_only_once_zookeeper_holds_it`: a durable `sub`
     reached a primary cut from ZooKeeper; its registration failed and was never asked again,
     so the subscription was durable only in that primary's memory, and its successor purged
     records the subscriber had not received."""
@@ -661,7 +660,7 @@ def test_a_durable_subscription_whose_registration_failed_is_registered_again() 
 
 
 def test_a_primary_without_a_connected_session_registers_no_subscription() -> None:
-    """Simulator, seed 7288 of --groups 3 --moves 10 --faults 10 --refusals --check-whole:
+    """Simulator scenario `tests/sim/test_scenarios.py::test_no_registration_is_asked_while_the_session_is_not_connected`:
     a primary cut from ZooKeeper (suspended) kept asking for the registration of `durable`;
     its session expired, a successor loaded the subscriptions, and the last ask reached
     ZooKeeper on the session opened after the old one expired, before the old primary heard
@@ -685,7 +684,7 @@ def test_a_primary_without_a_connected_session_registers_no_subscription() -> No
 
 
 def test_a_new_durable_sub_is_answered_only_once_zookeeper_holds_it() -> None:
-    """Simulator, seed 139 of --groups 3 --moves 6 --refusals --check-whole: a primary
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_durable_sub_is_answered_only_once_zookeeper_holds_it`: a primary
     answered a new durable `sub` and died before ZooKeeper held it; its successor did not
     know the subscription and purged records the subscriber never received. A `subok`
     now means the subscription survives the primary; records published meanwhile come."""

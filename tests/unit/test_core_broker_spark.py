@@ -102,7 +102,7 @@ def test_a_commit_whose_registration_failed_is_refused_retriably_and_registers_o
 def test_subscription_and_offset_writes_are_fenced_by_the_group_state_the_primary_holds() -> None:
     """A primary deposed while alive (its successor loaded the subscriptions before it
     heard) registered a subscription the successor never learned of, and the successor
-    purged what it needed (simulator seed 3833). Each registration and offset write names
+    purged what it needed (simulator scenario `tests/sim/test_scenarios.py::test_a_subscription_a_deposed_primary_registered_is_taken_at_zookeeper_s_offset`). Each registration and offset write names
     the group state's version the primary holds, and ZooKeeper takes it only while the
     state is still there; a retry names the version held then (our own CAS moves it)."""
     c = leading(isr="a", live="a", replicas=1)

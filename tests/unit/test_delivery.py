@@ -67,7 +67,7 @@ def test_earliest_on_an_empty_topic_waits_for_new_records() -> None:
 
 
 def test_earliest_on_an_empty_topic_moves_no_durable_offset() -> None:
-    """Simulator, seed 1340: a durable declared at commit 0 was attached (once ZooKeeper
+    """Simulator scenario `tests/sim/test_scenarios.py::test_earliest_on_an_empty_topic_moves_no_durable_offset`: a durable declared at commit 0 was attached (once ZooKeeper
     held it) at commit 2, other topics' records; its offset jumped to 2 and was stored
     though nothing had been acknowledged."""
     d = delivery(GroupLog())
@@ -79,8 +79,9 @@ def test_earliest_on_an_empty_topic_moves_no_durable_offset() -> None:
 
 
 def test_earliest_on_a_durable_declared_empty_moves_no_offset_over_other_topics() -> None:
-    """Simulator, seeds 2327, 2881, 3557, 4453 of ``--groups 4 --moves 10 --faults 10
-    --refusals --check-whole``: as seed 1340, but the topic's first records came while the
+    """Simulator scenario
+    `tests/sim/test_scenarios.py::test_attaching_with_earliest_moves_no_durable_offset_over_other_topics_records`:
+    as scenario `tests/sim/test_scenarios.py::test_earliest_on_an_empty_topic_moves_no_durable_offset`, but the topic's first records came while the
     registration was on its way; attached at the oldest of them (ts 5), its offset jumped
     over ts 3..4, other topics' records, and was stored though nothing was acknowledged."""
     log = make_log(["x", "x"])
@@ -101,7 +102,7 @@ def test_earliest_on_a_durable_declared_empty_moves_no_offset_over_other_topics(
 def test_a_sub_declaring_a_subscription_zookeeper_already_held_reads_from_its_offset(
     found_by: str,
 ) -> None:
-    """Simulator, seed 3833 (as above): a primary deposed while alive registered the shared
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_subscription_a_deposed_primary_registered_is_taken_at_zookeeper_s_offset` (as above): a primary deposed while alive registered the shared
     ``mls`` at offset 13 after the new primary had loaded; a member's `sub` at the new one
     declared it afresh at the commit point (65), and that was stored over ts 14..65, never
     handed out. ZooKeeper's offset is the subscription's."""

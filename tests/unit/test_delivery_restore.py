@@ -36,8 +36,7 @@ def test_a_shared_subscription_is_restored_only_from_a_state_of_the_era_it_is_lo
     """The mirror keeps what the primary said last of a subscription: of one it handed on
     to the next era (since let go), its offset is that era's ``after``, another group's
     ts. Loaded later at our new era 6 from 28, restored from it the offset jumped to 47
-    over era 6's records 29..47, stored so and never handed out (simulator, seed 24551 of
-    ``--groups 3 --moves 10 --faults 10 --refusals --check-whole``)."""
+    over era 6's records 29..47, stored so and never handed out (simulator scenario `tests/sim/test_scenarios.py::test_a_shared_subscription_is_restored_only_from_a_state_of_its_era`)."""
     handed_on = SharedSub("t", "s", 47, 48, (), (), (), (), era=4)
     new = Delivery(make_log(["t"] * 50), window=4, window_bytes=BIG)
     new.mirror.adopt(SharedState(1, (handed_on,)))
@@ -152,8 +151,7 @@ def test_a_new_primary_hands_out_nothing_above_an_ended_eras_seal_point_from_the
     a later era of ours. The old primary served `s` at the ended era, handed member a 1..3
     and died; the new one's gap (what the old one may have handed out after its last
     frame) runs to its epoch's start, over 4 and 5. Walked once a was back, it handed them
-    out as the ended era's (simulator seed 5471 of `--groups 3 --moves 10 --faults 10
-    --refusals --check-whole`: `g0s7 got g0.m ts 23 from g0 in era 2, outside the eras g0
+    out as the ended era's (simulator scenario `tests/sim/test_scenarios.py::test_a_restored_shared_subscription_hands_out_nothing_above_its_era_s_seal_point`: `g0s7 got g0.m ts 23 from g0 in era 2, outside the eras g0
     held`, era 2 sealed at 15). Nor does a primary after it, which restores them from the
     gap as free records, hand them out."""
     log = make_log(ALL_T[:5])

@@ -84,7 +84,7 @@ def test_a_follower_whose_catch_up_the_purge_overtook_follows_again_by_reset_and
 
 
 def test_a_primary_purges_what_its_follower_purged_before_a_durable_sub_starts_from_it() -> None:
-    """Simulator seed 360 of ``--groups 3 --moves 6 --refusals --check-whole``: g0b1 purged
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_primary_purges_what_its_follower_purged_before_a_durable_sub_starts_from_it`: g0b1 purged
     g0.m up to 9 under primary g0b2 while g0b0, refused by g0b2, missed that purge; g0b0,
     elected, still held 4..9 and created the shared subscription mls at ``earliest``, offset
     3. g0b1, elected next, held none of 4..9: its low watermark passed them, never handed
@@ -148,7 +148,7 @@ def lacking_follower() -> tuple[BrokerCore, BrokerCore]:
 def test_a_follower_lacking_records_a_reader_of_ours_holds_is_out_of_the_isr_until_we_purge() -> (
     None
 ):
-    """Simulator seed 317 of ``--groups 4 --moves 8 --faults 8 --refusals --check-whole``:
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_follower_lacking_records_a_reader_of_ours_holds_stays_out_of_the_isr`:
     g0b1 purged g0.m up to 34 as primary; g0b2, elected without that purge, created a
     shared subscription at ``earliest`` and handed 29..34 to a member; g0b1 followed it
     and was in sync; elected, it had none of them and the offset was stored past them.
@@ -191,7 +191,7 @@ def elected(b: BrokerCore, now: float) -> BrokerCore:
 
 
 def test_a_backup_that_caught_up_over_purged_records_tells_a_resuming_reader_once_elected() -> None:
-    """Simulator seed 186 of ``--groups 2 --moves 8 --faults 8 --refusals``: a backup that
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_backup_that_caught_up_over_purged_records_tells_a_resuming_reader_once_elected`: a backup that
     caught up over entries its primary had purged never learned their topic; elected, it
     let an unnamed subscriber resuming below them skip them silently (S6). The leader
     answer names each topic's newest purged record."""

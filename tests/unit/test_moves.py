@@ -262,8 +262,7 @@ def test_a_later_primary_of_the_old_group_finding_moving_seals_at_its_own_last_t
 
 
 def test_a_later_primary_of_the_old_group_seals_only_once_its_isr_followed_it() -> None:
-    """M7, found by the simulator (seed 3174 of `--groups 4 --moves 10 --faults 10
-    --refusals --check-whole`): g1's primary stored a record of the slot at ts 32 on one
+    """M7, found by the simulator (scenario `tests/sim/test_scenarios.py::test_a_new_primary_seals_only_once_every_isr_member_followed_it`): g1's primary stored a record of the slot at ts 32 on one
     backup only and died; the other backup, elected with last_ts 31 and commit point 31,
     sealed at 31 at once. The backup holding ts 32 had not followed it (so not truncated
     it), was elected next, and committed ts 32: a record of the slot above the seal point,
@@ -437,8 +436,7 @@ def test_the_handover_entry_stays_out_of_the_topics_meta_and_stats_list() -> Non
 
 
 def test_a_view_read_before_our_completing_step_landed_does_not_undo_the_move() -> None:
-    """Simulator seed 44767 of ``--groups 3 --moves 10 --faults 10 --refusals
-    --check-whole``: the new group's primary completed the move, then a view read before
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_view_read_before_our_completing_step_landed_does_not_undo_the_move`: the new group's primary completed the move, then a view read before
     its CAS landed arrived. It took that view's histories (the slot still sealed, the new
     era unknown), read its subscriptions against them, and its group purged records of
     the new era a subscription still needed. Histories older than the map version held,
@@ -495,7 +493,8 @@ def test_a_move_sealed_again_after_a_roll_back_is_handed_over_afresh() -> None:
 
 
 def test_the_old_primary_seals_only_while_its_isr_is_min_insync_strong() -> None:
-    """Found by the simulator (seeds 126 and 188 of `tritonmq sim --groups 2`): a primary
+    """Found by the simulator (scenario
+    `tests/sim/test_scenarios.py::test_the_old_primary_seals_only_while_its_isr_is_min_insync_strong`): a primary
     whose ISR shrank below min_insync commits alone; sealed there, it handed the new group
     uuids of records held by one copy, and a retry was acknowledged from them (one copy,
     min_insync 2). The seal waits until the ISR is min_insync strong again, as a puback does."""
@@ -524,7 +523,7 @@ def test_the_old_primary_seals_only_while_its_isr_is_min_insync_strong() -> None
 def test_a_retry_is_answered_with_its_own_slots_position_not_that_of_the_handover_carrying_it() -> (
     None
 ):
-    """Found by the simulator with moves (seed 64 of `tritonmq sim --groups 2`), when a
+    """Found by the simulator with moves (scenario `tests/sim/test_scenarios.py::test_a_retry_is_answered_with_its_own_slot_s_era_not_the_handover_s`), when a
     handover carried every purged uuid of the old group, other slots' too (a handover entry
     written then may still be in a log): a uuid of slot 1 that came with slot 0's handover
     (era 1) answered a retry of slot 1 with era 1, an era slot 1 never had (its record is
@@ -547,8 +546,7 @@ def test_a_retry_is_answered_with_its_own_slots_position_not_that_of_the_handove
 
 
 def test_a_batch_behind_one_refused_for_a_moving_slot_is_refused_too_on_that_connection() -> None:
-    """Found by the simulator with moves (seed 724 of `tritonmq sim --groups 2 --refusals
-    --check-whole`): a producer's batch 1 got "moving here"; batch 2, right behind it on
+    """Found by the simulator with moves (scenario `tests/sim/test_scenarios.py::test_a_batch_behind_one_refused_for_a_moving_slot_is_refused_too_on_that_connection`): a producer's batch 1 got "moving here"; batch 2, right behind it on
     the same connection, arrived after the move completed and was stored; the producer
     resent batch 1, which was stored after batch 2 (its order broken). A slot's refusal
     refuses every later batch on the connection, as any refusal does."""
@@ -570,7 +568,7 @@ def test_a_batch_behind_one_refused_for_a_moving_slot_is_refused_too_on_that_con
 
 
 def test_a_batch_behind_one_refused_wrong_group_waits_for_its_resend_across_a_roll_back() -> None:
-    """Simulator, seed 116 of `--groups 2 --moves 8 --faults 8 --refusals`: batch 1 was
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_batch_behind_one_refused_wrong_group_waits_for_its_resend_across_a_roll_back`: batch 1 was
     refused with WRONG_GROUP (slot sealed, moving to g2); the move was rolled back (the
     slot's first: it has no history again) and batch 3, sent right behind batch 1 on that
     connection, was stored here; batch 1, re-routed, was stored after it. Now a later batch
@@ -610,8 +608,8 @@ def test_a_batch_held_back_lifts_the_hold_when_it_is_resent() -> None:
 def test_a_new_primary_takes_no_write_before_it_read_the_map_as_primary() -> None:
     """M7: a later primary reads the slots' state before it serves. Elected on a view read
     before its old primary sealed a slot (a suspicion of that primary; watches late), it
-    wrote the slot another group owned by then: two writers (simulator seed 373 of
-    `--groups 3 --moves 6 --refusals --check-whole`: g2b0's last view showed the slot
+    wrote the slot another group owned by then: two writers (simulator scenario `tests/sim/test_scenarios.py::test_a_new_primary_takes_no_write_before_it_read_the_map_as_primary`:
+    g2b0's last view showed the slot
     normal). It asks for a view, and until one read after its election (the group state
     names it primary at its epoch) refuses every `pub` with the retriable UNAVAILABLE."""
     c = BrokerCore(BrokerConfig(id="a", group="g1", min_insync=1), member("a"))

@@ -60,7 +60,7 @@ def ask_frame(
 
 
 def test_a_retry_straddling_two_moves_is_answered_at_the_third_group() -> None:
-    """Simulator seed 357 of ``--groups 4 --moves 8 --faults 8 --refusals --check-whole``:
+    """Simulator scenario `tests/sim/test_scenarios.py::test_a_retry_straddling_two_moves_is_answered_at_the_third_group`:
     a record stored in era 0 (g1) whose producer had no puback retried after the slot
     moved to g2 and then to g0; g2's handover carried only its own era's uuids, and g0
     stored the record again. g2 forwards what it was handed (era 0's) with its own."""

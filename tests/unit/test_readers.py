@@ -374,7 +374,7 @@ def test_a_subscription_a_commit_creates_at_the_owner_of_a_moved_slot_is_at_its_
 
 
 def test_a_new_owner_reads_the_subscriptions_again_before_it_purges_the_moved_topic() -> None:
-    """Simulator, `--groups 2` seed 7 (docs/testing.md): g2 read ZooKeeper while the move
+    """Simulator scenario `tests/sim/test_scenarios.py::test_the_new_owner_purges_nothing_before_it_reloaded_the_subscriptions`: g2 read ZooKeeper while the move
     ran (subscription d, stored at era 0, was then g1's alone), became the owner on
     `complete` and purged its era's records before d got there. The owner holds one stored
     at an older era pending (M5): it must read the subscriptions again first."""
@@ -412,8 +412,7 @@ def test_a_group_that_moved_its_era_on_keeps_it_for_a_subscription_of_an_older_e
     """g1 held era 0 (up to ts 9), g2 era 1 (up to ts 2), g3 holds era 2. `q` is stored at
     era 0, so it needs every record of g2's era 1. A primary of g2 elected after the slot
     went on to g3 loaded `q` as another group's and held nothing of era 1 for it, and
-    purged it for nobody (simulator seed 267 of `--groups 3 --moves 6 --refusals
-    --check-whole`: a subscription still at era 0 while the slot went g0 -> g1 -> g2). It
+    purged it for nobody (simulator scenario `tests/sim/test_scenarios.py::test_a_group_that_moved_its_era_on_keeps_it_for_a_subscription_of_an_older_era`: a subscription still at era 0 while the slot went g0 -> g1 -> g2). It
     is pending at g2's era (M5) until its offset reaches it, then served here."""
     on = complete(seal(begin_move(completed(9)[0], "g3"), "g2", 2), "g3")
     hs = (on, SlotHistory("g1"))
@@ -479,8 +478,7 @@ def test_a_subscription_pending_at_a_group_holding_the_slot_again_writes_no_offs
     """As above, but g1's reload reads `d` at era 1 while the write of its hand-on is still
     on its way: pending, it holds era 2 from its start (ts 1, not era 1's ts 0), and the
     hand-on's late `stored` does not make it write (era 2, ts 0), which g1 took for its own
-    later and served era 0's records again as era 2's (simulator seed 100 of `--groups 2
-    --refusals --check-whole`: `g0s5 received g0p2:10 twice`)."""
+    later and served era 0's records again as era 2's (simulator scenario `tests/sim/test_scenarios.py::test_a_subscription_pending_at_a_group_holding_the_slot_again_writes_no_offset`: `g0s5 received g0p2:10 twice`)."""
     c, load, store = handed_on_holding_again()  # handed on: (era 1, ts 0)
     era1 = {(T0, "d"): 1}
     c.handle(SubscriptionsLoaded(load.request, [(T0, "d", "broadcast", 0)], 0.4, eras=era1))
@@ -526,7 +524,7 @@ def test_attaching_with_earliest_moves_no_durable_offset_over_other_topics_recor
     lands the group commits T1's ts 3, 4 and T0's ts 5. Attached then, it starts at ts 5,
     but its offset stays 2 until ts 5 is acknowledged: the start was the era's oldest
     record, taken as a position, and the offset jumped to 4, ahead of every
-    acknowledgement (simulator seed 40 of `--groups 3 --moves 6 --refusals --check-whole`:
+    acknowledgement (simulator scenario `tests/sim/test_scenarios.py::test_attaching_with_earliest_on_a_moved_slot_moves_no_offset_over_other_topics_ts`:
     `offset era 2 ts 24 of g2.m/ml stored, acknowledged only ts 0`)."""
     c = leading("a")
     pub(c, 1, T0, "u1", "u2")  # era 0
@@ -547,8 +545,8 @@ def test_a_shared_subscription_pending_at_the_owner_starts_afresh_at_its_era() -
     `work` (replicated, era-less) has g1's ts: offset 30, cursor 31, from when a primary of
     g2 had handed it on. Restored from that when g2 loads it pending (stored at era 0), its
     cursor stayed 31: once the offset reached era 1 its members were handed nothing below
-    ts 31 and the offset jumped to 30, over era 1's ts 1..3 (simulator seed 553 of
-    `--groups 2 --moves 8 --faults 8 --refusals`: `offset era 3 ts 30 of g1.m/mls stored
+    ts 31 and the offset jumped to 30, over era 1's ts 1..3 (simulator scenario `tests/sim/test_scenarios.py::test_a_shared_subscription_pending_at_the_owner_starts_afresh_at_its_era`:
+    `offset era 3 ts 30 of g1.m/mls stored
     ahead of its acks`). Nothing of its era was handed out while it was pending: it starts
     afresh there."""
     from tritonmq.wire.frames import SharedSub
@@ -575,8 +573,7 @@ def test_a_durable_resume_below_its_era_at_a_group_holding_the_slot_again_reads_
 ):
     """g1 holds era 2 from its ts 2 on and still retains era 0's ts 1, 2. A subscriber of
     durable `d` (at era 2) resumes from (era 2, ts 1), having been handed nothing: g1 served
-    ts 1, 2 as era 2's and lowered the offset to 0 (simulator seed 10 of `--groups 3 --moves
-    6 --refusals --check-whole`: `g2s9 got g2.m ts 1 from g2 in era 2, outside the eras g2
+    ts 1, 2 as era 2's and lowered the offset to 0 (simulator scenario `tests/sim/test_scenarios.py::test_a_durable_resume_below_its_era_at_a_group_holding_the_slot_again_reads_only_its_era`: `g2s9 got g2.m ts 1 from g2 in era 2, outside the eras g2
     held`). A start within the era is no lower than its first ts, as for unnamed readers."""
     c = leading("a")
     pub(c, 1, T0, "u1", "u2")
@@ -594,7 +591,7 @@ def test_the_old_group_seals_only_once_zookeeper_holds_its_subscriptions_of_the_
     """A durable subscription declared just before the move began, its registration still
     on its way (a ZooKeeper cut, retried), was unknown to the new owner, whose reload at
     `complete` read ZooKeeper before it landed: the owner purged its era for nobody
-    (simulator seed 240 of `--groups 3 --moves 6 --refusals --check-whole`: `g0.m purged up to
+    (simulator scenario `tests/sim/test_scenarios.py::test_the_old_group_seals_only_once_zookeeper_holds_its_subscriptions_of_the_slot`: `g0.m purged up to
     66 in g2; ml never received era 1 ts 49`). The old primary seals only once ZooKeeper
     holds every durable subscription of the slot it declared (it declares none after the
     move began), so `complete` and the new owner's reload come after."""
@@ -612,8 +609,7 @@ def test_a_roll_back_delivers_what_was_written_before_the_cap_was_lifted() -> No
     """A sealed era caps its readers at the seal point; rolled back, the old group writes
     the slot again. A record committed after the roll back's view but before the tick that
     lifts the caps was pushed to nobody, and nothing pushed it after: with no later record
-    the durable subscriber never got it (simulator seed 492 of `--groups 3 --moves 6
-    --refusals --check-whole`: `md of g1.m never received acked era 1 ts 118`). Lifting a
+    the durable subscriber never got it (simulator scenario `tests/sim/test_scenarios.py::test_a_roll_back_delivers_what_was_written_before_the_cap_was_lifted`: `md of g1.m never received acked era 1 ts 118`). Lifting a
     cap pumps the readers it lifts."""
     c = leading("a")
     [reg] = only(sub(c, Sub(1, T0, "d", From.LATEST)), RegisterSubscription)
@@ -634,9 +630,8 @@ def test_a_stored_hand_on_purges_nothing_of_a_later_era_we_hold_for_it() -> None
     its ts 1). g1 hands `d` on to era 2 at that era's start, (2, 5): g2's ts. When the write
     of that hand-on came back stored, g1 purged at once, before the tick that holds `d`
     pending for era 3, holding only its offset, 5, in g1's ts: era 3's ts 2 and 3 went, which
-    `d` never received (simulator seeds 4588, `--groups 4`, and 6689, `--groups 3`, of
-    `--moves 10 --faults 10 --refusals --check-whole`: `g0.m purged up to 27 in g2; md never
-    received era 3 ts 22`)."""
+    `d` never received (`g0.m purged up to 27 in g2; md never received era 3 ts 22`; simulator
+    scenario `tests/sim/test_scenarios.py::test_a_stored_hand_on_purges_nothing_of_a_later_era_we_hold_for_it`)."""
     g2_era0 = seal(begin_move(SlotHistory("g2"), "g1"), "g2", 5)
     era1 = complete(g2_era0, "g1")
     era2 = complete(seal(begin_move(era1, "g2"), "g1", 1), "g2")
@@ -667,9 +662,9 @@ def test_a_load_read_before_a_stored_hand_on_does_not_bring_the_subscription_bac
     """g1 hands shared `s` on to era 1 (g2's); a `sub` of it asks ZooKeeper again, which
     answers what it held before the hand-on was written, (era 0, ts 0), only after the
     write came back stored and g1 let `s` go. Taken as found, `s` was g1's again at its
-    last stored offset, ts 0, and ts 1 and 2 went out a second time, to another member (simulator seeds 12275 and
-    12507 of `--groups 4 --moves 10 --faults 10 --refusals --check-whole`: `g3s8 received
-    g3p2:13 (ts 46), which g3s7 of shared subscription ms had received`)."""
+    last stored offset, ts 0, and ts 1 and 2 went out a second time, to another member (`g3s8
+    received g3p2:13 (ts 46), which g3s7 of shared subscription ms had received`; simulator
+    scenario `tests/sim/test_scenarios.py::test_a_load_read_before_a_stored_hand_on_does_not_bring_the_subscription_back`)."""
     c = leading("a")
     out = sub(c, Sub(1, T0, "s", From.LATEST, None, "shared", member="m1"))
     [reg] = only(out, RegisterSubscription)
@@ -708,7 +703,7 @@ def test_a_load_naming_an_era_the_view_has_not_seen_is_read_again_once_the_view_
     the slot never moved. Taken as found, `d` was g1's at offset 0 of era 0, held era 0's
     records for good (its members had gone on) and kept g1's other brokers, which had
     purged them, out of the ISR: a producer's batch waited forever for in-sync replicas
-    (simulator, seed 18110 of `--groups 3 --moves 10 --faults 10 --refusals --check-whole`)."""
+    (simulator scenario `tests/sim/test_scenarios.py::test_a_load_naming_an_era_the_view_has_not_seen_is_read_again`)."""
     cfg = BrokerConfig(id="a", group="g1", min_insync=1, ephemeral_grace=0.0)
     c = BrokerCore(cfg, member("a"))
     [prop] = only(c.handle(ZkView(None, {"a": member("a")}, None, 0.0)), ProposeState)
@@ -733,8 +728,7 @@ def test_a_new_primary_hands_on_again_what_its_predecessor_handed_on_and_did_not
     acknowledged, and its backups' mirror says so (era 1, from era 1's `after`). The store
     of the hand-on was lost with it; ZooKeeper still holds (era 0, 3). The backup elected
     next hands it on again. Served from ts 3, its members were handed era 0's records a
-    second time, another member than had them (simulator, seed 41050 of `--groups 4
-    --moves 10 --faults 10 --refusals --check-whole`)."""
+    second time, another member than had them (simulator scenario `tests/sim/test_scenarios.py::test_a_new_primary_hands_on_again_what_its_predecessor_handed_on_and_did_not_store`)."""
     hs = completed(9)
     moves = SlotMoves("g1", None)
     moves.viewed(hs, 1)

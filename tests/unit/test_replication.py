@@ -685,7 +685,7 @@ def test_a_dedup_feed_hands_every_purged_uuid_after_the_point_once_whatever_the_
 
 
 def test_a_follower_that_starts_by_reset_joins_the_isr_only_after_it_acked_the_reset() -> None:
-    """Found by the simulator (seed 79): a follower behind the purge horizon was counted as
+    """Found by the simulator (scenario `tests/sim/test_scenarios.py::test_a_reset_follower_is_not_admitted_to_the_isr_before_it_holds_anything`): a follower behind the purge horizon was counted as
     holding everything up to our base before it even received the leader frame, and the
     next tick admitted it; elected then, it would start its epoch at ts 1."""
     p = primary(isr="a", members="ab", min_insync=1)

@@ -2,6 +2,8 @@
 
 Topic and subscription names are percent-encoded into one path segment, so a
 name can never climb out of its parent (``/``, ``.``, ``..`` are escaped).
+The chroot ``""`` gives the paths from the root, as the simulator's ZooKeeper model
+holds its one cluster (``tritonmq/sim/params.py``).
 """
 
 from __future__ import annotations

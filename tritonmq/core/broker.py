@@ -304,8 +304,10 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         made only while ZooKeeper's is still at it. A primary deposed while alive (its
         backups claimed on refusals, the view saying so not yet read) registered a
         subscription after its successor loaded them, and the successor, not knowing it,
-        purged what it needed (simulator seed 3833 of ``--groups 4 --moves 10 --faults
-        10 --refusals --check-whole``, and 7288's remaining case)."""
+        purged what it needed (simulator, ``tests/sim/test_scenarios.py``:
+        ``test_a_subscription_a_deposed_primary_registered_is_taken_at_zookeeper_s_offset``
+        and the remaining case of
+        ``test_no_registration_is_asked_while_the_session_is_not_connected``)."""
         return self.state.version if self.state is not None else None
 
     def _offsets_due(self) -> StoreOffsets | None:
@@ -416,7 +418,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         self.moves.lead_changed()
         self.state = state
         # Our suspicion has done its work; kept, it would make us ignore the suspect if it
-        # is elected after us (simulator, seed 157 with refusals).
+        # is elected after us (simulator: test_world.py::
+        # test_a_primary_elected_on_a_suspicion_follows_the_suspect_elected_after_it).
         self.suspect = None
         self.commit_ts = p.commit_ts
         self.durables_ready = False
@@ -482,7 +485,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         # A view read before our ISR CAS landed can arrive after its answer: of our epoch,
         # its state is older than the one we hold and would shrink our ISR below
         # ZooKeeper's (R2). One of an older epoch is still taken: we step down and claim
-        # again from it, as a late watch has always made us do (seed 1215)
+        # again from it, as a late watch has always made us do (found by the simulator on
+        # a variant branch, not replayable here)
         if st is None or cur is None or st.epoch != cur.epoch or st.version >= cur.version:
             self.state = st
         self.members = dict(ev.members)
@@ -522,7 +526,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             if wrote and st is not None:
                 return self._become_primary(st, now)
             # As for a lost claim: the suspicion behind it is stale, or we would wait on it
-            # for good while the primary we suspect is alive (simulator, seed 34 with refusals).
+            # for good while the primary we suspect is alive (simulator: test_world.py::
+            # test_refusals_from_a_live_primary_leave_no_stale_suspicion).
             self.suspect = None
             out = [LogLine(L.INFO, "our claim of unknown outcome did not happen")]
             return out + self._reconcile(now)
@@ -541,7 +546,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         now = ev.now
         if ev.outcome is CasOutcome.UNKNOWN:
             # judged by a read begun after this answer: one begun before may predate the
-            # write (simulator, seed 22212: an ISR grow judged unwritten, which was written)
+            # write: an ISR grow judged unwritten, which was written (simulator scenario
+            # test_an_isr_cas_of_unknown_outcome_is_judged_by_a_read_begun_after_it)
             self._requests += 1
             cas.unknown, cas.read = True, self._requests
             return [
@@ -566,7 +572,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 LogLine(L.INFO, f"isr at epoch {ev.state.epoch} is now {list(ev.state.isr)}"),
                 *self._primary_out(p, p.isr_changed(ev.state), now),
                 # A view that came while the CAS was in flight was not acted on (a member
-                # that registered meanwhile would never be admitted: simulator, seed 80).
+                # that registered meanwhile would never be admitted; simulator: test_world.py::
+                # test_a_member_that_registered_during_an_isr_cas_re_joins_the_isr).
                 *self._reconcile(now),
             ]
         p.proposal_failed()
@@ -694,7 +701,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
     def _purge(self, p: PrimaryCore, now: float) -> list[Action]:
         """Purge what every subscription has let go of, as far as ZooKeeper holds it; not
         while cut from ZooKeeper: we may be deposed already, and a durable subscription our
-        successor registered is one we cannot know (simulator, seed 18684). S3 would keep
+        successor registered is one we cannot know (simulator scenario
+        ``test_a_primary_cut_from_zookeeper_purges_nothing``). S3 would keep
         our cut log out of the successor's ISR; purging only as a primary sure of its role
         keeps it whole instead."""
         d = self.delivery
@@ -707,7 +715,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             points[HANDOVER_TOPIC] = forget  # handed-over uuids last the dedup window (M2.3)
         frame = p.purge(points, forget)
         # said even with no follower to tell: the simulator checks every purge against
-        # what durable subscriptions still need (docs/testing.md, seed 139)
+        # what durable subscriptions still need (test_scenarios.py::
+        # test_a_durable_sub_is_answered_only_once_zookeeper_holds_it)
         return [SendPurge(tuple(self.links.values()), frame)] if frame is not None else []
 
     # --- time -----------------------------------------------------------------------------

@@ -131,7 +131,8 @@ class Delivery:
                     if snap is not None and snap.era != (eras or {}).get((topic, name), 0):
                         # another era's ts (one we handed on, since let go: the mirror
                         # keeps what it was told last): restored, its offset jumped over
-                        # this era's records (simulator, seed 24551)
+                        # this era's records (simulator scenario
+                        # test_a_shared_subscription_is_restored_only_from_a_state_of_its_era)
                         snap = None
                     self._restore(d, snap, end, now)
                 self.durables[(topic, name)] = d
@@ -273,7 +274,9 @@ class Delivery:
         if start == From.EARLIEST and first is not None:
             # an existing one's records start after its offset at the latest: its oldest
             # record, taken as a position, moved the offset over other topics' ts, ahead
-            # of every ack (seeds 2327, 2881, 3557, 4453, as seed 1340 on an empty topic)
+            # of every ack (simulator scenarios
+            # test_attaching_with_earliest_moves_no_durable_offset_over_other_topics_records
+            # and, on an empty topic, test_earliest_on_an_empty_topic_moves_no_durable_offset)
             return first if d is None else min(first, d.offset + 1)
         # latest, or earliest with nothing retained: attaching moves no durable offset
         return d.offset + 1 if d is not None else commit_ts + 1
@@ -290,7 +293,8 @@ class Delivery:
         was there already (a primary of ours deposed while alive registered it after we
         loaded): it is that subscription, acknowledged up to ``offset`` only; kept at the
         declared start, the records between were stored as acknowledged and never handed
-        out (simulator, seed 3833 of --groups 4 --moves 10 --faults 10 --refusals). One
+        out (simulator scenario
+        ``test_a_subscription_a_deposed_primary_registered_is_taken_at_zookeeper_s_offset``). One
         attached at once (the pre-core shell) has handed out from its start: left as is."""
         if d.declared is not None and offset != d.declared and not d.consumers:
             d.start_afresh(offset)
@@ -739,7 +743,8 @@ class Delivery:
         """Hand out the gap's records nobody claimed, once every member is back, up to
         ``upto`` (the commit point, or the era's seal point: a new primary's gap runs to
         its epoch's start, over a later era's records when the slot came back to us;
-        simulator seed 5471 of ``--groups 3 --moves 10 --faults 10 --refusals``)."""
+        simulator scenario
+        ``test_a_restored_shared_subscription_hands_out_nothing_above_its_era_s_seal_point``)."""
         lo, hi = d.gap
         end = min(hi, upto)
         if lo > end:

@@ -256,10 +256,11 @@ class HandedOver:
     """uuids another group stored before a slot moved here, with their position there,
     per slot. A position is (era, ts) of *its* slot: a uuid handed over with slot 1's
     pairs must not answer a retry of slot 16 with slot 1's era (found by the simulator
-    with moves, seed 64 of ``--groups 2``, when a handover carried every slot's purged
-    uuids). ``slot`` None: any slot. One dict per handover, looked up in the order
-    adopted: a handover of millions of uuids is adopted in C, not one Python object per
-    uuid (that took seconds of the event loop)."""
+    when a handover carried every slot's purged uuids: scenario
+    ``test_a_retry_is_answered_with_its_own_slot_s_era_not_the_handover_s``). ``slot``
+    None: any slot. One dict per handover, looked up in the order adopted: a handover of
+    millions of uuids is adopted in C, not one Python object per uuid (that took seconds
+    of the event loop)."""
 
     # (deadline, slot, era, uuid -> ts in the old group) per handover, in the order adopted
     batches: list[tuple[float, int | None, int, dict[bytes, int]]] = field(default_factory=list)

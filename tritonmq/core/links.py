@@ -246,9 +246,12 @@ class ReplicationLinks:
             decided: list[Action] = []
             if self.suspect == f.primary:
                 # It answers after all: a later claim must not depose it on an old suspicion
-                # (simulator, seed 559 with refusals). What we decided with it counted as
-                # gone is decided again: it may lead a later epoch that we waited out
-                # instead of following (seed 30361, which kept this link at the old epoch).
+                # (simulator: test_world.py::
+                # test_refusals_from_a_live_primary_leave_no_stale_suspicion). What we
+                # decided with it counted as gone is decided again: it may lead a later
+                # epoch that we waited out instead of following (this link was kept at the
+                # old epoch: test_scenarios.py::
+                # test_a_backup_whose_suspect_answers_after_all_follows_the_epoch_the_view_names).
                 self.suspect = None
                 decided = self._reconcile(ev.now)
                 if self.follow is not f or self.backup is None:

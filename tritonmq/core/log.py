@@ -282,7 +282,7 @@ class GroupLog:
 
         Beginning the epoch the log last began, at the same start and with nothing written
         since, changes nothing: a primary that stepped down on a stale view and is named
-        again by ZooKeeper goes on leading it (simulator, seed 1215 on a variant branch).
+        again by ZooKeeper goes on leading it (found by the simulator on a variant branch).
         """
         if self.epochs and self.epochs[-1] == (epoch, start_ts) and start_ts == self.last_ts + 1:
             return
@@ -468,7 +468,8 @@ class GroupLog:
         """Purge as the primary did; ``points`` are each topic's newest record it purged.
         They are remembered even where we held none of them: a backup that caught up over
         purged entries (``None``) never learned their topics, and elected it would let a
-        reader resuming below them skip them silently (S6, simulator seed 186)."""
+        reader resuming below them skip them silently (S6; simulator scenario
+        ``test_a_backup_that_caught_up_over_purged_records_tells_a_resuming_reader_once_elected``)."""
         journal, self.journal = self.journal, None  # one operation, not one per topic
         try:
             self._purge_points(points)

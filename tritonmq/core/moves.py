@@ -72,8 +72,8 @@ class PubFences:
     of that topic on that connection is refused too (and remembered), until the producer
     resends one it was refused (same uuids): then it has seen the refusals before it, and
     whatever it sent earlier was judged earlier. Without this a roll back let a later
-    batch in ahead of the refused one (simulator, seed 116 of ``--groups 2 --moves 8
-    --faults 8 --refusals``).
+    batch in ahead of the refused one (simulator scenario
+    ``test_a_batch_behind_one_refused_wrong_group_waits_for_its_resend_across_a_roll_back``).
     """
 
     def __init__(self) -> None:
@@ -160,7 +160,8 @@ class SlotMoves:
 
     def viewed(self, histories: Sequence[SlotHistory] | None, version: int) -> None:
         """Take the histories of map ``version``, unless ours are newer: a view read before
-        our own step's write landed arrives after its answer (M1, seed 44767)."""
+        our own step's write landed arrives after its answer (M1; simulator scenario
+        ``test_a_view_read_before_our_completing_step_landed_does_not_undo_the_move``)."""
         if histories is not None and version < self.version:
             return
         self.version = version if histories is not None else -1

@@ -80,7 +80,8 @@ class SlotReaders:
     def ahead_of_view(self, ev: SubscriptionsLoaded) -> bool:
         """Does ``ev`` name an era of a slot our view has not seen? Eras only grow, so the
         view is older than the subscriptions: read as of it, one handed on past our era
-        looks like ours at that era's offset, an other group's ts (simulator, seed 18110)."""
+        looks like ours at that era's offset, an other group's ts (simulator scenario
+        ``test_a_load_naming_an_era_the_view_has_not_seen_is_read_again``)."""
         for topic, name, _, _ in ev.found or ():
             era = ev.eras.get((topic, name), 0)
             if era and era > (h.era if (h := self._history(topic)) is not None else 0):
@@ -98,7 +99,8 @@ class SlotReaders:
             if era < self.handed.get((topic, name), 0):
                 # read before the store of our hand-on: we let it go (or hold it pending)
                 # since; taken as found, it was ours again at its old offset, and what its
-                # members had acknowledged went out again (seeds 12275, 12507)
+                # members had acknowledged went out again (simulator scenario
+                # test_a_load_read_before_a_stored_hand_on_does_not_bring_the_subscription_back)
                 continue
             found = self.moves.history_of(topic)
             if found is None:
@@ -135,9 +137,10 @@ class SlotReaders:
         group's era (its mirror says the next era) while the store of that hand-on was
         lost: everything of the era ZooKeeper holds is acknowledged, so it is handed on
         again, not served from ZooKeeper's offset. Served, its members were handed the
-        era's records a second time (simulator, seed 41050 of ``--groups 4 --moves 10
-        --faults 10 --refusals --check-whole``; before the mirror said its era, a restore
-        took the next era's ``after`` as this era's offset, right only by chance)."""
+        era's records a second time (simulator scenario
+        ``test_a_new_primary_hands_on_again_what_its_predecessor_handed_on_and_did_not_store``;
+        before the mirror said its era, a restore took the next era's ``after`` as this
+        era's offset, right only by chance)."""
         snap = delivery.mirror.subs.get((d.topic, d.name))
         h = self._history(d.topic)
         if snap is None or h is None or not d.era < snap.era <= h.era:
@@ -244,7 +247,7 @@ class SlotReaders:
         when we hold a later era) now, before the purge that follows the store. Until then
         its offset is the next era's ``after``, another group's ts, and purge held only
         that: it purged the records of our later era the subscription still needs
-        (simulator seeds 4588 and 6689 of ``--moves 10 --faults 10 --refusals --check-whole``)."""
+        (simulator scenario ``test_a_stored_hand_on_purges_nothing_of_a_later_era_we_hold_for_it``)."""
         group = self.moves.group
         for topic, name, _ in offsets:
             d = delivery.durables.get((topic, name))
@@ -371,7 +374,8 @@ class SlotReaders:
                 out.extend(delivery.unsubscribe(c.conn, c.sid, now))
                 out.extend(presence.leave(c.conn, c.sid))
         # a record committed while the cap held was pushed to nobody (a roll back's first
-        # writes): push it now, as no later commit may come to (simulator seed 492)
+        # writes): push it now, as no later commit may come to (simulator scenario
+        # test_a_roll_back_delivers_what_was_written_before_the_cap_was_lifted)
         out.extend(delivery.pump(sorted(lifted), now))
         return out
 
@@ -412,9 +416,9 @@ def _next_era_of(h: SlotHistory, group: str, era: int) -> int | None:
     """Our first era of the slot after ``era``, ended or current: a durable subscription
     stored at ``era`` needs every record of it, so it is pending here (holding them from
     the era's start) until its offset reaches it. Not only the owner's: a group that held
-    a later era and moved the slot on purged that era for nobody (simulator seed 267 of
-    ``--groups 3 --moves 6 --refusals --check-whole``, a subscription at era 0 while the
-    slot went g0 -> g1 -> g2)."""
+    a later era and moved the slot on purged that era for nobody (simulator scenario
+    ``test_a_group_that_moved_its_era_on_keeps_it_for_a_subscription_of_an_older_era``, a
+    subscription at era 0 while the slot went g0 -> g1 -> g2)."""
     return next((e for e in range(era + 1, h.era + 1) if h.group_of_era(e) == group), None)
 
 

@@ -202,9 +202,10 @@ class Registrations:
         the session the client opens once ours expired (kazoo fails the calls it queued at
         the expiry, not one made after its new session is up and before we hear LOST),
         after a new primary loaded the subscriptions: it never learns of this one and
-        purges what it holds (simulator seed 7288 of ``--groups 3 --moves 10 --faults 10
-        --refusals --check-whole``: ``durable`` registered by a primary cut from ZooKeeper,
-        on its new session, after its successor had loaded; the successor purged past it)."""
+        purges what it holds (simulator scenario
+        ``test_no_registration_is_asked_while_the_session_is_not_connected``: ``durable``
+        registered by a primary cut from ZooKeeper, on its new session, after its
+        successor had loaded; the successor purged past it)."""
         out: list[Action] = []
         if not connected:
             return out

@@ -15,10 +15,10 @@ import random
 from typing import Any
 
 from tritonmq.client.pending import RECENT_ACKS_MAX
+from tritonmq.coord import paths
 from tritonmq.core.group import GroupState
 from tritonmq.core.slothistory import SlotHistory
 from tritonmq.sim import slotmodel
-from tritonmq.sim.broker import state_path
 from tritonmq.sim.invariants import History
 from tritonmq.sim.network import Dial
 from tritonmq.sim.node import (
@@ -38,6 +38,7 @@ from tritonmq.sim.node import (
     ZkReplied,
     ZkRequest,
 )
+from tritonmq.sim.params import CHROOT
 from tritonmq.sim.zkmodel import Outcome, ZkGet
 from tritonmq.wire.frames import Ack, ErrorCode, From, Pub, PubRecord, Sub
 
@@ -70,7 +71,7 @@ class _Client:
             return
         if self.primary is None:
             self.reading = True
-            out.append(ZkRequest("primary", ZkGet(state_path(self.group))))
+            out.append(ZkRequest("primary", ZkGet(paths.state(CHROOT, self.group))))
         else:
             self.dialing = True
             self.attempt += 1
@@ -242,7 +243,9 @@ class SimSubscriber(_Client):
         self.mode = mode
         # C6: a resumed broadcast subscription acknowledges again what it acknowledged (an
         # ack lost with a primary is otherwise never repeated once a sealed era brings no
-        # later record; seed 11 of --groups 2). Off where nothing moves, so that those
+        # later record; test_scenarios.py::
+        # test_a_resumed_broadcast_reader_acknowledges_again_what_it_acknowledged). Off
+        # where nothing moves, so that those
         # runs draw what they always drew.
         self.ack_on_subok = ack_on_subok
         self.sid = 0

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from tritonmq.config import BrokerConfig
+from tritonmq.coord import paths
 from tritonmq.core import events as ce
 from tritonmq.core.actions import (
     Action,
@@ -63,13 +64,6 @@ from tritonmq.core.group import GroupState, Member
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slots import slot_of
 from tritonmq.sim import slotmodel
-from tritonmq.sim.broker import (
-    BrokerParams,
-    group_prefix,
-    member_path,
-    offset_path,
-    state_path,
-)
 from tritonmq.sim.moveshell import ZK_KINDS, MoveShell
 from tritonmq.sim.network import Dial
 from tritonmq.sim.node import (
@@ -98,6 +92,7 @@ from tritonmq.sim.node import (
     ZkRequest,
     ZkWatch,
 )
+from tritonmq.sim.params import CHROOT, BrokerParams, under
 from tritonmq.sim.zkmodel import (
     Outcome,
     SessionState,
@@ -190,7 +185,7 @@ class SimCoreBroker:
                     self.registered = False
                 self._core(ce.SessionChanged(_SESSION[state], now), now, out)
                 if state is SessionState.CONNECTED:
-                    out.append(ZkWatch(group_prefix(self.group)))
+                    out.append(ZkWatch(under(paths.group(CHROOT, self.group))))
                     if self.slots:
                         out.append(ZkWatch(slotmodel.CLUSTER_PATH))
                     self._register(out)
@@ -234,7 +229,7 @@ class SimCoreBroker:
     def _register(self, out: list[Effect]) -> None:
         if not self.registering:
             self.registering = True
-            op = ZkCreate(member_path(self.group, self.name), self.me, True)
+            op = ZkCreate(paths.member(CHROOT, self.group, self.name), self.me, True)
             out.append(ZkRequest("register", op))
 
     def _read(self, out: list[Effect]) -> None:
@@ -244,10 +239,10 @@ class SimCoreBroker:
         self.reading = True
         self.read_covers = self.read_asked
         if self.slots:
-            paths = (group_prefix(self.group), *slotmodel.SLOT_PATHS)
-            out.append(ZkRequest("view", ZkListMany(paths)))
+            listed = (under(paths.group(CHROOT, self.group)), *slotmodel.SLOT_PATHS)
+            out.append(ZkRequest("view", ZkListMany(listed)))
         else:
-            out.append(ZkRequest("view", ZkList(group_prefix(self.group))))
+            out.append(ZkRequest("view", ZkList(under(paths.group(CHROOT, self.group)))))
 
     def _zk(self, tag: str, op: Any, result: ZkResult, now: float, out: list[Effect]) -> None:
         ok = result.outcome is Outcome.OK
@@ -309,9 +304,9 @@ class SimCoreBroker:
                 self._core(ce.OffsetsStored(batch[2], batch[1], now, batch[3]), now, out)
 
     def _view(self, nodes: dict[str, Znode], now: float) -> ce.ZkView:
-        st = nodes.get(state_path(self.group))
+        st = nodes.get(paths.state(CHROOT, self.group))
         state = dataclasses.replace(st.data, version=st.version) if st is not None else None
-        prefix = group_prefix(self.group) + "members/"
+        prefix = under(paths.members(CHROOT, self.group))
         members = {p[len(prefix) :]: n.data for p, n in nodes.items() if p.startswith(prefix)}
         slots = slotmodel.read(nodes) if self.slots else None
         read = self.read_covers
@@ -440,7 +435,7 @@ class SimCoreBroker:
                     out.append(Send(lk.conn, frame))
             case ProposeState(request=req, state=state, reason=reason):
                 self.cas[req] = state
-                path = state_path(self.group)
+                path = paths.state(CHROOT, self.group)
                 op: ZkCreate | ZkSet = (
                     ZkCreate(path, state)
                     if state.version < 0
@@ -457,11 +452,13 @@ class SimCoreBroker:
                     self._loads_sent += 1
                     self.load_filters[self._loads_sent] = self._loads_as_now()
                     tag += f".{self._loads_sent}"
-                out.append(ZkRequest(tag, ZkList("/offsets/")))
+                out.append(ZkRequest(tag, ZkList(under(paths.offsets(CHROOT)))))
             case RegisterSubscription(topic=topic, name=name, mode=mode, offset=offset):
                 # (mode, offset, the era the offset is a ts of: a moved slot's, M5)
                 fence = self._fence(a.fence)
-                op2 = ZkCreate(offset_path(topic, name), (mode, offset, a.era), fence=fence)
+                op2 = ZkCreate(
+                    paths.offset(CHROOT, topic, name), (mode, offset, a.era), fence=fence
+                )
                 out.append(ZkRequest("register-sub", op2))
             case StoreOffsets(offsets=offsets):
                 self._batches += 1
@@ -471,7 +468,9 @@ class SimCoreBroker:
                 for (topic, name, offset), era in zip(offsets, eras, strict=True):
                     mode = self._mode_of(topic, name)
                     data = (mode, offset, era)
-                    op3 = ZkSet(offset_path(topic, name), data, fence=fence, era_ordered=era > 0)
+                    op3 = ZkSet(
+                        paths.offset(CHROOT, topic, name), data, fence=fence, era_ordered=era > 0
+                    )
                     out.append(ZkRequest(f"store:{self._batches}", op3))
             case LogLine(message=message):
                 out.append(Note(message))
@@ -530,7 +529,7 @@ class SimCoreBroker:
 
     def _fence(self, version: int | None) -> tuple[str, int] | None:
         """A write's fence: our group state znode at the version the core holds."""
-        return None if version is None else (state_path(self.group), version)
+        return None if version is None else (paths.state(CHROOT, self.group), version)
 
     def _mode_of(self, topic: str, name: str) -> str:
         d = self.core.delivery.durables.get((topic, name))

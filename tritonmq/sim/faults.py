@@ -40,7 +40,7 @@ DRAWN: tuple[tuple[FaultKind, int], ...] = (
     (FaultKind.SLOW_WATCHES, 1),
 )
 # Drawn too with ``params.refusals`` (on in CI since the core holes they found are fixed:
-# docs/testing.md, "Random refusals find holes in the core").
+# docs/findings.md, "Random refusals find holes in the core").
 REFUSALS: tuple[tuple[FaultKind, int], ...] = ((FaultKind.REFUSE, 2),)
 
 
@@ -58,7 +58,8 @@ def schedule_faults(
 ) -> list[Fault]:
     """``params.faults`` faults spread over the publishing period, against brokers."""
     brokers = [n for n in names if n[len(group_of[n]) :].startswith("b")]
-    drawn = DRAWN + REFUSALS if params.refusals else DRAWN
+    base = params.fault_weights or DRAWN
+    drawn = base + REFUSALS if params.refusals else base
     kinds = [k for k, _ in drawn]
     weights = [w for _, w in drawn]
     out: list[Fault] = []
@@ -90,8 +91,8 @@ AROUND_MOVES: tuple[tuple[FaultKind, int], ...] = (
 
 
 def moves_on(params: Any) -> bool:
-    """Moves are drawn with two groups or more, for BrokerCore brokers."""
-    return bool(params.groups >= 2 and params.moves and params.adapter == "core")
+    """Moves are drawn with two groups or more."""
+    return bool(params.groups >= 2 and params.moves)
 
 
 def _moves(rng: random.Random, params: Any, groups: Sequence[str]) -> list[Fault]:

@@ -17,15 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tritonmq.coord import paths
 from tritonmq.core import events as ce
 from tritonmq.core.actions import AskHandover, ProposeSlotStep, SlotStep
 from tritonmq.core.group import GroupState, Member
 from tritonmq.core.slothistory import SlotHistory, complete, seal
 from tritonmq.errors import IllegalSlotTransition
 from tritonmq.sim import slotmodel
-from tritonmq.sim.broker import group_prefix, state_path
 from tritonmq.sim.network import Dial
 from tritonmq.sim.node import CloseConn, DialOut, Effect, Send, ZkRequest
+from tritonmq.sim.params import CHROOT, under
 from tritonmq.sim.zkmodel import Outcome, ZkList, ZkListMany, ZkResult
 from tritonmq.wire.frames import HandoverAsk, HandoverPairs
 
@@ -65,7 +66,7 @@ class MoveShell:
 
     def ask(self, a: AskHandover, out: list[Effect]) -> None:
         self.asks[a.request] = _Ask(a)
-        out.append(ZkRequest(f"horead:{a.request}", ZkList(group_prefix(a.group))))
+        out.append(ZkRequest(f"horead:{a.request}", ZkList(under(paths.group(CHROOT, a.group)))))
 
     # --- ZooKeeper replies ------------------------------------------------------------------
 
@@ -199,11 +200,11 @@ def _apply(a: ProposeSlotStep, h: SlotHistory, group: str) -> SlotHistory:
 def _order(nodes: dict[str, Any], group: str) -> list[str]:
     """The old group's primary, then its other ISR members, those registered now
     (``broker/moves.group_repl_urls``)."""
-    st = nodes.get(state_path(group))
+    st = nodes.get(paths.state(CHROOT, group))
     if st is None or not isinstance(st.data, GroupState):
         return []
     state: GroupState = st.data
-    prefix = group_prefix(group) + "members/"
+    prefix = under(paths.members(CHROOT, group))
     live = {p[len(prefix) :] for p in nodes if p.startswith(prefix)}
     order = [state.primary, *sorted(m for m in state.isr if m != state.primary)]
     return [m for m in order if m and m in live]

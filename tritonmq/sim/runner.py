@@ -7,11 +7,20 @@ import multiprocessing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from tritonmq.sim import swarm
 from tritonmq.sim.world import Result, SimParams, World
 
 
+def params_of(seed: int, params: SimParams | None = None) -> SimParams:
+    """What seed ``seed`` runs with: ``params``, or in swarm mode the shape it draws."""
+    p = params or SimParams()
+    return swarm.draw(seed, p) if p.swarm else p
+
+
 def run_seed(seed: int, params: SimParams | None = None) -> Result:
-    return World(seed, params).run()
+    p = params_of(seed, params)
+    r = World(seed, p).run()
+    return dataclasses.replace(r, shape=swarm.describe(p)) if p.swarm else r
 
 
 @dataclass(slots=True)

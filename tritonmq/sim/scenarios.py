@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from tritonmq.sim.broker import BrokerParams
 from tritonmq.sim.faults import Fault
 from tritonmq.sim.faults import FaultKind as K
+from tritonmq.sim.params import BrokerParams
 from tritonmq.sim.slotops import moved_topics
 from tritonmq.sim.world import SimParams
 

@@ -15,18 +15,20 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tritonmq.coord import paths
 from tritonmq.core.slothistory import SlotHistory
 from tritonmq.core.slots import SlotMap, slot_of
 from tritonmq.errors import IllegalSlotTransition
+from tritonmq.sim.params import CHROOT, under
 from tritonmq.sim.zkmodel import Outcome, ZkModel, ZkMulti, ZkSet, Znode
 
-CLUSTER_PATH = "/cluster"
-SLOTS_PREFIX = "/slots/"
+CLUSTER_PATH = paths.cluster(CHROOT)
+SLOTS_PREFIX = under(paths.slots(CHROOT))
 SLOT_PATHS = (CLUSTER_PATH, SLOTS_PREFIX)  # what a reader of the map lists
 
 
 def slot_path(n: int) -> str:
-    return f"{SLOTS_PREFIX}{n}"
+    return paths.slot(CHROOT, n)
 
 
 def plan_owners(groups: Sequence[str], topics: Mapping[str, str]) -> tuple[str, ...]:

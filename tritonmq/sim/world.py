@@ -11,14 +11,14 @@ import dataclasses
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from tritonmq.coord import paths
 from tritonmq.core.group import GroupState
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slots import slot_of
 from tritonmq.sim import slotops, worldchecks
-from tritonmq.sim.broker import BrokerParams, SimBroker, state_path
 from tritonmq.sim.clients import SimProducer, SimSubscriber
 from tritonmq.sim.corebroker import SimCoreBroker
 from tritonmq.sim.faults import Fault, FaultKind, moves_on, schedule_faults
@@ -49,6 +49,7 @@ from tritonmq.sim.node import (
     ZkRequest,
     ZkWatch,
 )
+from tritonmq.sim.params import CHROOT, SimParams, under
 from tritonmq.sim.trace import Trace, describe
 from tritonmq.sim.zkmodel import (
     Outcome,
@@ -61,63 +62,11 @@ from tritonmq.sim.zkmodel import (
     ZkSet,
 )
 
-BROKERS = (SimBroker, SimCoreBroker)
 PING_TIMEOUT = 1.0  # a connection over a cut link, or to a frozen process, dies after this
 OPEN_TIMEOUT = 0.5  # a dial that gets no answer
 ZK_TIMEOUT = 0.4
 CLIENT_TICK = 0.25  # a ZooKeeper request that gets no answer ends in ConnectionLoss
-
-
-@dataclass(frozen=True, slots=True)
-class SimParams:
-    groups: int = 1
-    replicas: int = 3
-    # (topic, subscription name or None for unnamed, mode); topics are per group: "t" has
-    # every kind of subscriber, "u" only an unnamed one (nothing durable holds it back).
-    subscribers: tuple[tuple[str, str | None, str], ...] = (
-        ("t", "durable", "broadcast"),
-        ("t", "shared", "shared"),
-        ("t", "shared", "shared"),
-        ("t", None, "broadcast"),
-        ("u", None, "broadcast"),
-    )
-    producers: tuple[str, ...] = ("t", "u")  # one producer per topic named here
-    publish_until: float = 4.0
-    faults: int = 5
-    quiet: float = 5.0  # after healing, before the liveness check
-    max_steps: int = 20_000
-    broker: BrokerParams = field(default_factory=BrokerParams)
-    # "core": brokers are BrokerCore (tritonmq/core/broker.py); "shell": the decisions of
-    # the asyncio shell before BrokerCore, over the pure pieces (sim/broker.py)
-    adapter: str = "core"
-    # A fixed fault list instead of random draws (e.g. issue 6's bug sequences); a target
-    # "@primary:g0" / "@backup:g0" names whoever holds that role when the fault fires.
-    scenario: tuple[Fault, ...] = ()
-    scenario_name: str = ""  # its name in sim/scenarios.py (the replay hint names it)
-    # Also draw REFUSE faults (a live process that refuses connections), and check after
-    # healing that every replica re-joined its group's ISR (the CI seeds run with both;
-    # off by default so that a seed's draws stay those of the runs docs/testing.md cites).
-    refusals: bool = False
-    check_whole: bool = False
-    # Slot moves the operator starts (or rolls back) per run, with groups >= 2 and
-    # BrokerCore brokers: the cluster gets a slot map and each group a producer-only
-    # topic "m" whose slot moves (docs/testing.md, "Slot moves in the simulator").
-    moves: int = 3
-    # The shape of docs/replication.md M9's loss (a slot's first move losing acknowledged records; all off by
-    # default, so that every seed cited in docs/testing.md draws what it always drew):
-    # moved topics per group ("m", "m1", ...; the others with a producer and a durable
-    # broadcast reader "md" from earliest each), ...
-    moved_topics: int = 1
-    # ... producer-only topics of g0 ("g0.b0", ...), so that g0's ts run ahead of the
-    # other groups' ...
-    busy: int = 0
-    # ... a subscriptions load that takes up to this much longer (drawn per load; a
-    # broker's loads answered in order), as the shell's load reads each topic's
-    # subscriptions in turn, two round trips each ...
-    slow_loads: float = 0.0
-    # ... and the offset store's interval drawn per seed from this range (coalesced
-    # stores: a hand-on lands that much later).
-    offset_intervals: tuple[float, float] | None = None
+_GROUPS, _OFFSETS = under(paths.groups(CHROOT)), under(paths.offsets(CHROOT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +153,7 @@ class Result:
     violation: str | None
     digest: str
     trace: str
+    shape: str = ""  # a swarm seed's drawn shape (sim/swarm.py), printed with the result
 
 
 class World:
@@ -290,8 +240,6 @@ class World:
     def _broker_factory(self, name: str, group: str) -> Callable[[], SimNode]:
         def make() -> SimNode:
             boot = f"{self.rng.getrandbits(32):08x}"
-            if self.p.adapter == "shell":
-                return SimBroker(name, group, boot, self.broker)
             return SimCoreBroker(name, group, boot, self.broker, slots=self.moving)
 
         return make
@@ -343,6 +291,8 @@ class World:
     def _flags(self) -> str:
         """The `tritonmq sim` options besides ``--seed`` that replay this run."""
         p, d = self.p, SimParams()
+        if p.swarm:  # the seed draws the rest
+            return " --swarm"
         if p.scenario_name:  # it sets what it needs
             flags = f" --scenario {p.scenario_name}" + (" --refusals" if p.refusals else "")
             return flags + (" --check-whole" if p.check_whole else "")
@@ -408,7 +358,7 @@ class World:
         self.trace.step(self.now, f"{name} <- {describe(ev)}", quiet=quiet)
         for e in effects:
             self._perform(name, e)
-        if isinstance(ev, Received | ZkReplied) and isinstance(node, BROKERS):
+        if isinstance(ev, Received | ZkReplied) and isinstance(node, SimCoreBroker):
             self.dirty.add(node.group)
 
     # --- effects -----------------------------------------------------------------------
@@ -451,7 +401,7 @@ class World:
                 self.history.purged(topic, upto, self.group_of[name])
             case AcceptedWrites(epoch=epoch):
                 node = self.nodes[name]
-                boot = node.me.boot if isinstance(node, BROKERS) else ""
+                boot = node.me.boot if isinstance(node, SimCoreBroker) else ""
                 self.history.accepted_writes(self.group_of[name], epoch, f"{name}/{boot}")
             case Leads():
                 self.history.primary_elected(self.group_of[name], name, self.now)
@@ -481,7 +431,7 @@ class World:
             self.trace.fault(self.now, f"ConnectionLoss on {name}'s {req.tag} ({req.op.path})")
         inc = self.inc[name]
         at = self.now + self.net.delay()
-        if self.p.slow_loads and isinstance(req.op, ZkList) and req.op.prefix == "/offsets/":
+        if self.p.slow_loads and isinstance(req.op, ZkList) and req.op.prefix == _OFFSETS:
             # read late, the shell's loads in turn: its reads of each topic take a while
             at = max(at + self.rng.uniform(0.0, self.p.slow_loads), self.loads_due.get(name, 0))
             self.loads_due[name] = at
@@ -502,7 +452,7 @@ class World:
         for sid, prefix in fired:
             self._fire_watch(sid, prefix)
         if result.outcome is Outcome.OK and isinstance(req.op, ZkSet | ZkCreate):
-            if req.op.path.startswith("/groups/"):
+            if req.op.path.startswith(_GROUPS):
                 self.dirty.add(req.op.path.split("/")[2])
         if result.outcome is Outcome.OK and isinstance(req.op, ZkMulti):
             self.trace.step(
@@ -515,7 +465,7 @@ class World:
 
     def _observe_write(self, req: ZkRequest) -> None:
         op = req.op
-        if isinstance(op, ZkSet | ZkCreate) and op.path.startswith("/offsets/"):
+        if isinstance(op, ZkSet | ZkCreate) and op.path.startswith(_OFFSETS):
             _, _, topic, name = op.path.split("/")
             era = op.data[2] if len(op.data) > 2 else 0
             self.history.offset_stored(topic, name, op.data[1], isinstance(op, ZkCreate), era)
@@ -523,7 +473,8 @@ class World:
     def _fire_watch(self, sid: int, prefix: str) -> None:
         owner = self.zk.sessions[sid].owner
         # Coalesced per incarnation: one due to a crashed process is dropped on arrival and
-        # must not swallow its restarted successor's (simulator bug found by seed 30).
+        # must not swallow its restarted successor's (simulator bug; test_world.py::
+        # test_a_restarted_broker_hears_of_changes_while_its_old_incarnation_s_watch_is_late).
         key = (owner, self.inc.get(owner, 0), prefix)
         if key in self.pending_watches:
             return  # coalesced with the notification already on its way
@@ -581,14 +532,14 @@ class World:
 
     def _tick_of(self, name: str) -> float:
         """Brokers tick as the shell's timers do; clients only need to notice retries."""
-        return TICK if isinstance(self.nodes.get(name), BROKERS) else CLIENT_TICK
+        return TICK if isinstance(self.nodes.get(name), SimCoreBroker) else CLIENT_TICK
 
     def _schedule_tick(self, name: str, inc: int, t: float) -> None:
         self._at(t, _TickDue(name, inc))
 
     def _crash(self, name: str) -> None:
         node = self.nodes[name]
-        if isinstance(node, BROKERS):
+        if isinstance(node, SimCoreBroker):
             self.graveyard.append((node.group, f"{name}/{node.me.boot}", node.log))
         self.net.procs[name] = Proc.DOWN
         self.net.refusing = {r for r in self.net.refusing if r[0] != name}  # restarts listening
@@ -647,7 +598,7 @@ class World:
         return sorted(
             n
             for n, node in self.nodes.items()
-            if isinstance(node, BROKERS) and self.group_of[n] == group
+            if isinstance(node, SimCoreBroker) and self.group_of[n] == group
         )
 
     def _role(self, target: str) -> str:
@@ -660,7 +611,7 @@ class World:
         if not spec:
             return self.bound.get(label, "")
         role, group = spec.split(":")
-        st = self.zk.nodes.get(state_path(group))
+        st = self.zk.nodes.get(paths.state(CHROOT, group))
         if st is None:
             return ""
         state: GroupState = st.data
@@ -782,7 +733,7 @@ class World:
         group = self.group_of[name]
         if not name.startswith(group + "b"):
             return True
-        st = self.zk.nodes.get(state_path(group))
+        st = self.zk.nodes.get(paths.state(CHROOT, group))
         if st is None:
             return False
         state: GroupState = st.data
@@ -790,7 +741,7 @@ class World:
             if other == name or self.group_of[other] != group or other not in self.factories:
                 continue
             node = self.nodes[other]
-            if not isinstance(node, BROKERS):
+            if not isinstance(node, SimCoreBroker):
                 continue
             if self.net.procs.get(other) is not Proc.RUNNING or not state.in_sync(node.me):
                 return False

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tritonmq.coord import paths
 from tritonmq.core.group import GroupState
 from tritonmq.errors import SlotHistoryError
 from tritonmq.sim import slotmodel, slotops
-from tritonmq.sim.broker import SimBroker, state_path
 from tritonmq.sim.clients import SimProducer
 from tritonmq.sim.corebroker import SimCoreBroker
 from tritonmq.sim.network import Proc
 from tritonmq.sim.node import PubAcked
+from tritonmq.sim.params import CHROOT
 
 if TYPE_CHECKING:
     from tritonmq.sim.world import World
-
-BROKERS = (SimBroker, SimCoreBroker)
 
 
 def acked_copies(w: World, name: str, msg: PubAcked, to: str) -> None:
@@ -47,19 +46,19 @@ def copies_in(w: World, group: str, ts: tuple[int, ...]) -> None:
     logs = {
         f"{b}/{n.me.boot}": n.log
         for b, n in w.nodes.items()
-        if isinstance(n, BROKERS) and n.group == group and w.net.procs.get(b) is not Proc.DOWN
+        if isinstance(n, SimCoreBroker) and n.group == group and w.net.procs.get(b) is not Proc.DOWN
     }
     logs.update((k, log) for g, k, log in w.graveyard if g == group)
     w.history.acknowledged_copies(group, ts, logs)
 
 
 def check_group(w: World, group: str) -> None:
-    st = w.zk.nodes.get(state_path(group))
+    st = w.zk.nodes.get(paths.state(CHROOT, group))
     state = st.data if st is not None and isinstance(st.data, GroupState) else None
     logs = {
         b: (n.me.boot, n.log)
         for b, n in w.nodes.items()
-        if isinstance(n, BROKERS) and n.group == group and w.net.procs.get(b) is not Proc.DOWN
+        if isinstance(n, SimCoreBroker) and n.group == group and w.net.procs.get(b) is not Proc.DOWN
     }
     w.history.check_isr_holds(group, state, logs)
 
@@ -69,7 +68,7 @@ def check_moves(w: World) -> None:
     their group's eras, each stored once (:func:`slotops.check_after_healing`)."""
     committed = {}
     for group in sorted(set(w.group_of.values())):
-        st = w.zk.nodes.get(state_path(group))
+        st = w.zk.nodes.get(paths.state(CHROOT, group))
         node = w.nodes.get(st.data.primary) if st is not None else None
         if isinstance(node, SimCoreBroker) and node.core.primary is not None:
             committed[group] = (node.log, node.core.commit_ts)
@@ -83,8 +82,8 @@ def check_moves(w: World) -> None:
 
 def check_whole(w: World) -> None:
     for group in sorted(
-        {w.group_of[n] for n, node in w.nodes.items() if isinstance(node, BROKERS)}
+        {w.group_of[n] for n, node in w.nodes.items() if isinstance(node, SimCoreBroker)}
     ):
-        st = w.zk.nodes.get(state_path(group))
+        st = w.zk.nodes.get(paths.state(CHROOT, group))
         isr = st.data.isr if st is not None else ()
         w.history.check_group_whole(group, isr, w.group_brokers(group))
