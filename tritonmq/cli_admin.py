@@ -205,7 +205,9 @@ def reset(
 @click.option("--read", multiple=True, help="Topic pattern it may read (repeatable).")
 @click.option("--names", multiple=True, help="Subscription-name pattern (repeatable).")
 @click.option(
-    "--admin", is_flag=True, help="May delete and reset subscriptions and read the brokers' stats."
+    "--admin",
+    is_flag=True,
+    help="May delete and reset subscriptions, move slots and read the brokers' stats.",
 )
 @click.option(
     "--ttl",

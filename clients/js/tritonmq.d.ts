@@ -187,6 +187,36 @@ export class Client {
 
 export function connect(url: string, options?: ConnectOptions): Promise<Client>;
 
+export interface BrokerConnectionOptions {
+  token?: string | null;
+  WebSocket?: unknown;
+  /** ms before an unanswered request fails with TIMEOUT (10000). */
+  timeout?: number;
+  clock?: unknown;
+}
+
+/** Operators' requests to one broker (docs/protocol.md §5), answered by id: no routing, no
+ * retries. A broker's refusal rejects with a TritonError of its code (FORBIDDEN: not an admin). */
+export class BrokerConnection {
+  constructor(url: string, options?: BrokerConnectionOptions);
+  readonly url: string;
+  /** The broker's answer to hello (its id, group, role), once connected. */
+  readonly hello: Record<string, any> | null;
+  request(frame: Record<string, unknown>): Promise<Record<string, any>>;
+  meta(): Promise<Record<string, any>>;
+  stats(topic?: string | null): Promise<Record<string, any>>;
+  deleteSubscription(topic: string, subscription: string, options?: { execute?: boolean }): Promise<Record<string, any>>;
+  resetSubscription(
+    topic: string,
+    subscription: string,
+    to: "earliest" | "latest" | number,
+    options?: { execute?: boolean },
+  ): Promise<Record<string, any>>;
+  /** Begin moving `slot` to group `to`: resolves with `slotinfo` once the move began. */
+  moveSlot(slot: number, to: string): Promise<Record<string, any>>;
+  close(): void;
+}
+
 // --- the pieces, for tests and other shells ---
 
 export function encodeFrame(frame: Record<string, unknown>): string;

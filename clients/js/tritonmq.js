@@ -161,6 +161,8 @@ const BROKER_FIELDS = {
   fetched: { id: INT, records: RECORDS, next: INT },
   committed: { id: INT, ts: INT, head: INT },
   subinfo: { id: INT },
+  slotinfo: { id: INT, slot: INT, owner: STR, era: INT, state: STR, to: STR },
+  stats: { id: INT, group: STR, broker: STR, role: STR },
   members: { id: INT, topic: STR, members: (v) => Array.isArray(v) && v.every(isObject) },
   join: { sid: INT, topic: STR, member: isObject },
   leave: { sid: INT, topic: STR, member: isObject },
@@ -1961,6 +1963,136 @@ export class Client extends Emitter {
         window: options.window ?? null, mode, gaps, presence: options.presence === true, info: options.info ?? null,
       });
     });
+  }
+}
+
+/**
+ * One connection to one broker for operators' requests (docs/protocol.md §5): `meta`,
+ * `stats`, and the admin ops `subdel`, `subreset` and `slotmove`. It is what the web console
+ * speaks (clients/console). Unlike `Client` it neither routes nor retries: the caller picks
+ * the broker (any broker answers `meta`, `stats` and `slotmove`; `subdel`/`subreset` go to the
+ * primary of the topic's group, else `NOT_PRIMARY`). The connection opens on the first request
+ * with a `hello` carrying `token`; a refused token rejects every waiting request with its code
+ * (`UNAUTHENTICATED`, `TOKEN_EXPIRED`); a dropped connection rejects what it carried with
+ * `UNAVAILABLE`, and the next request opens a new one. A broker's refusal rejects with a
+ * `TritonError` of the broker's code (`FORBIDDEN` for a principal that is not an admin).
+ */
+export class BrokerConnection {
+  constructor(url, options = {}) {
+    if (typeof url !== "string" || !/^wss?:\/\/./.test(url)) {
+      throw new TritonError("CONFIG", `unsupported broker URL ${JSON.stringify(url)}: use ws:// or wss://host:port`);
+    }
+    this.url = url;
+    this._token = options.token ?? null;
+    this._WebSocket = options.WebSocket ?? globalThis.WebSocket;
+    this._clock = options.clock ?? realClock;
+    this._timeout = options.timeout ?? 10_000;
+    this._ws = null;
+    this._open = false; // the hello was answered
+    this._queue = []; // frames waiting for the hello's answer
+    this._waiting = new Map(); // id -> {resolve, reject, timer}
+    this._nextId = 1;
+    this.hello = null; // the broker's answer to hello: who it is, its group and role
+  }
+
+  /** Send `frame` (its `id` is set here); resolves with the answer, rejects with its error. */
+  request(frame) {
+    return new Promise((resolve, reject) => {
+      const id = this._nextId++;
+      const timer = this._clock.setTimeout(() => {
+        this._settle(id, new TritonError("TIMEOUT", `${this.url}: no answer to ${frame.op} within ${this._timeout} ms`));
+      }, this._timeout);
+      this._waiting.set(id, { resolve, reject, timer });
+      const f = encodeFrame({ ...frame, id });
+      if (this._open) this._ws.send(f);
+      else {
+        this._queue.push(f);
+        if (this._ws === null) this._connect();
+      }
+    });
+  }
+
+  meta() {
+    return this.request({ op: "meta" });
+  }
+
+  stats(topic = null) {
+    return this.request({ op: "stats", topic });
+  }
+
+  deleteSubscription(topic, subscription, { execute = false } = {}) {
+    return this.request({ op: "subdel", topic, subscription, execute });
+  }
+
+  /** `to`: "earliest", "latest" or a ts (the first record handed out next). */
+  resetSubscription(topic, subscription, to, { execute = false } = {}) {
+    return this.request({ op: "subreset", topic, subscription, to, execute });
+  }
+
+  /** Begin moving `slot` to group `to`; resolves with `slotinfo` once the move began. */
+  moveSlot(slot, to) {
+    return this.request({ op: "slotmove", slot, to });
+  }
+
+  close() {
+    this._drop(new TritonError("CLOSED", "connection closed", { retriable: false }));
+  }
+
+  _connect() {
+    let ws;
+    try {
+      ws = new this._WebSocket(this.url, [SUBPROTOCOL]);
+    } catch (e) {
+      this._drop(new TritonError("UNAVAILABLE", `${this.url}: ${e.message ?? e}`));
+      return;
+    }
+    this._ws = ws;
+    ws.onopen = () => ws.send(encodeFrame({ op: "hello", client: CLIENT_NAME, token: this._token }));
+    ws.onmessage = (ev) => {
+      if (ws !== this._ws) return;
+      let f;
+      try {
+        f = decodeFrame(ev.data);
+      } catch {
+        return;
+      }
+      if (f.op === "error" && f.id === undefined && f.sid === undefined) {
+        this._drop(errorFromFrame(f)); // the hello was refused
+      } else if (f.op === "meta" && f.id === 0 && !this._open) {
+        this.hello = f;
+        this._open = true;
+        for (const q of this._queue.splice(0)) ws.send(q);
+      } else if (f.id !== undefined && f.id !== 0) {
+        this._settle(f.id, f.op === "error" ? errorFromFrame(f) : null, f);
+      }
+    };
+    ws.onerror = () => {};
+    ws.onclose = (ev) => {
+      if (ws === this._ws) this._drop(new TritonError("UNAVAILABLE", `${this.url} closed: ${ev?.code ?? ""} ${ev?.reason ?? ""}`.trim()));
+    };
+  }
+
+  _settle(id, error, frame) {
+    const w = this._waiting.get(id);
+    if (w === undefined) return;
+    this._waiting.delete(id);
+    this._clock.clearTimeout(w.timer);
+    if (error) w.reject(error);
+    else w.resolve(frame);
+  }
+
+  /** Fail everything waiting with `error` and forget the socket (the next request reconnects). */
+  _drop(error) {
+    const ws = this._ws;
+    this._ws = null;
+    this._open = false;
+    this._queue = [];
+    try {
+      ws?.close();
+    } catch {
+      // already closed
+    }
+    for (const id of [...this._waiting.keys()]) this._settle(id, error);
   }
 }
 

@@ -148,6 +148,11 @@ def test_the_packaged_page_is_the_chat_page_when_the_repository_has_one() -> Non
         assert files["/tritonmq.js"].body == client.read_bytes()
     else:
         assert "/tritonmq.js" not in files
+    console = REPO / "clients" / "console"
+    assert files["/console"].body == (console / "index.html").read_bytes()
+    assert files["/console"].content_type == http.HTML
+    assert files["/console-view.js"].body == (console / "view.js").read_bytes()
+    assert files["/console-view.js"].content_type == http.JAVASCRIPT
 
 
 def test_a_package_without_the_files_serves_the_placeholder_and_404(

@@ -47,6 +47,7 @@ from tritonmq.coord.offsets import Offsets
 from tritonmq.core.actions import (
     Action,
     AskHandover,
+    BeginSlotMove,
     CloseConn,
     CloseLink,
     DeleteSubscription,
@@ -72,6 +73,7 @@ from tritonmq.core.actions import (
     SendPubAck,
     SendPurge,
     SendShared,
+    SendSlotInfo,
     SendStats,
     SendSubInfo,
     SendSubOk,
@@ -505,6 +507,12 @@ class Broker:
                     assert self.coord is not None
                     step = moves.perform_step(self.coord.zk, self.cfg.chroot, group, a, self.feed)
                     self.tasks.spawn(step, f"slot-{a.slot}-{a.step.value}")
+                case BeginSlotMove():
+                    assert self.coord is not None
+                    begin = moves.perform_begin(self.coord.zk, self.cfg.chroot, a, self.feed)
+                    self.tasks.spawn(begin, f"slot-{a.slot}-begin")
+                case SendSlotInfo(conn=conn, info=info):
+                    self.outbound.send(conn, codec.enc_slotinfo(info))
                 case AskHandover():
                     assert self.coord is not None and self.creds is not None
                     ask = moves.ask_handover(

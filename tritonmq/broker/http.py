@@ -3,8 +3,10 @@
 A GET that is not a websocket upgrade is answered in websockets' ``process_request``
 hook, before any handshake: ``/healthz`` (the process serves: 200), ``/readyz`` (200
 when :func:`tritonmq.core.health.readiness` says so, else 503 with the reason),
-``/metrics`` (Prometheus), ``/`` (the chat page) and ``/tritonmq.js`` (the JavaScript
-client). Other paths get 404, other methods 405. These requests skip the Origin check
+``/metrics`` (Prometheus), ``/`` (the chat page), ``/console`` (the web console, with
+``/console-view.js``) and ``/tritonmq.js`` (the JavaScript client). The console's actions
+are admin ops on its websocket, authorized by the core like any client's; nothing here
+changes state. Other paths get 404, other methods 405. These requests skip the Origin check
 (they open no websocket) but not the connection cap: at ``max_connections`` they get
 503 like a handshake would. The connection is closed after the response.
 
@@ -42,6 +44,8 @@ WEB_PACKAGE = "tritonmq.web"
 WEB_ROUTES: Mapping[str, tuple[tuple[str, ...], str]] = {
     "/": (("index.html", "placeholder.html"), HTML),
     "/tritonmq.js": (("tritonmq.js",), JAVASCRIPT),
+    "/console": (("console.html",), HTML),
+    "/console-view.js": (("console-view.js",), JAVASCRIPT),
 }
 
 

@@ -1,7 +1,8 @@
 """The shell's half of slot moves (docs/replication.md M2, M7): ZooKeeper and sockets only.
 
 The core (:mod:`tritonmq.core.moves`) decides when to seal, when to ask for a handover
-and when to complete; this performs those steps: a step on ``/slots/<n>`` by CAS
+and when to complete (and :mod:`tritonmq.core.slotadmin` whether an admin's ``slotmove``
+may begin one); this performs those steps: a step on ``/slots/<n>`` by CAS
 (:func:`~tritonmq.coord.slots.apply_slot_step`, which re-judges a lost race), and the
 handover ask, which dials the old group's replication listeners (its primary first,
 then its other ISR members), answers their challenge with a handover proof, and reports
@@ -25,12 +26,19 @@ from tritonmq import tlsconfig
 from tritonmq.broker import replica
 from tritonmq.coord import paths
 from tritonmq.coord.slots import write_slot_step
-from tritonmq.core.actions import AskHandover, ProposeSlotStep, SlotStep
-from tritonmq.core.events import CasOutcome, Event, HandoverAnswered, SlotStepDone
+from tritonmq.core.actions import AskHandover, BeginSlotMove, ProposeSlotStep, SlotStep
+from tritonmq.core.events import (
+    CasOutcome,
+    Event,
+    HandoverAnswered,
+    SlotMoveBegun,
+    SlotStepDone,
+)
 from tritonmq.core.group import Member
 from tritonmq.core.peerauth import handover_proof
+from tritonmq.core.slotadmin import begin_move_among
 from tritonmq.core.slothistory import SlotHistory, complete, seal
-from tritonmq.errors import IllegalSlotTransition, ProtocolError
+from tritonmq.errors import CoordinationError, IllegalSlotTransition, ProtocolError
 from tritonmq.wire import repl
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, HandoverAsk, HandoverPairs
 
@@ -65,6 +73,34 @@ async def perform_step(
         log.warning("slot %d: %s outcome unknown: %r", a.slot, a.step.value, e)
         outcome = CasOutcome.UNKNOWN
     feed(SlotStepDone(a.request, outcome, history, time.monotonic(), version))
+
+
+def begin_slot_move(zk: KazooClient, chroot: str, a: BeginSlotMove) -> SlotHistory:
+    """An admin's ``slotmove`` (blocking: run it on a thread): the groups ZooKeeper lists,
+    then ``begin_move`` by CAS, judged by the core's rule on what is there now."""
+    try:
+        groups = set(zk.get_children(paths.groups(chroot)))
+    except NoNodeError:
+        groups = set()
+    step = write_slot_step(zk, chroot, a.slot, lambda h: begin_move_among(h, a.to, groups))
+    return step[0]
+
+
+async def perform_begin(
+    zk: KazooClient, chroot: str, a: BeginSlotMove, feed: Callable[[Event], None]
+) -> None:
+    history: SlotHistory | None = None
+    reason = ""
+    try:
+        history = await asyncio.to_thread(begin_slot_move, zk, chroot, a)
+        outcome = CasOutcome.OK
+        log.warning("slot %d: an admin began its move to %s", a.slot, a.to)
+    except (IllegalSlotTransition, CoordinationError) as e:
+        outcome, reason = CasOutcome.CONFLICT, str(e)
+    except Exception as e:  # ZooKeeper failed mid-write: it may have been written
+        log.warning("slot %d: beginning its move to %s: outcome unknown: %r", a.slot, a.to, e)
+        outcome, reason = CasOutcome.UNKNOWN, type(e).__name__
+    feed(SlotMoveBegun(a.request, outcome, history, reason, time.monotonic()))
 
 
 def group_repl_urls(zk: KazooClient, chroot: str, group: str) -> list[str]:

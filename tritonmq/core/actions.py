@@ -27,6 +27,7 @@ from tritonmq.wire.frames import (
     ReplAck,
     SharedAck,
     SharedState,
+    SlotInfo,
     StatsReply,
     SubInfo,
 )
@@ -192,6 +193,14 @@ class SendStats:
 
     conn: Any
     stats: StatsReply
+
+
+@dataclass(frozen=True, slots=True)
+class SendSlotInfo:
+    """The answer to ``slotmove`` (admin: tritonmq.core.slotadmin), once the move began."""
+
+    conn: Any
+    info: SlotInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,6 +395,18 @@ class AskHandover(SlotMoveAction):
 
 
 @dataclass(frozen=True, slots=True)
+class BeginSlotMove:
+    """An admin's ``slotmove``: read the cluster's groups, then write ``begin_move`` to
+    ``/slots/<slot>`` by CAS (:func:`tritonmq.core.slotadmin.begin_move_among`, judged
+    again on what ZooKeeper holds); answered with SlotMoveBegun. Any broker does it, as
+    `tritonmq slots move` would: the groups' primaries take the move from there (M2)."""
+
+    request: int
+    slot: int
+    to: str
+
+
+@dataclass(frozen=True, slots=True)
 class SendHandover(SlotMoveAction):
     """Answer a HandoverAsked on ``link`` (the asker closes it)."""
 
@@ -410,6 +431,7 @@ Action: TypeAlias = (
     | SendSubInfo
     | SendPresence
     | SendStats
+    | SendSlotInfo
     | CloseConn
     | SendEntries
     | SendLeader
@@ -430,6 +452,7 @@ Action: TypeAlias = (
     | ProposeSlotStep
     | AskHandover
     | SendHandover
+    | BeginSlotMove
 )
 """Everything the cores return. BrokerCore never returns Replicate, ReplicateDedup or
 ProposeIsr (the PrimaryCore's internal requests): it turns them into SendEntries,

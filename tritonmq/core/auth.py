@@ -13,7 +13,7 @@ the wall-clock time that comes with each frame:
   same principal), and ends the connection's subscriptions its claims no longer grant.
 * **Claims.** ``pub`` and ``read`` are topic patterns (publish; subscribe and fetch),
   ``names`` subscription-name patterns; ``admin`` allows the admin ops (``subdel``,
-  ``subreset``, and the read-only ``stats``). Patterns are :func:`fnmatch.fnmatchcase` patterns (``*`` matches any
+  ``subreset``, ``slotmove``, and the read-only ``stats``). Patterns are :func:`fnmatch.fnmatchcase` patterns (``*`` matches any
   characters, dots included; case-sensitive); a missing claim allows nothing.
 * **Ownership.** A durable subscription belongs to the principal that created it
   (kept in ZooKeeper with it; one created before owners existed belongs to the
@@ -50,6 +50,7 @@ from tritonmq.wire.frames import (
     Nack,
     Presence,
     Pub,
+    SlotMove,
     Stats,
     Sub,
     SubDelete,
@@ -249,6 +250,9 @@ class ClientAuth:
             case Stats():
                 if not p.admin:
                     return _forbidden(conn, frame, p, "read the broker's stats")
+            case SlotMove(slot=slot):
+                if not p.admin:
+                    return _forbidden(conn, frame, p, f"move slot {slot}")
             case Ack() | Nack() | Unsub() | Meta():
                 pass  # a connection's own subscriptions; meta needs only a principal
         return None

@@ -81,6 +81,7 @@ from tritonmq.core.events import (
     PrimaryFrame,
     SessionChanged,
     SessionState,
+    SlotMoveBegun,
     SlotStepDone,
     StopRequested,
     SubscriptionRegistered,
@@ -103,6 +104,7 @@ from tritonmq.core.replication import CATCHUP_CHUNK, BackupCore, PrimaryCore
 from tritonmq.core.requests import Commits, Loads, Registrations
 from tritonmq.core.retention import Retention
 from tritonmq.core.roles import CasKind, FollowLink, PendingCas, Role, RoleGate, refuse_waiting
+from tritonmq.core.slotadmin import SlotAdmin
 from tritonmq.core.slots import SlotMap
 from tritonmq.core.stats import Rates
 from tritonmq.wire.frames import Commit, ErrorCode, Sub
@@ -154,6 +156,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
         # slots' histories, move steps
         self.moves = SlotMoves(cfg.group, cluster_secret, cfg.dedup_page)
         self.readers = SlotReaders(self.moves)  # readers of moved slots: which era, when on
+        self.slot_admin = SlotAdmin()  # admins' `slotmove`s waiting for their CAS
         self.viewed = False
         self.primary: PrimaryCore | None = None
         self.backup: BackupCore | None = None
@@ -245,6 +248,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 self.waiting_subs = [w for w in self.waiting_subs if w.conn is not conn]
                 self.commits.drop_conn(conn)
                 self.moves.fences.drop_conn(conn)
+                self.slot_admin.drop_conn(conn)
                 return list(self.presence.drop_conn(conn))
             case FollowerFrame():
                 return self._follower_frame(ev)
@@ -279,6 +283,8 @@ class BrokerCore(ClientFrames, ReplicationLinks):
                 return out + self._registered_subs(topic, name, offset, ev.now)
             case SlotStepDone():
                 return self.moves.step_done(ev) + self._owner_reload()
+            case SlotMoveBegun():
+                return self.slot_admin.begun(ev)
             case HandoverAsked():
                 return self.moves.answer_ask(ev, self.log, self.commit_ts)
             case HandoverAnswered():  # the handover entry replicates like a record

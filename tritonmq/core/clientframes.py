@@ -36,6 +36,7 @@ from tritonmq.core.presence import PresenceTable
 from tritonmq.core.readers import SlotReaders
 from tritonmq.core.replication import PrimaryCore
 from tritonmq.core.requests import Commits
+from tritonmq.core.slotadmin import SlotAdmin
 from tritonmq.core.slots import SlotMap
 from tritonmq.core.stats import Rates
 from tritonmq.core.stats import answer as stats_answer
@@ -50,6 +51,7 @@ from tritonmq.wire.frames import (
     Nack,
     Presence,
     Pub,
+    SlotMove,
     Stats,
     Sub,
     SubDelete,
@@ -71,6 +73,7 @@ class ClientFrames:
     commits: Commits
     presence: PresenceTable
     moves: SlotMoves
+    slot_admin: SlotAdmin
     readers: SlotReaders
     rates: Rates
     slots: SlotMap | None
@@ -248,6 +251,8 @@ class ClientFrames:
                 if p is None:
                     return [self._not_primary(conn, id=rid)]
                 return [self.presence.members(conn, rid, topic)]
+            case SlotMove():  # any broker, primary or not: a CAS in ZooKeeper
+                return self.slot_admin.ask(conn, frame, self.slots)
             case Stats():
                 info, commit = self.meta(), self.commit_ts
                 args = (self.log, self.delivery, self.rates, commit, self.cfg.max_bytes, ev.wall_ms)

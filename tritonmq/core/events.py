@@ -212,6 +212,19 @@ class SlotStepDone:
 
 
 @dataclass(frozen=True, slots=True)
+class SlotMoveBegun:
+    """The answer to BeginSlotMove ``request``: OK with what was written, CONFLICT (the
+    slot or the cluster does not allow the move: ``reason``), UNKNOWN (ZooKeeper failed
+    mid-write: the move may have begun; ``reason``)."""
+
+    request: int
+    outcome: CasOutcome
+    history: SlotHistory | None
+    reason: str
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
 class HandoverAsked:
     """A broker of a slot's new group asks us (on our replication listener ``link``,
     challenged with ``nonce``) for the slot's dedup state up to its seal point."""
@@ -263,6 +276,7 @@ Event: TypeAlias = (
     | SubscriptionRegistered
     | Synced
     | SlotStepDone
+    | SlotMoveBegun
     | HandoverAsked
     | HandoverAnswered
     | Tick

@@ -40,6 +40,8 @@ from tritonmq.wire.frames import (
     PresenceMember,
     Pub,
     PubAck,
+    SlotInfo,
+    SlotMove,
     Stats,
     StatsReply,
     Sub,
@@ -96,6 +98,7 @@ CLIENT: list[tuple[str, ClientFrame]] = [
     ("presence", Presence(16, "chat.lobby")),
     ("stats", Stats(17)),
     ("stats of one topic", Stats(18, "chat.lobby")),
+    ("slotmove", SlotMove(19, 7, "g1")),
 ]
 
 ALICE = PresenceMember("b1.1", "alice", "Alice ☕")
@@ -150,6 +153,7 @@ BROKER: list[tuple[str, BrokerFrame]] = [
         "subinfo",
         SubInfo(12, "chat.lobby", "alice", "broadcast", "alice", 150, 0, "reset", 99, True),
     ),
+    ("slotinfo", SlotInfo(19, 7, "g0", 0, "moving", "g1")),
     ("members", Members(16, "chat.lobby", (ALICE, BOB))),
     ("members empty", Members(17, "chat.quiet", ())),
     ("join", Join(15, "chat.lobby", BOB)),

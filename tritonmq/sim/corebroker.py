@@ -21,6 +21,7 @@ from tritonmq.core import events as ce
 from tritonmq.core.actions import (
     Action,
     AskHandover,
+    BeginSlotMove,
     CloseLink,
     DeleteSubscription,
     Deliver,
@@ -45,6 +46,7 @@ from tritonmq.core.actions import (
     SendPubAck,
     SendPurge,
     SendShared,
+    SendSlotInfo,
     SendStats,
     SendSubInfo,
     SendSubOk,
@@ -478,7 +480,7 @@ class SimCoreBroker:
                 pass
             case Replicate() | ReplicateDedup() | ProposeIsr():
                 raise AssertionError(f"BrokerCore never returns {a!r}")
-            case SendSubInfo() | DeleteSubscription() | SendStats():
+            case SendSubInfo() | DeleteSubscription() | SendStats() | SendSlotInfo():
                 raise AssertionError(f"simulated clients send no admin ops: {a!r}")
             case SendPresence():
                 raise AssertionError(f"simulated clients ask for no presence: {a!r}")
@@ -487,6 +489,8 @@ class SimCoreBroker:
                 self.moves.step(a, out)
             case AskHandover():
                 self.moves.ask(a, out)
+            case BeginSlotMove():
+                raise AssertionError(f"simulated clients send no admin ops: {a!r}")
             case SendHandover(link=link, pairs=pairs):
                 out.append(Send(link, pairs))
             case WriteLog() | SyncLog():

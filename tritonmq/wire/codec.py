@@ -59,6 +59,8 @@ from tritonmq.wire.frames import (
     PubAck,
     PubRecord,
     Record,
+    SlotInfo,
+    SlotMove,
     Stats,
     StatsReply,
     Sub,
@@ -369,6 +371,12 @@ def _client_frame(obj: dict[str, Any], max_records: int, max_value: int) -> Clie
         return Presence(int_field(obj, "id"), str_field(obj, "topic", max_len=MAX_TOPIC_LEN))
     if op == "stats":
         return statscodec.decode_request(obj)
+    if op == "slotmove":
+        return SlotMove(
+            int_field(obj, "id"),
+            int_field(obj, "slot"),
+            str_field(obj, "to", max_len=MAX_NAME_LEN),
+        )
     raise UnknownOp(f"unknown op {op[:40]!r}")
 
 
@@ -496,6 +504,15 @@ def _broker_frame(obj: dict[str, Any]) -> BrokerFrame:
         )
     if op == "stats":
         return statscodec.decode_reply(obj)
+    if op == "slotinfo":
+        return SlotInfo(
+            int_field(obj, "id"),
+            int_field(obj, "slot"),
+            str_field(obj, "owner", max_len=MAX_NAME_LEN),
+            int_field(obj, "era"),
+            str_field(obj, "state", max_len=MAX_NAME_LEN),
+            str_field(obj, "to", max_len=MAX_NAME_LEN),
+        )
     if op == "meta":
         role = obj.get("role")
         if role not in ("primary", "backup"):
@@ -657,6 +674,20 @@ def enc_subinfo(info: SubInfo) -> bytes:
     )
 
 
+def enc_slotinfo(info: SlotInfo) -> bytes:
+    return _packb(
+        {
+            "op": "slotinfo",
+            "id": info.id,
+            "slot": info.slot,
+            "owner": info.owner,
+            "era": info.era,
+            "state": info.state,
+            "to": info.to,
+        }
+    )
+
+
 def enc_committed(id: int, ts: int, head: int) -> bytes:
     return _packb({"op": "committed", "id": id, "ts": ts, "head": head})
 
@@ -750,6 +781,8 @@ def enc_client(frame: ClientFrame) -> bytes:
         return _packb({"op": "presence", "id": frame.id, "topic": frame.topic})
     if isinstance(frame, Stats):
         return _packb(statscodec.request_map(frame))
+    if isinstance(frame, SlotMove):
+        return _packb({"op": "slotmove", "id": frame.id, "slot": frame.slot, "to": frame.to})
     raise TypeError(f"not a client frame: {frame!r}")
 
 
@@ -778,4 +811,6 @@ def enc_broker(frame: BrokerFrame) -> bytes:
             return _packb(event_map(frame))
         case StatsReply():
             return _packb(statscodec.reply_map(frame))
+        case SlotInfo():
+            return enc_slotinfo(frame)
     raise TypeError(f"not a broker frame: {frame!r}")

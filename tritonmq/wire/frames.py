@@ -201,6 +201,17 @@ class Stats:
     topic: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class SlotMove:
+    """Admin: begin moving slot ``slot`` to group ``to`` (docs/replication.md M2.1), as
+    `tritonmq slots move` does; the two groups' primaries do the rest. Answered with
+    ``slotinfo`` once the move began (not once it completed)."""
+
+    id: int
+    slot: int
+    to: str
+
+
 # --- broker -> broker (replication) ----------------------------------------
 
 
@@ -321,6 +332,7 @@ ClientFrame: TypeAlias = (
     | SubReset
     | Presence
     | Stats
+    | SlotMove
 )
 
 
@@ -393,6 +405,19 @@ class SubInfo:
     action: str  # "delete" or "reset"
     to: int | None = None
     executed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SlotInfo:
+    """The answer to ``slotmove``: slot ``slot`` as the broker wrote it, ``owner`` (still
+    the writer of era ``era``) and ``state`` ("moving") on its way to group ``to``."""
+
+    id: int
+    slot: int
+    owner: str
+    era: int
+    state: str
+    to: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -562,6 +587,7 @@ BrokerFrame: TypeAlias = (
     | Join
     | Leave
     | StatsReply
+    | SlotInfo
 )
 
 
@@ -673,4 +699,5 @@ BROKER_FRAMES = (
     Join,
     Leave,
     StatsReply,
+    SlotInfo,
 )

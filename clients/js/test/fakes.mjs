@@ -66,6 +66,7 @@ export class FakeBroker {
     this.refuse = null; // (frame) => error frame fields, or null
     this.present = []; // presence members: {ws, sid, topic, member}, in join order
     this.clients = 0;
+    this.admin = null; // (frame) => the answer's fields, for ops the fake does not know
   }
 
   /** A member leaves: every other member of its topic is told. */
@@ -134,6 +135,7 @@ export class FakeBroker {
         this.acks.push(f);
         break;
       default:
+        if (this.admin) ws.deliver({ id: f.id, ...this.admin(f) });
     }
   }
 
