@@ -24,7 +24,6 @@ from tritonmq.errors import (
     ProtocolError,
     PublishTimeout,
     Purged,
-    RequestRejected,
 )
 from tritonmq.wire import codec
 from tritonmq.wire.frames import SUBPROTOCOL
