@@ -933,6 +933,12 @@ def chaos(
     is_flag=True,
     help="Each seed also draws the cluster's shape and fault mix (printed with the result).",
 )
+@click.option(
+    "--disks",
+    is_flag=True,
+    help="Brokers keep segment files: crashes keep what was written; whole-group crashes,"
+    " torn tails and flipped bits are drawn too.",
+)
 def sim(
     seed: int | None,
     seeds: int | None,
@@ -946,6 +952,7 @@ def sim(
     check_whole: bool,
     moves: int,
     swarm: bool,
+    disks: bool,
 ) -> None:
     """Deterministic simulator: whole clusters, seeded faults, invariants after every step."""
     from rich.console import Console
@@ -965,6 +972,7 @@ def sim(
         check_whole=check_whole,
         moves=moves,
         swarm=swarm,
+        disks=disks,
     )
     if swarm and scenario is not None:
         _fail("--swarm draws the faults; it takes no --scenario")
@@ -974,6 +982,7 @@ def sim(
         params = with_scenario(params, scenario)
     flags = f" --scenario {scenario}" if scenario else ""
     flags += (" --refusals" if refusals else "") + (" --check-whole" if check_whole else "")
+    flags += " --disks" if disks else ""
     flags = " --swarm" if swarm else flags
     if seed is not None:
         r = run_seed(seed, params)

@@ -66,6 +66,7 @@ from tritonmq.core.group import GroupState, Member
 from tritonmq.core.log import GroupLog
 from tritonmq.core.slots import slot_of
 from tritonmq.sim import slotmodel
+from tritonmq.sim.disk import SimDisk
 from tritonmq.sim.moveshell import ZK_KINDS, MoveShell
 from tritonmq.sim.network import Dial
 from tritonmq.sim.node import (
@@ -128,7 +129,15 @@ class _Link:
 
 class SimCoreBroker:
     def __init__(
-        self, name: str, group: str, boot: str, params: BrokerParams, *, slots: bool = False
+        self,
+        name: str,
+        group: str,
+        boot: str,
+        params: BrokerParams,
+        *,
+        slots: bool = False,
+        disk: SimDisk | None = None,
+        log: GroupLog | None = None,
     ) -> None:
         self.name = name
         self.group = group
@@ -146,10 +155,13 @@ class SimCoreBroker:
             dedup_window_s=params.dedup_window,
             dedup_page=3,  # more uuids come in pages (a handover, a reset), as millions do
             offset_interval=params.offset_interval,
+            data_dir="sim" if disk is not None else "",  # the core journals for its disk
         )
         self.me = Member(name, name, boot)
-        self.core = BrokerCore(cfg, self.me, catchup_chunk=params.catchup_chunk)
+        self.disk = disk  # outlives this process (sim/disk.py)
+        self.core = BrokerCore(cfg, self.me, catchup_chunk=params.catchup_chunk, log=log)
         self.session: SessionState | None = None
+        self.zk_session = 0  # the ZooKeeper session id this process holds (set at start)
         self.registered = False
         self.registering = False
         self.reading = False
@@ -255,7 +267,14 @@ class SimCoreBroker:
                 self._core(ev, now, out)
         elif kind == "register":
             self.registering = False
-            mine = result.value is not None and result.value.data == self.me
+            # ours only if this session made it (kazoo's client_id, as coord/group.py
+            # judges): a broker back from its disk keeps its boot, and its dead process's
+            # znode goes with that process's session (docs/replication.md D3)
+            mine = (
+                result.value is not None
+                and result.value.data == self.me
+                and result.value.owner == self.zk_session
+            )
             self.registered = ok or (result.outcome is Outcome.CONFLICT and mine)
             self._read(out)
         elif kind == "view":
@@ -493,8 +512,13 @@ class SimCoreBroker:
                 raise AssertionError(f"simulated clients send no admin ops: {a!r}")
             case SendHandover(link=link, pairs=pairs):
                 out.append(Send(link, pairs))
-            case WriteLog() | SyncLog():
-                raise AssertionError("simulated brokers have no data_dir (no disk model yet)")
+            case WriteLog(ops=ops):
+                assert self.disk is not None, "only a broker with a disk journals"
+                self.disk.write(ops)
+            case SyncLog():
+                assert self.disk is not None
+                self.disk.sync()  # at once: an fsync's delay is not modelled
+                self._core(ce.Synced(self.core.log.last_ts, now), now, out)
             case _:
                 assert_never(a)
 

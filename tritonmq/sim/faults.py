@@ -28,6 +28,11 @@ class FaultKind(enum.Enum):
     # to it are reset and new dials are refused (issue 6, bug 6: a live primary refusing).
     REFUSE = "refuse"
     LISTEN = "listen"
+    # with disks (SimParams.disks): every broker of the group at once; a crash whose last
+    # write is cut short; a crash with a bit of its files flipped (restarted after each)
+    CRASH_GROUP = "crash-group"
+    TEAR = "tear"
+    FLIP = "flip"
 
 
 # Kinds the schedule draws from, with weights.
@@ -42,6 +47,12 @@ DRAWN: tuple[tuple[FaultKind, int], ...] = (
 # Drawn too with ``params.refusals`` (on in CI since the core holes they found are fixed:
 # docs/findings.md, "Random refusals find holes in the core").
 REFUSALS: tuple[tuple[FaultKind, int], ...] = ((FaultKind.REFUSE, 2),)
+# Drawn too with ``params.disks``.
+DISK_FAULTS: tuple[tuple[FaultKind, int], ...] = (
+    (FaultKind.CRASH_GROUP, 2),
+    (FaultKind.TEAR, 1),
+    (FaultKind.FLIP, 2),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +71,8 @@ def schedule_faults(
     brokers = [n for n in names if n[len(group_of[n]) :].startswith("b")]
     base = params.fault_weights or DRAWN
     drawn = base + REFUSALS if params.refusals else base
+    if getattr(params, "disks", False):
+        drawn = drawn + DISK_FAULTS
     kinds = [k for k, _ in drawn]
     weights = [w for _, w in drawn]
     out: list[Fault] = []

@@ -189,12 +189,12 @@ class History:
             )
 
     def acknowledged_copies(
-        self, group: str, ts: tuple[int, ...], logs: Mapping[str, GroupLog]
+        self, group: str, ts: tuple[int, ...], logs: Mapping[str, Sequence[GroupLog]]
     ) -> None:
         """A primary acknowledges: each record must have reached ``min_insync`` replicas
-        (``logs``: every incarnation, live, or crashed since it may have received it)."""
+        (``logs``: every incarnation's logs, live, or crashed since it may have received it)."""
         for t in ts:
-            holders = [b for b, log in logs.items() if _holds(log, t, None)]
+            holders = [b for b, held in logs.items() if any(_holds(lg, t, None) for lg in held)]
             if len(holders) < self.min_insync:
                 self.violation(
                     f"{group}: ts {t} acknowledged with {len(holders)} copies {holders}"

@@ -95,6 +95,10 @@ class SimParams:
     # The fault kinds drawn and their weights (empty: faults.DRAWN); REFUSE is added with
     # ``refusals``.
     fault_weights: tuple[tuple[FaultKind, int], ...] = ()
+    # Brokers keep segment files (sim/disk.py, docs/replication.md D1-D3): a crash keeps
+    # what was written, a restart reads it back; crashes need not spare the group, and a
+    # whole group's crash, a torn tail and a flipped bit are drawn too (after the others).
+    disks: bool = False
     # Swarm testing: the shape above is drawn from the seed itself (sim/swarm.py) by the
     # runner, which replays it with ``tritonmq sim --swarm --seed N``.
     swarm: bool = False

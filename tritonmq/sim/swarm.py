@@ -42,6 +42,7 @@ def draw(seed: int, base: SimParams) -> SimParams:
     slow_loads = rng.choice((0.0, 0.0, 0.3, 0.8))
     interval = rng.choice((None, None, (0.2, 0.6), (0.2, 1.5)))
     filter_at_read = rng.random() < 0.5
+    disks = rng.random() < 0.5  # drawn last: the draws before it stay those of earlier seeds
     return dataclasses.replace(
         base,
         groups=groups,
@@ -57,6 +58,7 @@ def draw(seed: int, base: SimParams) -> SimParams:
         offset_intervals=interval,
         broker=dataclasses.replace(base.broker, filter_loads_at_read=filter_at_read),
         swarm=True,
+        disks=disks,
     )
 
 
@@ -68,7 +70,8 @@ def describe(p: SimParams) -> str:
         parts.append(f"moves {p.moves}" + (f" x{p.moved_topics}" if p.moved_topics > 1 else ""))
     weights = p.fault_weights or DRAWN
     parts.append("weights " + ",".join(f"{k.value}={w}" for k, w in weights))
-    parts += [name for name, on in (("refusals", p.refusals), ("check-whole", p.check_whole)) if on]
+    on_off = (("refusals", p.refusals), ("check-whole", p.check_whole), ("disks", p.disks))
+    parts += [name for name, on in on_off if on]
     if p.busy != d.busy:
         parts.append(f"busy {p.busy}")
     if p.slow_loads:

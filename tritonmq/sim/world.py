@@ -21,6 +21,7 @@ from tritonmq.core.slots import slot_of
 from tritonmq.sim import slotops, worldchecks
 from tritonmq.sim.clients import SimProducer, SimSubscriber
 from tritonmq.sim.corebroker import SimCoreBroker
+from tritonmq.sim.disk import SimDisk
 from tritonmq.sim.faults import Fault, FaultKind, moves_on, schedule_faults
 from tritonmq.sim.invariants import History
 from tritonmq.sim.network import ZK, Conn, Dial, Network, Proc
@@ -189,6 +190,7 @@ class World:
         self.faults_done = 0
         self.dirty: set[str] = set()
         self.graveyard: list[tuple[str, str, GroupLog]] = []  # crashed incarnations' memory
+        self.disks: dict[str, SimDisk] = {}  # broker -> its disk, across its restarts
         self.healed = False
         self.bound: dict[str, str] = {}  # scenario labels ("@backup:g0=Y") -> broker
         self.moving = moves_on(self.p)
@@ -240,7 +242,20 @@ class World:
     def _broker_factory(self, name: str, group: str) -> Callable[[], SimNode]:
         def make() -> SimNode:
             boot = f"{self.rng.getrandbits(32):08x}"
-            return SimCoreBroker(name, group, boot, self.broker, slots=self.moving)
+            if not self.p.disks:
+                return SimCoreBroker(name, group, boot, self.broker, slots=self.moving)
+            disk = self.disks.setdefault(name, SimDisk())
+            log, boot, cut = disk.recover(lambda: boot)  # the product's scan, replay, rule
+            if log is not None or cut:
+                what = f"; {cut}" if cut else ""
+                self.trace.step(
+                    self.now,
+                    f"{name} reads its disk: log to ts {log.last_ts if log is not None else 0}"
+                    f"{what}; boot {boot}",
+                )
+            return SimCoreBroker(
+                name, group, boot, self.broker, slots=self.moving, disk=disk, log=log
+            )
 
         return make
 
@@ -502,6 +517,9 @@ class World:
 
     def _open_session(self, name: str) -> None:
         self.sessions[name] = self.zk.open_session(name, self.now)
+        node = self.nodes.get(name)
+        if isinstance(node, SimCoreBroker):
+            node.zk_session = self.sessions[name]
         self.last_zk_ok[name] = self.now
         self._set_session(name, SessionState.CONNECTED)
 
@@ -637,10 +655,36 @@ class World:
         if self.healed:
             return
         match f.kind:
+            case FaultKind.CRASH_GROUP:
+                group = self.group_of[target]
+                down = [b for b in sorted(self.group_of) if self.group_of[b] == group
+                        and b.startswith(group + "b") and self.net.procs.get(b) is not Proc.DOWN]  # fmt: skip
+                self.trace.fault(self.now, f"crash every broker of {group}: {down}")
+                for b in down:
+                    self._crash(b)
+                    self._at(
+                        self.now + f.duration, _FaultEvent(Fault(FaultKind.RESTART, b, 0.0, 0.0))
+                    )
+            case FaultKind.TEAR | FaultKind.FLIP:
+                if self.net.procs.get(target) is Proc.DOWN:
+                    return
+                # a flipped bit loses what the replica acknowledged: only where the rest
+                # of its ISR keeps it (as a crash without disks)
+                if f.kind is FaultKind.FLIP and not self._may_lose_memory(target):
+                    self.trace.step(self.now, f"skip flip of {target}: would risk its group")
+                    return
+                self._crash(target)
+                disk = self.disks[target]
+                what = disk.tear(self.rng) if f.kind is FaultKind.TEAR else disk.flip(self.rng)
+                self.trace.fault(self.now, f"crash {target}, {what}, restart in {f.duration:.2f}s")
+                self._at(
+                    self.now + f.duration, _FaultEvent(Fault(FaultKind.RESTART, target, 0.0, 0.0))
+                )
             case FaultKind.CRASH:
                 # A scenario may force a crash (other="force") where it knows the ISR's
-                # survivors still keep the promise checkable.
-                if f.other != "force" and not self._may_lose_memory(target):
+                # survivors still keep the promise checkable; with disks a crash keeps
+                # everything acknowledged (D1).
+                if f.other != "force" and not self.p.disks and not self._may_lose_memory(target):
                     self.trace.step(self.now, f"skip crash of {target}: would risk its group")
                     return
                 self.trace.fault(self.now, f"crash {target}, restart in {f.duration:.2f}s")

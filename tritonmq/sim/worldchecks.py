@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from tritonmq.coord import paths
 from tritonmq.core.group import GroupState
+from tritonmq.core.log import GroupLog
 from tritonmq.errors import SlotHistoryError
 from tritonmq.sim import slotmodel, slotops
 from tritonmq.sim.clients import SimProducer
@@ -43,12 +44,19 @@ def acked_copies(w: World, name: str, msg: PubAcked, to: str) -> None:
 
 
 def copies_in(w: World, group: str, ts: tuple[int, ...]) -> None:
-    logs = {
-        f"{b}/{n.me.boot}": n.log
-        for b, n in w.nodes.items()
-        if isinstance(n, SimCoreBroker) and n.group == group and w.net.procs.get(b) is not Proc.DOWN
-    }
-    logs.update((k, log) for g, k, log in w.graveyard if g == group)
+    # an incarnation (broker and boot) may have several logs: one back from its disk keeps
+    # its boot (D3), and holds a record if any of its logs does; counted once
+    logs: dict[str, list[GroupLog]] = {}
+    for b, n in w.nodes.items():
+        if (
+            isinstance(n, SimCoreBroker)
+            and n.group == group
+            and w.net.procs.get(b) is not Proc.DOWN
+        ):
+            logs.setdefault(f"{b}/{n.me.boot}", []).append(n.log)
+    for g, k, log in w.graveyard:
+        if g == group:
+            logs.setdefault(k, []).append(log)
     w.history.acknowledged_copies(group, ts, logs)
 
 

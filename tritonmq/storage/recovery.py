@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,15 @@ class Opened:
     kept_boot: bool  # came back as the incarnation it was (its log whole)
 
 
+def incarnation(old_boot: str, damaged: bool, new_boot: Callable[[], str]) -> tuple[str, bool]:
+    """The boot a broker back from its files comes back as, and whether it is its old one
+    (D3): the same incarnation when its files held everything it wrote, a new one when
+    they were damaged (or it had none). Pure: the simulator's restarts use it too."""
+    if old_boot and not damaged:
+        return old_boot, True
+    return new_boot(), False
+
+
 def open_data_dir(data_dir: str | Path, segment_bytes: int) -> Opened:
     """Read the segments, rebuild the log, and choose the incarnation to come back as.
 
@@ -40,8 +50,7 @@ def open_data_dir(data_dir: str | Path, segment_bytes: int) -> Opened:
     rebuilt = journal.replay(recovered.ops)
     boot_path = Path(data_dir) / BOOT_FILE
     old = boot_path.read_text().strip() if boot_path.exists() else ""
-    kept = bool(old) and not recovered.damaged
-    boot = old if kept else secrets.token_hex(6)
+    boot, kept = incarnation(old, recovered.damaged, lambda: secrets.token_hex(6))
     if not kept:
         tmp = boot_path.with_suffix(".tmp")
         tmp.write_text(boot + "\n")

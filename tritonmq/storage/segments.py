@@ -134,23 +134,17 @@ class SegmentStore:
                 path.unlink()
                 continue
             data = path.read_bytes()
-            pos = 0
-            while pos < len(data):
-                op, used = _frame_at(data, pos)
-                if op is None:
-                    last = i == len(files) - 1
-                    torn = last and used == -1 and not _frame_after(data, pos)
-                    out.cut = "torn tail" if torn else _damage(used)
-                    out.cut_at = f"{path.name}:{pos}"
-                    out.dropped_bytes += len(data) - pos
-                    with open(path, "r+b") as f:
-                        f.truncate(pos)
-                        os.fsync(f.fileno())
-                    break
-                out.ops.append(op)
-                out.frames += 1
+            ops, pos, cut = scan(data, last=i == len(files) - 1)
+            for op in ops:
                 end_ts, seg.newest_ms = _covers(op, end_ts, seg.newest_ms)
-                pos += used
+            out.ops += ops
+            out.frames += len(ops)
+            if cut:
+                out.cut, out.cut_at = cut, f"{path.name}:{pos}"
+                out.dropped_bytes += len(data) - pos
+                with open(path, "r+b") as f:
+                    f.truncate(pos)
+                    os.fsync(f.fileno())
             seg.size = pos
             seg.end_ts = end_ts
             out.bytes += pos
@@ -280,6 +274,23 @@ class SegmentStore:
     @property
     def bytes(self) -> int:
         return sum(s.size for s in self.segments)
+
+
+def scan(data: bytes, *, last: bool) -> tuple[list[Op], int, str]:
+    """The operations framed in one segment's ``data``, the length of its valid part, and
+    why it ends there ("": it does not; "torn tail": the newest segment's last write cut
+    short with nothing valid after it, when ``last``; else the damage found). Pure: the
+    simulator's disks are scanned by it too."""
+    ops: list[Op] = []
+    pos = 0
+    while pos < len(data):
+        op, used = _frame_at(data, pos)
+        if op is None:
+            torn = last and used == -1 and not _frame_after(data, pos)
+            return ops, pos, "torn tail" if torn else _damage(used)
+        ops.append(op)
+        pos += used
+    return ops, pos, ""
 
 
 def _frame_at(data: bytes, pos: int) -> tuple[Op | None, int]:
