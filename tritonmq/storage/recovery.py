@@ -3,6 +3,7 @@ incarnation (``boot``) it comes back as (blocking: run it off the event loop).""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import secrets
@@ -13,6 +14,7 @@ from pathlib import Path
 from tritonmq.core import journal
 from tritonmq.core.log import GroupLog
 from tritonmq.storage.segments import Recovered, SegmentStore
+from tritonmq.wire.codec import paused_gc
 
 log = logging.getLogger("tritonmq.storage")
 BOOT_FILE = "boot"
@@ -46,8 +48,15 @@ def open_data_dir(data_dir: str | Path, segment_bytes: int) -> Opened:
     as a new incarnation, out of the ISR until it copied what it lacks from the primary,
     and is never elected over a replica that holds more (docs/replication.md D3)."""
     store = SegmentStore(Path(data_dir) / "log", segment_bytes)
-    recovered = store.recover()
-    rebuilt = journal.replay(recovered.ops)
+    # No cyclic collection while millions of record tuples are built (none has a cycle):
+    # the collector traversed all built so far, again and again, so 2,000,000 records took
+    # 10.8 s instead of about 3. The rebuilt log then goes to the permanent generation, which
+    # later collections of the running broker do not traverse.
+    with paused_gc():
+        recovered = store.recover()
+        rebuilt = journal.replay(recovered.ops)
+        recovered.ops = []  # replayed: let the operations go
+    gc.freeze()
     boot_path = Path(data_dir) / BOOT_FILE
     old = boot_path.read_text().strip() if boot_path.exists() else ""
     boot, kept = incarnation(old, recovered.damaged, lambda: secrets.token_hex(6))
