@@ -73,6 +73,8 @@ class BrokerConfig:
 
     # --- bounds: wire and per-connection ---
     max_outbound_bytes: int = 16 * 1024 * 1024  # unsent bytes per client connection; close 4008
+    # unsent bytes of all client connections together; past it the largest holder: 4008
+    max_outbound_total_bytes: int = 256 * 1024 * 1024
     max_queue: int = 4  # received frames waiting per connection (each <= max_frame_bytes)
     max_frame_elements: int = 1_000_000  # msgpack values in one client frame; TOO_LARGE
 
@@ -217,6 +219,11 @@ def check_wire_bounds(cfg: BrokerConfig) -> None:
         raise ConfigError(
             f"max_outbound_bytes ({cfg.max_outbound_bytes}) must be at least window_bytes + "
             f"max_value_bytes ({cfg.window_bytes + cfg.max_value_bytes})"
+        )
+    if cfg.max_outbound_total_bytes < cfg.max_outbound_bytes:
+        raise ConfigError(
+            f"max_outbound_total_bytes ({cfg.max_outbound_total_bytes}) must be at least "
+            f"max_outbound_bytes ({cfg.max_outbound_bytes})"
         )
     if cfg.max_queue < 1:
         raise ConfigError("max_queue must be at least 1")
