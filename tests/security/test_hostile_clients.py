@@ -18,6 +18,7 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.security.hostile import (
     MIB,
+    TEXT,
     RawWs,
     Refused,
     close_all,
@@ -32,6 +33,7 @@ from tritonmq.devtools.cluster import DevCluster
 from tritonmq.tokens import mint
 from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL
+from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL
 
 pytestmark = pytest.mark.integration
 
@@ -399,3 +401,26 @@ async def test_fetches_never_read_on_many_connections_hold_bounded_memory(
             await monitor.more_acks(10)  # and after it
         finally:
             await asyncio.gather(*(ws.close() for ws in attackers), return_exceptions=True)
+
+
+async def test_a_text_message_of_invalid_utf8_closes_with_a_documented_code(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    # The websocket layer closes a connection whose text message is not UTF-8 with 1007
+    # (RFC 6455), before any codec sees it; docs/protocol.md §7 did not list 1007.
+    c = _one_broker(make_cluster)
+    url, _, _ = await _primary(c)
+    section = Path(__file__).parents[2] / "docs" / "protocol.md"
+    close_codes = section.read_text().split("WebSocket close codes:", 1)[1].split("## 8.", 1)[0]
+    async with monitoring(_zk_url(c)) as monitor:
+        for subprotocol in (JSON_SUBPROTOCOL, SUBPROTOCOL):
+            ws = (
+                await _authed(url)
+                if subprotocol == SUBPROTOCOL
+                else await RawWs.open(url, subprotocol)
+            )
+            ws.send(b'{"op": "hello", "client": "\xff\xfe"}', TEXT)
+            await until(ws.closed.is_set, 10, "the connection closed")
+            assert ws.close_code == 1007, ws.close_code
+            assert f"**{ws.close_code}**" in close_codes, "close code not in protocol.md §7"
+        await monitor.more_acks(5)
