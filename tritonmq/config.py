@@ -81,6 +81,8 @@ class BrokerConfig:
     # --- bounds: caps, names, memory accounting ---
     max_connections: int = 10_000  # per broker; beyond it the handshake gets HTTP 503
     max_subscriptions_per_conn: int = 1_000  # a further `sub` gets LIMIT
+    # per topic (every subscription of a topic is visited and sent each commit of it): LIMIT
+    max_subscriptions_per_topic: int = 1_000
     max_topics: int = 100_000  # per group: a `pub`/`sub` creating one more gets LIMIT
     max_name_len: int = 249  # characters of a topic or subscription name (BAD_REQUEST)
     max_durable_per_principal: int = 1_000  # per group; anonymous is one principal; LIMIT
@@ -162,8 +164,19 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("shared_resume_hold_s must be >= 0")
     if cfg.session_timeout < 0.4:
         raise ConfigError("session_timeout must be at least 0.4 s")
-    if min(cfg.max_connections, cfg.max_subscriptions_per_conn, cfg.max_topics) < 1:
-        raise ConfigError("max_connections, max_subscriptions_per_conn, max_topics must be >= 1")
+    if (
+        min(
+            cfg.max_connections,
+            cfg.max_subscriptions_per_conn,
+            cfg.max_subscriptions_per_topic,
+            cfg.max_topics,
+        )
+        < 1
+    ):
+        raise ConfigError(
+            "max_connections, max_subscriptions_per_conn, max_subscriptions_per_topic, "
+            "max_topics must be >= 1"
+        )
     if not 1 <= cfg.max_name_len <= 249:
         raise ConfigError("max_name_len must be 1..249 (the wire's own bound)")
     if cfg.max_presence_members < 1 or cfg.max_presence_info_bytes < 0:
