@@ -73,12 +73,16 @@ class BrokerConfig:
 
     # --- bounds: wire and per-connection ---
     max_outbound_bytes: int = 16 * 1024 * 1024  # unsent bytes per client connection; close 4008
+    # unsent bytes of all client connections together; past it the largest holder: 4008
+    max_outbound_total_bytes: int = 256 * 1024 * 1024
     max_queue: int = 4  # received frames waiting per connection (each <= max_frame_bytes)
     max_frame_elements: int = 1_000_000  # msgpack values in one client frame; TOO_LARGE
 
     # --- bounds: caps, names, memory accounting ---
     max_connections: int = 10_000  # per broker; beyond it the handshake gets HTTP 503
     max_subscriptions_per_conn: int = 1_000  # a further `sub` gets LIMIT
+    # per topic (every subscription of a topic is visited and sent each commit of it): LIMIT
+    max_subscriptions_per_topic: int = 1_000
     max_topics: int = 100_000  # per group: a `pub`/`sub` creating one more gets LIMIT
     max_name_len: int = 249  # characters of a topic or subscription name (BAD_REQUEST)
     max_durable_per_principal: int = 1_000  # per group; anonymous is one principal; LIMIT
@@ -160,8 +164,19 @@ def load_config(path: str | Path | None, **overrides: Any) -> BrokerConfig:
         raise ConfigError("shared_resume_hold_s must be >= 0")
     if cfg.session_timeout < 0.4:
         raise ConfigError("session_timeout must be at least 0.4 s")
-    if min(cfg.max_connections, cfg.max_subscriptions_per_conn, cfg.max_topics) < 1:
-        raise ConfigError("max_connections, max_subscriptions_per_conn, max_topics must be >= 1")
+    if (
+        min(
+            cfg.max_connections,
+            cfg.max_subscriptions_per_conn,
+            cfg.max_subscriptions_per_topic,
+            cfg.max_topics,
+        )
+        < 1
+    ):
+        raise ConfigError(
+            "max_connections, max_subscriptions_per_conn, max_subscriptions_per_topic, "
+            "max_topics must be >= 1"
+        )
     if not 1 <= cfg.max_name_len <= 249:
         raise ConfigError("max_name_len must be 1..249 (the wire's own bound)")
     if cfg.max_presence_members < 1 or cfg.max_presence_info_bytes < 0:
@@ -217,6 +232,11 @@ def check_wire_bounds(cfg: BrokerConfig) -> None:
         raise ConfigError(
             f"max_outbound_bytes ({cfg.max_outbound_bytes}) must be at least window_bytes + "
             f"max_value_bytes ({cfg.window_bytes + cfg.max_value_bytes})"
+        )
+    if cfg.max_outbound_total_bytes < cfg.max_outbound_bytes:
+        raise ConfigError(
+            f"max_outbound_total_bytes ({cfg.max_outbound_total_bytes}) must be at least "
+            f"max_outbound_bytes ({cfg.max_outbound_bytes})"
         )
     if cfg.max_queue < 1:
         raise ConfigError("max_queue must be at least 1")

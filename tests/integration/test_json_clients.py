@@ -4,7 +4,9 @@ and the two see each other's records with the same bytes."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -86,3 +88,42 @@ async def test_json_and_msgpack_clients_exchange_text_and_binary(cluster: DevClu
         await browser.send(json.dumps({"op": "meta", "id": 9}))
         meta = await _next(browser, "meta")
         assert meta["id"] == 9 and meta["role"] == "primary" and meta["primary_url"] == url
+
+
+async def test_a_json_fetch_answer_is_cut_by_its_encoded_size(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    """Issue 26: fetch answers were cut at 4 MiB of records as the log counts them, but JSON
+    writes a control byte as ``\\u0001`` (6 bytes) and other bytes as base64: 4 MiB of such
+    values made one 24 MiB ``fetched`` frame for an 80-byte request, past the 16 MiB outbound
+    cap. Now the answer is cut by its JSON size, and ``next`` pages through the rest."""
+    c = make_cluster(replicas=1, settings={"replicas": 1, "min_insync": 1, "retention_s": 300.0})
+    url = (await asyncio.to_thread(group_info, c))["primary_url"]
+    escaped = [bytes([1]) * (512 * 1024) for _ in range(6)]  # valid UTF-8, each byte 6 in JSON
+    binary = [bytes([0xFF, i]) * (256 * 1024) for i in range(2)]  # not UTF-8: base64
+    async with Client(zk_url(c)) as py:
+        acks = await py.publish_many("bin", [*escaped, *binary])
+    async with websockets.connect(
+        url,
+        subprotocols=[JSON_SUBPROTOCOL],  # type: ignore[list-item]
+        max_size=None,
+    ) as browser:
+        await browser.send(json.dumps({"op": "hello", "client": "test-page"}))
+        await _next(browser, "meta")
+        got: list[list[Any]] = []
+        start, sizes = 1, []
+        while len(got) < len(acks):
+            fetch = {"op": "fetch", "id": len(sizes), "topic": "bin", "from": start, "to": 2**40}
+            await browser.send(json.dumps(fetch))
+            data = await asyncio.wait_for(browser.recv(), 20)
+            assert isinstance(data, str)
+            sizes.append(len(data.encode()))
+            frame = json.loads(data)
+            assert frame["op"] == "fetched", frame
+            got += frame["records"]
+            start = frame["next"]
+        assert max(sizes) <= 16 * 1024 * 1024, f"fetched frames of {sizes} bytes"
+        assert max(sizes) <= 4 * 1024 * 1024 + 4096, f"fetched frames of {sizes} bytes"
+        assert [r[0] for r in got] == [a.ts for a in acks]
+        assert [r[3] for r in got[:6]] == [v.decode() for v in escaped]
+        assert [base64.b64decode(r[3]["b64"]) for r in got[6:]] == binary

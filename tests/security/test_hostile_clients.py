@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed
 
 from tests.security.hostile import (
     MIB,
+    TEXT,
     RawWs,
     Refused,
     close_all,
@@ -30,6 +33,7 @@ from tritonmq.devtools.cluster import DevCluster
 from tritonmq.tokens import mint
 from tritonmq.wire import codec, repl
 from tritonmq.wire.frames import REPL_SUBPROTOCOL, SUBPROTOCOL
+from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL
 
 pytestmark = pytest.mark.integration
 
@@ -329,4 +333,94 @@ async def test_a_rebound_name_does_not_pass_the_same_origin_check(
                 url, SUBPROTOCOL, host_header=f"{name}:{port}", origin=f"http://{name}:{port}"
             )
             await ws.aclose()
+        await monitor.more_acks(5)
+
+
+# --- issue 26: what all connections hold on their way out ----------------------------------
+
+
+async def _never_reads(url: str) -> websockets.ClientConnection:
+    """A connection that says hello and then reads nothing: its library stops reading the
+    socket after one queued message, as a stalled client would."""
+    ws = await websockets.connect(url, subprotocols=[SUBPROTOCOL], max_size=None, max_queue=1)  # type: ignore[list-item]
+    await ws.send(codec.packb({"op": "hello", "client": "attacker"}))
+    assert codec.decode_broker(await asyncio.wait_for(ws.recv(), 10))["op"] == "meta"
+    return ws
+
+
+async def _close_code(ws: websockets.ClientConnection) -> int | None:
+    """How the broker closed ``ws`` (it finds the close frame behind what was queued, or the
+    connection was aborted: None)."""
+    try:
+        while True:
+            await asyncio.wait_for(ws.recv(), 20)
+    except ConnectionClosed as e:
+        return e.rcvd.code if e.rcvd is not None else None
+    except TimeoutError:
+        return -1  # still open
+
+
+async def test_fetches_never_read_on_many_connections_hold_bounded_memory(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    # Before: the outbound cap was per connection only: 50 connections that sent fetches and
+    # never read grew a primary by 802 MB, each within its 16 MiB. Now all client connections'
+    # unsent bytes are bounded together (max_outbound_total_bytes); past it the connection
+    # holding the most is closed with 4008, as at the per-connection cap.
+    budget = 48 * MIB
+    c = _one_broker(make_cluster, retention_s=300.0, max_outbound_total_bytes=budget)
+    url, _, pid = await _primary(c)
+    async with monitoring(_zk_url(c)) as monitor:
+        async with Client(_zk_url(c)) as producer:  # ~4 MiB of small records to fetch
+            for i in range(4):
+                await producer.publish_many("big", [bytes([i, j % 256]) * 512 for j in range(1024)])
+        before = status_bytes(pid, "VmRSS")
+        attackers: list[websockets.ClientConnection] = []
+        try:
+            # 40 connections, each 6 fetches of ~4 MiB (80 bytes each): ~24 MiB asked per
+            # connection, of which the kernel's socket buffers take some and the broker holds
+            # the rest, under its own cap: about 400 MiB together, unbounded.
+            fetch = {"op": "fetch", "topic": "big", "from": 1, "to": 10**9, "max": 10_000}
+            for _ in range(40):
+                ws = await _never_reads(url)
+                for i in range(6):
+                    await ws.send(codec.packb({**fetch, "id": i + 1}))
+                attackers.append(ws)
+                await asyncio.sleep(0.05)
+            await monitor.more_acks(20)  # served during the attack
+            grown = status_bytes(pid, "VmHWM") - before
+            # the budget, one answer being encoded, and allocator slack (~100 MiB here)
+            assert grown < 200 * MIB, f"the broker grew by {grown / MIB:.0f} MiB"
+            codes = await asyncio.gather(*(_close_code(ws) for ws in attackers))
+            closed = [code for code in codes if code != -1]
+            # most were closed (those holding the most), with 4008, or aborted when they had
+            # not read up to the close frame; counted by reason
+            assert len(closed) >= len(attackers) // 2, codes
+            assert set(closed) <= {4008, None}, codes
+            assert metric(url, "tritonmq_connections_closed_total") >= len(closed)
+            await monitor.more_acks(10)  # and after it
+        finally:
+            await asyncio.gather(*(ws.close() for ws in attackers), return_exceptions=True)
+
+
+async def test_a_text_message_of_invalid_utf8_closes_with_a_documented_code(
+    make_cluster: Callable[..., DevCluster],
+) -> None:
+    # The websocket layer closes a connection whose text message is not UTF-8 with 1007
+    # (RFC 6455), before any codec sees it; docs/protocol.md §7 did not list 1007.
+    c = _one_broker(make_cluster)
+    url, _, _ = await _primary(c)
+    section = Path(__file__).parents[2] / "docs" / "protocol.md"
+    close_codes = section.read_text().split("WebSocket close codes:", 1)[1].split("## 8.", 1)[0]
+    async with monitoring(_zk_url(c)) as monitor:
+        for subprotocol in (JSON_SUBPROTOCOL, SUBPROTOCOL):
+            ws = (
+                await _authed(url)
+                if subprotocol == SUBPROTOCOL
+                else await RawWs.open(url, subprotocol)
+            )
+            ws.send(b'{"op": "hello", "client": "\xff\xfe"}', TEXT)
+            await until(ws.closed.is_set, 10, "the connection closed")
+            assert ws.close_code == 1007, ws.close_code
+            assert f"**{ws.close_code}**" in close_codes, "close code not in protocol.md §7"
         await monitor.more_acks(5)

@@ -44,6 +44,7 @@ def test_flags_override_the_file_and_none_means_not_given(tmp_path: Path) -> Non
         ("tls_cert = 'b.pem'\ntls_key = 'k.pem'\nadvertise_repl = 'ws://h:1'", "wss://"),
         ("max_outbound_bytes = 4194304", "max_outbound_bytes"),
         ("window_bytes = 33554432", "max_outbound_bytes"),
+        ("max_outbound_total_bytes = 8388608", "max_outbound_total_bytes"),
         ("max_queue = 0", "max_queue"),
         ("max_frame_elements = 0", "max_frame_elements"),
         ("max_batch_records = 300000", "max_frame_elements"),

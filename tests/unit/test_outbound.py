@@ -12,7 +12,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from tritonmq.broker.outbound import CLOSE_OUTBOUND_FULL, Outbound
+from tritonmq.broker.outbound import CLOSE_OUTBOUND_FULL, Outbound, OutboundBudget
 from tritonmq.broker.spawner import Spawner
 
 CAP = 256 * 1024
@@ -112,4 +112,31 @@ async def test_closing_a_connection_that_never_reads_takes_bounded_time() -> Non
         with pytest.raises(ConnectionClosed):  # the client finds it gone (aborted) as it reads
             while True:
                 await asyncio.wait_for(client.recv(), 10)
+    await tasks.cancel_all(1.0)
+
+
+async def test_past_the_per_broker_budget_the_largest_holder_is_closed() -> None:
+    """Two connections that never read, each under its own cap: past the budget of both
+    together, the one holding the most is closed with 4008 and the other is still served."""
+    tasks = Spawner()
+    closed: list[tuple[ServerConnection, str]] = []
+    budget = OutboundBudget(20 * CAP)
+    out = Outbound(64 * CAP, tasks.spawn, budget=budget, evicted=lambda c, r: closed.append((c, r)))
+    async with _pair(max_queue=1) as (big, big_client), _pair(max_queue=1) as (small, _):
+        for _ in range(400):  # until the kernel takes no more: then the broker holds it
+            assert out.send(big, CHUNK)
+            await asyncio.sleep(0)
+            if big.transport.get_write_buffer_size() > 16 * CAP:
+                break
+        for _ in range(400):
+            if not out.send(small, CHUNK) or closed:
+                break
+            await asyncio.sleep(0)
+        assert closed == [(big, "outbound_budget")]
+        assert not out.accepting(big) and out.accepting(small)
+        assert budget.total <= budget.limit
+        with pytest.raises(ConnectionClosed) as gone:
+            while True:
+                await asyncio.wait_for(big_client.recv(), 10)
+        assert gone.value.rcvd is None or gone.value.rcvd.code == CLOSE_OUTBOUND_FULL
     await tasks.cancel_all(1.0)

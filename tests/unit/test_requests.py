@@ -7,6 +7,7 @@ from tritonmq.core.delivery import Delivery
 from tritonmq.core.log import GroupLog
 from tritonmq.core.requests import FETCH_BYTES, Commits, fetch
 from tritonmq.wire.frames import Commit, ErrorCode, Fetch
+from tritonmq.wire.jsoncodec import record_size
 
 
 def log_of(n: int, value: bytes = b"v") -> GroupLog:
@@ -26,6 +27,21 @@ def test_a_fetch_stops_at_the_commit_point_the_record_limit_and_the_byte_cut() -
     assert isinstance(past, SendFetched) and (past.records, past.next_ts) == ([], 9)
     big = log_of(3, b"x" * FETCH_BYTES)
     one = fetch(big, "g1", 100, "c", Fetch(3, "t", 1, 3, 50), commit_ts=3)
+    assert isinstance(one, SendFetched) and [r[0] for r in one.records] == [1]
+
+
+def test_a_fetch_for_a_json_connection_is_cut_by_the_size_json_writes() -> None:
+    # 8 records of 512 KiB control bytes: 4 MiB as the log counts them, 24 MiB as JSON
+    log = log_of(8, b"\x01" * (512 * 1024))
+    plain = fetch(log, "g1", 100, "c", Fetch(1, "t", 1, 8, 50), commit_ts=8)
+    assert isinstance(plain, SendFetched) and len(plain.records) == 7
+    got = fetch(log, "g1", 100, "c", Fetch(1, "t", 1, 8, 50), commit_ts=8, record_size=record_size)
+    assert isinstance(got, SendFetched) and [r[0] for r in got.records] == [1]
+    assert got.next_ts == 2  # the rest on the next fetch
+    assert sum(record_size(r) for r in got.records) <= FETCH_BYTES
+    # a record larger than the cut by itself still goes, alone
+    huge = log_of(2, b"\x01" * FETCH_BYTES)
+    one = fetch(huge, "g1", 100, "c", Fetch(2, "t", 1, 2, 50), commit_ts=2, record_size=record_size)
     assert isinstance(one, SendFetched) and [r[0] for r in one.records] == [1]
 
 

@@ -39,7 +39,7 @@ from tritonmq.broker.inbound import (
 )
 from tritonmq.broker.metrics import BrokerMetrics
 from tritonmq.broker.origin import origin_check
-from tritonmq.broker.outbound import Outbound
+from tritonmq.broker.outbound import Outbound, OutboundBudget
 from tritonmq.broker.spawner import Spawner
 from tritonmq.config import BrokerConfig
 from tritonmq.coord.group import GroupCoordinator
@@ -140,7 +140,6 @@ class Broker:
         self.repl_url = ""  # what peers dial (advertise_repl, e.g. a proxy, or the listener)
         self.repl_bound = ""  # HOST:PORT the replication listener is bound to
         self.tasks = Spawner()
-        self.outbound = Outbound(cfg.max_outbound_bytes, self.tasks.spawn)
         self.follows: dict[int, asyncio.Task[None]] = {}
         self.follow_links: dict[int, Any] = {}
         self.repl_tls = tlsconfig.replication_context(cfg) if cfg.tls_ca else None
@@ -168,6 +167,13 @@ class Broker:
         )
         fit_fd_limit(cfg.max_connections + cfg.max_unauthenticated + cfg.max_repl_pending)
         self.inbound = InboundBudget(cfg.max_inbound_bytes, evict)
+        # What client connections hold on their way out: per connection and per broker.
+        self.outbound = Outbound(
+            cfg.max_outbound_bytes,
+            self.tasks.spawn,
+            budget=OutboundBudget(cfg.max_outbound_total_bytes),
+            evicted=self.admission.evicted,
+        )
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
         self.tokens = TokenVerifier.from_config(cfg)
@@ -175,7 +181,13 @@ class Broker:
             cfg, lambda: self.core, lambda: (self.admission.open, self.admission.refused)
         )
         self.metrics.registry.register(
-            AdmissionCollector(cfg.group, self.admission, self.repl_admission, self.inbound)
+            AdmissionCollector(
+                cfg.group,
+                self.admission,
+                self.repl_admission,
+                self.inbound,
+                lambda: self.outbound.budget.total if self.outbound.budget else 0,
+            )
         )
         self.http = http.HttpRoutes(http.load_web_files(), self._readiness, self.metrics.exposition)
 
@@ -364,9 +376,12 @@ class Broker:
             self.repl_admission.sweep()
 
     async def _serve_client(self, ws: ServerConnection) -> None:
-        await clients.serve(
-            ws, self.cfg, self._feed_client, self.outbound.accepting, self.tokens.verify
-        )
+        try:
+            await clients.serve(
+                ws, self.cfg, self._feed_client, self.outbound.accepting, self.tokens.verify
+            )
+        finally:
+            self.outbound.forget(ws)
 
     def _feed_client(self, event: Event) -> None:
         """Feed a client's event; the first frame the core accepts admits the connection."""

@@ -20,7 +20,7 @@ from tritonmq.core.auth import Principal, TokenRejected
 from tritonmq.core.events import ClientFrameIn, ClientGone, Event
 from tritonmq.errors import ProtocolError
 from tritonmq.wire.frames import Error, ErrorCode, Hello
-from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL, JsonCodec
+from tritonmq.wire.jsoncodec import JSON_SUBPROTOCOL, JsonCodec, record_size
 from tritonmq.wire.subprotocols import Codec, MsgpackCodec
 
 
@@ -34,6 +34,8 @@ async def serve(
     """Read ``ws`` until it closes, feeding each decoded frame to the core; the token of a
     ``hello`` is verified (``verify``: signature and claims) before the core judges it."""
     codec = codec_for(ws.subprotocol, cfg)
+    # JSON writes records larger than the log counts them: answers are cut by what it writes
+    size = record_size if ws.subprotocol == JSON_SUBPROTOCOL else None
     try:
         async for data in ws:
             if not accepting(ws):
@@ -48,7 +50,7 @@ async def serve(
             if isinstance(frame, Hello) and frame.token and verify is not None:
                 verified = verify(frame.token)
             wall_ms = time.time_ns() // 1_000_000
-            feed(ClientFrameIn(ws, frame, time.monotonic(), wall_ms, verified))
+            feed(ClientFrameIn(ws, frame, time.monotonic(), wall_ms, verified, size))
     except ConnectionClosed:
         pass
     finally:

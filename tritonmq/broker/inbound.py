@@ -148,9 +148,15 @@ class AdmissionCollector:
     """Scrape-time metrics of the listeners' admission and of the inbound budget."""
 
     def __init__(
-        self, group: str, clients: Admission, links: Admission, budget: InboundBudget
+        self,
+        group: str,
+        clients: Admission,
+        links: Admission,
+        budget: InboundBudget,
+        unsent: Callable[[], int] = lambda: 0,
     ) -> None:
         self.group, self.clients, self.links, self.budget = group, clients, links, budget
+        self.unsent = unsent  # what the outbound budget counts now
 
     def collect(self) -> Iterator[Metric]:
         g = self.group
@@ -163,3 +169,11 @@ class AdmissionCollector:
         )
         held.add_metric([g], self.budget.total)
         yield held
+        out = GaugeMetricFamily(
+            "tritonmq_outbound_bytes",
+            "Bytes queued for client connections and not sent yet, at most "
+            "(max_outbound_total_bytes; counted as of each one's last send).",
+            labels=["group"],
+        )
+        out.add_metric([g], self.unsent())
+        yield out

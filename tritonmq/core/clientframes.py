@@ -222,6 +222,7 @@ class ClientFrames:
                         conn,
                         frame,
                         p.commit_ts,
+                        ev.record_size,
                     )
                 ]
             case Commit():

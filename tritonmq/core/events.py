@@ -9,7 +9,7 @@ stay tuples inside the frames (one event per batch, never per record).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -26,6 +26,7 @@ from tritonmq.wire.frames import (
     HandoverPairs,
     Leader,
     Purge,
+    Record,
     ReplAck,
     SharedAck,
     SharedState,
@@ -48,19 +49,26 @@ class CasOutcome(enum.Enum):
 
 # --- clients ---------------------------------------------------------------------
 
+RecordSize: TypeAlias = Callable[[Record], int]
+"""What one record costs in a frame of a connection's codec (a pure function the shell
+gives; the core cuts answers by it)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ClientFrameIn:
     """A decoded frame from client connection ``conn``. ``wall_ms`` is the shell's wall
     clock (ms since the epoch) when it arrived: the published time a ``pub`` records, and
     the time a token's expiry is judged by. ``verified``: for a ``hello`` carrying a token,
-    what the shell read from it (the signature checked with the configured key)."""
+    what the shell read from it (the signature checked with the configured key).
+    ``record_size``: what a record costs on this connection when its codec writes records
+    larger than the log counts them (JSON); None: as the log counts them (msgpack)."""
 
     conn: Any
     frame: ClientFrame
     now: float
     wall_ms: int = 0
     verified: Principal | TokenRejected | None = None
+    record_size: RecordSize | None = None
 
 
 @dataclass(frozen=True, slots=True)

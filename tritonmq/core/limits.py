@@ -7,6 +7,9 @@
   for topics ``*`` or ``>``, a pattern) are refused with ``BAD_REQUEST`` naming the rule.
 * **Subscriptions per connection** (``max_subscriptions_per_conn``): each one is a
   consumer the commit path visits; past the cap a new ``sub`` gets ``LIMIT``.
+* **Subscriptions per topic** (``max_subscriptions_per_topic``): every consumer of a topic
+  is visited, and sent its own frame, on each commit of that topic, so a publish costs
+  in proportion to them (issue 26); past the cap a new ``sub`` of it gets ``LIMIT``.
 * **Topics per group** (``max_topics``): a topic costs memory on every replica
   while it holds records or has a subscriber (empty, unsubscribed topics are freed);
   a ``pub`` or ``sub`` that would create one more than the cap gets ``LIMIT``.
@@ -48,10 +51,16 @@ class Caps:
     max_subscriptions_per_conn: int
     max_topics: int
     max_name_len: int
+    max_subscriptions_per_topic: int = 1_000
 
     @classmethod
     def of(cls, cfg: BrokerConfig) -> Caps:
-        return cls(cfg.max_subscriptions_per_conn, cfg.max_topics, cfg.max_name_len)
+        return cls(
+            cfg.max_subscriptions_per_conn,
+            cfg.max_topics,
+            cfg.max_name_len,
+            cfg.max_subscriptions_per_topic,
+        )
 
 
 def check_names(conn: Any, frame: ClientFrame, caps: Caps) -> SendError | None:
@@ -92,9 +101,9 @@ def check_pub(log: GroupLog, group: str, conn: Any, frame: Pub, caps: Caps) -> S
 def check_sub(
     delivery: Delivery, group: str, conn: Any, frame: Sub, caps: Caps
 ) -> SendError | None:
-    """``LIMIT`` for a ``sub`` past ``max_subscriptions_per_conn`` on its connection (a
-    ``sub`` that replaces its own ``sid`` is not a new one) or creating a topic past
-    ``max_topics``."""
+    """``LIMIT`` for a ``sub`` past ``max_subscriptions_per_conn`` on its connection or
+    ``max_subscriptions_per_topic`` on its topic (a ``sub`` that replaces its own ``sid``
+    is not a new one) or creating a topic past ``max_topics``."""
     why = None
     if (id(conn), frame.sid) not in delivery.consumers:
         n = delivery.subscriptions_of(conn)
@@ -102,6 +111,11 @@ def check_sub(
             why = (
                 f"this connection has {n} subscriptions, max_subscriptions_per_conn="
                 f"{caps.max_subscriptions_per_conn}; unsubscribe one first"
+            )
+        elif (k := len(delivery.by_topic.get(frame.topic, ()))) >= caps.max_subscriptions_per_topic:
+            why = (
+                f"topic {frame.topic[:60]!r} has {k} subscriptions, max_subscriptions_per_topic="
+                f"{caps.max_subscriptions_per_topic}"
             )
     why = why or _topic_refusal(delivery.log, group, frame.topic, caps)
     return None if why is None else SendError(conn, ErrorCode.LIMIT, why, sid=frame.sid)

@@ -300,6 +300,15 @@ def _other(v: Any) -> Any:
     raise TypeError(f"{type(v).__name__} has no JSON form")
 
 
+def record_size(record: Any) -> int:
+    """The bytes a delivered or fetched record ``[ts, uuid, key, value, headers]`` takes in a
+    JSON frame (UTF-8, its comma included): escapes and base64 make it up to 6 times what the
+    log counts (a control byte is ``\\u0001``), so answers are cut by this, not by that."""
+    (out,) = _records_out("fetched", (record,))
+    text = json.dumps(out, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return len(text.encode("utf-8", "surrogatepass")) + 1
+
+
 def map_of(data: bytes) -> dict[str, Any]:
     """The map a msgpack frame (of ours) holds, as JSON will carry it."""
     obj: dict[str, Any] = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=False)
