@@ -82,7 +82,7 @@ class BrokerConfig:
     max_connections: int = 10_000  # per broker; beyond it the handshake gets HTTP 503
     max_subscriptions_per_conn: int = 1_000  # a further `sub` gets LIMIT
     # per topic (every subscription of a topic is visited and sent each commit of it): LIMIT
-    max_subscriptions_per_topic: int = 1_000
+    max_subscriptions_per_topic: int = 10_000  # a chat room's members (docs/security.md)
     max_topics: int = 100_000  # per group: a `pub`/`sub` creating one more gets LIMIT
     max_name_len: int = 249  # characters of a topic or subscription name (BAD_REQUEST)
     max_durable_per_principal: int = 1_000  # per group; anonymous is one principal; LIMIT
