@@ -97,6 +97,7 @@ from tritonmq.core.events import (
     StopRequested,
     SubscriptionRegistered,
     SubscriptionsLoaded,
+    Synced,
     Tick,
     ZkView,
 )
@@ -258,10 +259,12 @@ class Broker:
             opened = await asyncio.to_thread(
                 open_data_dir, self.cfg.data_dir, self.cfg.segment_bytes
             )
-            self.disk = Disk(self.cfg, opened.store, self.feed)
+            self.disk = Disk(self.cfg, opened.store, self.feed, opened.log.last_ts)
             self.boot, recovered = opened.boot, opened.log
         me = Member(self.cfg.id, self.url, self.boot, self.repl_url)
         self.core = BrokerCore(self.cfg, me, creds.secret, log=recovered)
+        if recovered is not None:  # recovery fsynced what it read: the core may count on it
+            self.feed(Synced(recovered.last_ts, time.monotonic()))
         self.coord = GroupCoordinator(
             self.cfg.zk,
             self.cfg.chroot,

@@ -33,12 +33,17 @@ EXIT_STORAGE = 3  # the process's exit status when its segment files cannot be w
 
 class Disk:
     def __init__(
-        self, cfg: BrokerConfig, store: SegmentStore, feed: Callable[[Event], None]
+        self,
+        cfg: BrokerConfig,
+        store: SegmentStore,
+        feed: Callable[[Event], None],
+        written_ts: int = 0,
     ) -> None:
         self.cfg = cfg
         self.store = store
         self.feed = feed
-        self.written_ts = 0  # the log's end as of the last write
+        # the log's end as of the last write (at start: what recovery read, and fsynced)
+        self.written_ts = written_ts
         self.synced = 0  # store.written as of the last fsync's start
         self._cut: int | None = None  # the lowest ts a truncation kept during an fsync
         self._soon = asyncio.Event()
@@ -65,18 +70,31 @@ class Disk:
                     await self._soon.wait()
             except TimeoutError:
                 pass
+            asked = self._soon.is_set()
             self._soon.clear()
             if self.store.written != self.synced:
                 await self._sync()
+            elif asked:  # nothing unsynced: what was written is on the disk already
+                self.feed(Synced(self.written_ts, time.monotonic()))
             if time.monotonic() >= next_retention:
                 next_retention = time.monotonic() + RETENTION_EVERY_S
                 glog = the_log()
                 if glog is not None:
-                    await self._retain(glog)
+                    try:
+                        await self._retain(glog)
+                    except OSError as e:  # tried again later; the log is whole meanwhile
+                        log.error("disk retention failed: %s", e)
 
     async def _sync(self) -> None:
-        ts, self._cut = self.written_ts, None
-        self.synced = await asyncio.to_thread(self.store.sync)
+        # what this fsync covers is what was written when it was asked, taken here on the
+        # loop: bytes written meanwhile may reach the disk too, but are fsynced again next
+        ts, start, self._cut = self.written_ts, self.store.written, None
+        try:
+            await asyncio.to_thread(self.store.sync)
+        except OSError as e:  # after EIO the kernel may have dropped the pages: a later
+            log.critical("segment files cannot be fsynced (%s): stopping at once", e)
+            os._exit(EXIT_STORAGE)  # fsync's success would be a lie
+        self.synced = start
         if self._cut is not None:  # cut while it ran: above it are other records now
             ts = min(ts, self._cut)
         self.feed(Synced(ts, time.monotonic()))
@@ -89,7 +107,8 @@ class Disk:
         if not gone:
             return
         base = journal.base_of(glog, gone[-1].end_ts + 1)
-        freed = await asyncio.to_thread(self.store.delete, gone, base)
+        freed = await asyncio.to_thread(self.store.delete_files, gone, base)
+        self.store.forget(gone)  # on the loop, which appends to the list
         log.info("disk retention: %d segment(s) deleted, %d bytes", len(gone), freed)
 
     async def close(self) -> None:

@@ -420,6 +420,7 @@ class BrokerCore(ClientFrames, ReplicationLinks):
             catchup_chunk=self.catchup_chunk,
         )
         self.primary = p
+        p.own_synced = min(self.synced_ts, self.log.last_ts)  # what our files hold fsynced
         self._set_role(Role.LEADING, f"elected at epoch {state.epoch}")
         self.moves.lead_changed()
         self.state = state

@@ -59,7 +59,7 @@ def decode_body(body: bytes) -> Op:
         return (tag, [tuple(t) for t in raw[1]])
     if tag == journal.BASE:
         epochs, points, published = ([tuple(x) for x in raw[i]] for i in (2, 3, 5))
-        return (tag, raw[1], epochs, points, raw[4], published)
+        return (tag, raw[1], epochs, points, raw[4], published, *raw[6:])
     return tuple(raw)
 
 
@@ -118,14 +118,19 @@ class SegmentStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         out = Recovered()
         base = self.dir / BASE_FILE
+        through = 0  # segments up to this one were deleted by retention (the BASE says)
         if base.exists():
             data = base.read_bytes()
             op, used = _frame_at(data, 0)
             if op is None or used != len(data):
                 out.cut, out.cut_at = "damaged base file", str(base)
             else:
-                out.ops.append(op)
+                through = int(op[6]) if len(op) > 6 else 0
+                out.ops.append(op[:6])
         files = sorted(p for p in self.dir.iterdir() if p.suffix == SUFFIX and p.stem.isdigit())
+        for path in [p for p in files if int(p.stem) <= through]:
+            path.unlink()  # a crash between writing the BASE and deleting them (delete())
+        files = [p for p in files if int(p.stem) > through]
         end_ts = 0
         for i, path in enumerate(files):
             seg = Segment(int(path.stem), path)
@@ -149,10 +154,12 @@ class SegmentStore:
             seg.end_ts = end_ts
             out.bytes += pos
             self.segments.append(seg)
+            with open(path, "rb") as f:  # a previous process may have died before its fsync:
+                os.fsync(f.fileno())  # what is reported fsynced from now on must be
         if not self.segments:
             self.segments.append(Segment(1, self.dir / f"{1:012d}{SUFFIX}"))
         self._fd = os.open(self.segments[-1].path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._dir_dirty = True
+        _fsync_dir(self.dir)
         return out
 
     # --- writing (in line: a write(2) to the OS) -------------------------------------------
@@ -239,29 +246,37 @@ class SegmentStore:
         return out
 
     def delete(self, segments: Iterable[Segment], base: Op) -> int:
-        """Delete ``segments`` (the oldest ones), first writing ``base``, what a replay
-        starts from without them (blocking: off the loop). Returns bytes freed."""
+        """Delete ``segments`` (the oldest ones) and forget them; see :meth:`delete_files`."""
         gone = list(segments)
+        freed = self.delete_files(gone, base)
+        self.forget(gone)
+        return freed
+
+    def delete_files(self, gone: Sequence[Segment], base: Op) -> int:
+        """Delete the files of ``gone`` (the oldest segments), first writing ``base``, what
+        a replay starts from without them, naming the last of them: a crash before every
+        unlink is done leaves segments :meth:`recover` deletes, not replays over the BASE.
+        Blocking: off the loop; the caller then :meth:`forget`s them on the loop (the loop
+        appends to the list meanwhile). Returns bytes freed."""
         if not gone:
             return 0
         tmp = self.dir / (BASE_FILE + ".tmp")
         with open(tmp, "wb") as f:
-            f.write(encode(base))
+            f.write(encode((*base[:6], max(s.n for s in gone))))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.dir / BASE_FILE)
+        _fsync_dir(self.dir)  # the BASE is in place before any segment goes
         freed = 0
         for seg in gone:
             freed += seg.size
             seg.path.unlink(missing_ok=True)
-        dfd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        _fsync_dir(self.dir)
+        return freed
+
+    def forget(self, gone: Iterable[Segment]) -> None:
         names = {s.n for s in gone}
         self.segments = [s for s in self.segments if s.n not in names]
-        return freed
 
     def close(self) -> None:
         with self._lock:
@@ -304,7 +319,8 @@ def _frame_at(data: bytes, pos: int) -> tuple[Op | None, int]:
         return None, -2
     start = pos + HEADER.size
     if start + length > len(data):
-        return None, -1
+        # cut short, or a length damaged upward over a body that is all there
+        return None, -5 if zlib.crc32(data[start:]) == crc else -1
     body = data[start : start + length]
     if zlib.crc32(body) != crc:
         return None, -3
@@ -329,9 +345,16 @@ def _frame_after(data: bytes, pos: int) -> bool:
 
 
 def _damage(code: int) -> str:
-    return {-1: "frame cut short", -2: "bad frame header", -3: "crc mismatch"}.get(
-        code, "undecodable frame"
-    )
+    names = {-1: "frame cut short", -2: "bad frame header", -3: "crc mismatch"}
+    return names.get(code, "bad frame length" if code == -5 else "undecodable frame")
+
+
+def _fsync_dir(path: Path) -> None:
+    dfd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 def _covers(op: Op, end_ts: int, newest_ms: int) -> tuple[int, int]:
@@ -341,6 +364,12 @@ def _covers(op: Op, end_ts: int, newest_ms: int) -> tuple[int, int]:
         return max(end_ts, op[1] + len(op[2]) - 1), newest_ms
     if tag == journal.PUBLISHED:
         return end_ts, max(newest_ms, op[2])
+    # a reset starts the log over at its base, and adopted uuids are of records up to
+    # their ts: the segment is needed until everything up to there is purged and forgotten
+    if tag == journal.RESET:
+        return max(end_ts, op[1] - 1), newest_ms
+    if tag == journal.DEDUP and op[1]:
+        return max(end_ts, max(t[0] for t in op[1])), newest_ms
     return end_ts, newest_ms
 
 
