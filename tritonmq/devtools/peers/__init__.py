@@ -61,8 +61,8 @@ class System(Protocol):
     key: str  # as --against names it ("tritonmq" for TritonMQ itself)
     title: str  # its column in the table
 
-    def missing(self) -> str | None:
-        """What must be installed before it can run (None: nothing)."""
+    def missing(self) -> list[str]:
+        """What must be installed before it can run (nothing: [])."""
 
     def start(self) -> None:
         """Start its servers (child processes on loopback ports) and wait until they serve."""
@@ -104,16 +104,15 @@ def load(key: str) -> System:
     raise ValueError(f"no system {key!r}")
 
 
-def missing_parts(binary: str, apt: str, modules: Sequence[str], pip: str) -> str | None:
-    """None when ``binary`` is on PATH and ``modules`` import; else what to install."""
+def missing_parts(binary: str, modules: Sequence[str], pip: str) -> list[str]:
+    """What of ``binary`` (a Debian package of that name) and ``modules`` (from the bench
+    extra, as ``pip`` names them) is not installed."""
     lack = []
     if shutil.which(binary) is None:
-        lack.append(f"{binary} (apt-get install {apt})")
+        lack.append(f"{binary} (apt-get install {binary})")
     if not all(find_spec(m) is not None for m in modules):
         lack.append(f"{pip} (pip install -e '.[bench]')")
-    if not lack:
-        return None
-    return f"{' and '.join(lack)} not installed: run {INSTALL_HINT}"
+    return lack
 
 
 def version_of(cmd: list[str]) -> str:

@@ -105,8 +105,8 @@ class NatsJetStream:
         self.dir: Path | None = None
         self.ports: list[int] = []
 
-    def missing(self) -> str | None:
-        return missing_parts("nats-server", "nats-server", ["nats"], "nats-py")
+    def missing(self) -> list[str]:
+        return missing_parts("nats-server", ["nats"], "nats-py")
 
     def start(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="tritonmq-bench-nats-"))

@@ -101,8 +101,8 @@ class RedisReplicated:
         self.dir: Path | None = None
         self.port = 0
 
-    def missing(self) -> str | None:
-        return missing_parts("redis-server", "redis-server", ["redis", "hiredis"], "redis[hiredis]")
+    def missing(self) -> list[str]:
+        return missing_parts("redis-server", ["redis", "hiredis"], "redis[hiredis]")
 
     def start(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="tritonmq-bench-redis-"))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tritonmq.devtools.peers import System, load, run_async
+from tritonmq.devtools.peers import INSTALL_HINT, System, load, run_async
 from tritonmq.devtools.peers.shapes import HIGHER_IS_BETTER, Sizes, measure, rows
 
 
@@ -56,8 +56,8 @@ class PeersReport:
 def systems_for(peers: list[str]) -> list[System]:
     """TritonMQ and ``peers``; a PeerMissing naming everything that is not installed."""
     systems = [load(k) for k in ["tritonmq", *peers]]
-    if lacks := [m for s in systems if (m := s.missing())]:
-        raise PeerMissing("; ".join(lacks))
+    if lacks := [m for s in systems for m in s.missing()]:
+        raise PeerMissing(f"not installed: {', '.join(lacks)}; {INSTALL_HINT} installs them")
     return systems
 
 

@@ -65,8 +65,8 @@ class TritonMQ:
         self.cluster: DevCluster | None = None
         self.url = ""
 
-    def missing(self) -> str | None:
-        return None  # ZooKeeper is checked when the cluster starts (scripts/bootstrap)
+    def missing(self) -> list[str]:
+        return []  # ZooKeeper is checked when the cluster starts (scripts/bootstrap)
 
     def start(self) -> None:
         self.cluster = DevCluster(1, 3).start()
