@@ -47,10 +47,14 @@ class Conn(Protocol):
         """Records in one call; returns once every one is confirmed replicated."""
 
     async def subscribe(
-        self, topic: str, on_records: Callable[[int], None]
+        self,
+        topic: str,
+        on_records: Callable[[int], None],
+        on_error: Callable[[BaseException], None],
     ) -> Callable[[], Awaitable[None]]:
         """Receive every record published to ``topic`` from now on, calling ``on_records``
-        with how many arrived; returns once subscribed, with a function that stops it."""
+        with how many arrived (``on_error`` if receiving fails); returns once subscribed,
+        with a function that stops it."""
 
     async def close(self) -> None: ...
 

@@ -80,8 +80,13 @@ class NatsConn:
         await asyncio.gather(*futs)
 
     async def subscribe(
-        self, topic: str, on_records: Callable[[int], None]
+        self,
+        topic: str,
+        on_records: Callable[[int], None],
+        on_error: Callable[[BaseException], None],
     ) -> Callable[[], Awaitable[None]]:
+        # an ordered consumer recreates itself after a gap; its failures reach the
+        # connection's error callback, and a stalled subscriber ends in the shape's timeout
         async def cb(_msg: Any) -> None:
             on_records(1)
 

@@ -63,7 +63,10 @@ class RedisConn:
         await self._confirmed(topic, values)
 
     async def subscribe(
-        self, topic: str, on_records: Callable[[int], None]
+        self,
+        topic: str,
+        on_records: Callable[[int], None],
+        on_error: Callable[[BaseException], None],
     ) -> Callable[[], Awaitable[None]]:
         r = self.r  # XREAD BLOCK takes a connection of the pool while it waits
         last = b"0-0"  # every topic is a fresh stream: from its start is from now on
@@ -71,12 +74,15 @@ class RedisConn:
 
         async def consume() -> None:
             nonlocal last
-            while not stopping:
-                got = await r.xread({topic: last}, count=READ_COUNT, block=BLOCK_MS)
-                for _name, entries in got:
-                    if entries:
-                        last = entries[-1][0]
-                        on_records(len(entries))
+            try:
+                while not stopping:
+                    got = await r.xread({topic: last}, count=READ_COUNT, block=BLOCK_MS)
+                    for _name, entries in got:
+                        if entries:
+                            last = entries[-1][0]
+                            on_records(len(entries))
+            except Exception as e:
+                on_error(e)
 
         task = asyncio.create_task(consume())
 

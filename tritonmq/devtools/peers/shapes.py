@@ -178,6 +178,11 @@ async def _delivered(
     loop = asyncio.get_running_loop()
     left = [subscribers]
     done: asyncio.Future[float] = loop.create_future()
+
+    def failed(e: BaseException) -> None:
+        if not done.done():
+            done.set_exception(e)
+
     try:
         for sub in subs:
             got = [0]
@@ -189,7 +194,7 @@ async def _delivered(
                     if not left[0] and not done.done():
                         done.set_result(time.perf_counter())
 
-            stops.append(await sub.subscribe(topic, counted))
+            stops.append(await sub.subscribe(topic, counted, failed))
         t0 = time.perf_counter()
         await _pipeline(pub, topic, n, s)
         return await done - t0

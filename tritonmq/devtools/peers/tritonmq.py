@@ -31,18 +31,24 @@ class TritonConn:
         await self.client.publish_many(topic, values)
 
     async def subscribe(
-        self, topic: str, on_records: Callable[[int], None]
+        self,
+        topic: str,
+        on_records: Callable[[int], None],
+        on_error: Callable[[BaseException], None],
     ) -> Callable[[], Awaitable[None]]:
         sub = self.client.subscribe(topic, from_="latest")
         await sub.__aenter__()
 
         async def consume() -> None:
             got = 0
-            async for msg in sub:
-                got += 1
-                if got % ACK_EVERY == 0:
-                    await msg.ack()
-                on_records(1)
+            try:
+                async for msg in sub:
+                    got += 1
+                    if got % ACK_EVERY == 0:
+                        await msg.ack()
+                    on_records(1)
+            except Exception as e:
+                on_error(e)
 
         task = asyncio.create_task(consume())
 
