@@ -649,6 +649,15 @@ def _group_counts(_ctx: click.Context, _param: click.Parameter, value: str | Non
         raise click.BadParameter(str(e)) from None
 
 
+def _peer_names(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    from tritonmq.devtools.peers import parse_against
+
+    try:
+        return None if value is None else parse_against(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
 @main.command()
 @click.option(
     "--zk", "zk_hosts", default=None, help="Measure this cluster instead of starting a 1x3 one."
@@ -701,6 +710,26 @@ def _group_counts(_ctx: click.Context, _param: click.Parameter, value: str | Non
     help="Brokers in memory only, with segment files (a data_dir each), or both in one run"
     " alternating (memory, files, memory, files) with the ratio files/memory.",
 )
+@click.option(
+    "--against",
+    "against",
+    default=None,
+    callback=_peer_names,
+    help="Instead: TritonMQ and these peers (nats,redis) through the same load shapes, "
+    "alternating, with ratios (docs/benchmarks.md; needs scripts/bootstrap --bench).",
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="With --against: each shape for about a second, one round (keeps the harness working).",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(1, 20),
+    default=2,
+    show_default=True,
+    help="With --against: rounds of every system, alternating.",
+)
 def bench(
     zk_hosts: str | None,
     records: int,
@@ -712,10 +741,14 @@ def bench(
     topics: int,
     producers: int,
     storage: str,
+    against: list[str] | None,
+    quick: bool,
+    rounds: int,
 ) -> None:
     """Throughput and latency of acknowledged publishing and delivery on a 1x3 cluster;
     with --groups, acknowledged publish over --topics topics (spread over all slots) by
-    --producers, on a fresh cluster per group count."""
+    --producers, on a fresh cluster per group count; with --against, TritonMQ and its peers
+    through the same load shapes in one run."""
     import asyncio
     import platform
 
@@ -724,6 +757,18 @@ def bench(
 
     from tritonmq.cli_ops import progress
 
+    if quick and against is None:
+        _fail("--quick goes with --against")
+    if against is not None:
+        if zk_hosts is not None or group_counts is not None or storage != "memory":
+            _fail("--against starts its own servers: not with --zk, --groups or --storage")
+        from tritonmq.devtools.peers.run import bench_peers
+        from tritonmq.devtools.peers.shapes import Sizes
+        from tritonmq.devtools.peers.shapes import quick as quick_sizes
+
+        sizes = Sizes(size=size, rate=rate, seconds=seconds, records=records, rounds=rounds)
+        bench_peers(against, quick_sizes(sizes) if quick else sizes, json_path)
+        return
     if group_counts is not None:
         if zk_hosts is not None:
             _fail("--groups starts a fresh cluster per group count: not with --zk")
