@@ -51,7 +51,10 @@ def iter_results(
     if jobs <= 1:
         yield from map(_run_light, args)
         return
-    ctx = multiprocessing.get_context("fork")
+    # forkserver, not fork: a process with threads (a test session that ran a browser, a
+    # kazoo client) forked workers that could start holding a lock no thread would release,
+    # and the sweep waited for good
+    ctx = multiprocessing.get_context("forkserver")
     with ctx.Pool(jobs) as pool:
         yield from pool.imap_unordered(_run_light, args, chunksize=8)
 
